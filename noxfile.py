@@ -1,0 +1,191 @@
+"""Every check of the sadl monorepo, one nox session each.
+
+`nox` runs tests (one venv per package), ecosystem, thirdparty, lint, types and docs.
+`nox -s demo` trains the demo GPT; `nox -s bench` runs the benchmarks; `nox -s gpu` the CUDA tests.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.download_python = "never"
+nox.options.reuse_venv = "never" if os.environ.get("CI") else "yes"
+nox.options.sessions = ["tests", "ecosystem", "thirdparty", "lint", "types", "docs"]
+nox.options.error_on_external_run = True
+
+ROOT = Path(__file__).parent
+# Each package with the sibling packages it declares (installed from this checkout).
+PACKAGES = {
+    "core": [],
+    "layers": ["core"],
+    "optim": ["core"],
+    "serialize": ["core"],
+    "models": ["core", "layers", "optim", "serialize"],
+}
+ALL = [f"packages/{p}" for p in PACKAGES]
+STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _torch_wheel() -> str | None:
+    """PyTorch is a test/benchmark reference only, installed from the local wheel if present."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheels = sorted(glob.glob(f"/opt/wheels/torch-*-{tag}-*.whl"))
+    return wheels[-1] if wheels else None
+
+
+def _install_torch(session: nox.Session) -> None:
+    wheel = _torch_wheel()
+    if wheel:
+        session.install(wheel)
+    else:
+        session.log("no local PyTorch wheel: parity tests and torch benchmarks will be skipped")
+
+
+def _test_group(package: str) -> list[str]:
+    return ["--group", f"packages/{package}/pyproject.toml:test"]
+
+
+@nox.session
+@nox.parametrize("package", list(PACKAGES))
+def tests(session: nox.Session, package: str) -> None:
+    """One package in a venv holding only it, its declared dependencies and its test group."""
+    session.run("python", "tools/check_imports.py", f"packages/{package}")
+    deps = [f"packages/{p}" for p in PACKAGES[package]]
+    session.install(*deps, f"packages/{package}", *_test_group(package))
+    _install_torch(session)
+    session.run("pytest", f"packages/{package}/tests", *session.posargs, env=STRICT)
+
+
+@nox.session
+def ecosystem(session: nox.Session) -> None:
+    """All packages installed; tests/ reaches them only through their entry points."""
+    groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    session.install(*ALL, *groups)
+    _install_torch(session)
+    session.run("pytest", "tests", "--ignore=tests/thirdparty", *session.posargs, env=STRICT)
+
+
+@nox.session
+def thirdparty(session: nox.Session) -> None:
+    """Build wheels, pip-install core and fixture plugins into fresh venvs, test from outside."""
+    session.install("pip", "wheel")
+    tmp = Path(session.create_tmp()).resolve()
+    dist = tmp / "dist"
+    fixtures = sorted(str(p) for p in (ROOT / "tests/fixtures/plugins").iterdir() if p.is_dir())
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--quiet",
+        "--wheel-dir",
+        str(dist),
+        "packages/core",
+        *fixtures,
+    )
+    wheels = {Path(w).name.split("-")[0]: w for w in glob.glob(str(dist / "*.whl"))}
+    suites = {
+        # Only sadl-core and the sample plugin, as a user who pip-installs one plugin would have.
+        "sample-only": (["sadl_core", "sadl_sample"], "tests/thirdparty/test_sample_plugin.py"),
+        # Every fixture: broken, conflicting, incompatible and misspelled plugins beside it.
+        "all-fixtures": (sorted(wheels), "tests/thirdparty/test_fixture_plugins.py"),
+    }
+    for name, (dists, test_file) in suites.items():
+        venv = tmp / name
+        session.run("python", "-m", "venv", "--clear", str(venv))
+        pip = [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ]
+        session.run(*pip, *(wheels[d] for d in dists), "pytest", external=True)
+        session.run(
+            str(venv / "bin/python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            test_file,
+            *session.posargs,
+            external=True,
+            env={"SADL_THIRDPARTY_SUITE": name},
+        )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole tree."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+    """mypy --strict over every package's src (configured in mypy.ini)."""
+    session.install("mypy>=1.11", *ALL)
+    for package in PACKAGES:
+        session.run("mypy", "--config-file", "mypy.ini", f"packages/{package}/src")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build docs/ with warnings as errors and run every documented example."""
+    groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    session.install(*ALL, *groups, "mkdocs>=1.6", "scikit-learn>=1.3")
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site")
+    )
+    session.run("pytest", "docs", "-p", "no:cacheprovider", *session.posargs, env=STRICT)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against PyTorch eager and hand-written NumPy, at 1 and 2 threads."""
+    session.install(*ALL)
+    _install_torch(session)
+    session.run("python", "bench/run.py", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: train the demo GPT on the built-in corpus, then generate from it."""
+    session.install(*ALL)
+    out = ROOT / "runs" / "demo"
+    session.run("sadl", "train", "gpt", "--out", str(out), *session.posargs)
+    session.run(
+        "sadl",
+        "generate",
+        "--checkpoint",
+        str(out / "checkpoint.sadl"),
+        "--prompt",
+        "The ",
+        "--tokens",
+        "300",
+    )
+
+
+@nox.session(default=False)
+def gpu(session: nox.Session) -> None:
+    """The tests marked gpu (needs CUDA and CuPy): every op on CuPy against NumPy."""
+    session.install("packages/core[gpu]", *ALL[1:], *_test_group("core"))
+    session.run(
+        "pytest",
+        "-m",
+        "gpu",
+        "packages/core/tests",
+        "tests",
+        "--ignore=tests/thirdparty",
+        *session.posargs,
+        env=STRICT,
+    )

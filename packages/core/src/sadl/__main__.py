@@ -1,0 +1,5 @@
+"""``python -m sadl`` runs the command line."""
+
+from sadl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,481 @@
+"""The autograd engine: apply an op and record it, then walk the records backward.
+
+Two functions carry everything. ``apply`` runs an op's forward on the tensors' arrays and, when a
+gradient will be needed, records a :class:`Node` (which op, what it saw, who its parents are).
+``run_backward`` sorts those nodes (iteratively, so a 100,000-op chain is fine), calls each op's
+backward rule from the grad-op registry, sums away broadcasting, and accumulates into the leaves.
+All the per-op knowledge lives in the ``OpDef`` records, none of it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sadl.backend import ensure_same_device, is_array
+from sadl.grad_mode import _state as _grad_state
+from sadl.grad_mode import enable_grad
+from sadl.plugins.records import OpDef
+from sadl.tensor import Tensor
+
+__all__ = ["MissingGradientError", "Node", "apply", "call_op", "grad", "run_backward"]
+
+_ndarray = np.ndarray
+_new_tensor = Tensor.__new__
+
+
+class MissingGradientError(RuntimeError):
+    """An op without a backward rule was used on a tensor that requires grad."""
+
+
+class Node:
+    """One recorded op application: everything its backward rule will need.
+
+    ``datas`` are the input arrays (constants included), ``parents`` the producer of each input
+    (a Node, a leaf Tensor that requires grad, or None), ``counters``/``versions`` the version
+    counters of the tensor inputs and of the output as they were, so an in-place change made
+    afterwards is caught instead of silently corrupting the gradient.
+    """
+
+    __slots__ = ("counters", "datas", "op", "out", "params", "parents", "retained", "versions")
+
+    def __init__(
+        self,
+        op: OpDef,
+        params: dict[str, Any],
+        datas: tuple[Any, ...],
+        parents: tuple[Any, ...],
+        counters: tuple[Any, ...],
+        versions: tuple[Any, ...],
+        out: Any,
+    ) -> None:
+        self.op = op
+        self.params = params
+        self.datas: tuple[Any, ...] | None = datas
+        self.parents = parents
+        self.counters = counters
+        self.versions = versions
+        self.out = out
+        self.retained: Any = None
+
+    def __repr__(self) -> str:
+        return f"<Node {self.op.name}>"
+
+
+def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
+    """Run ``op`` on ``args`` (Tensors or constants) and record it when a gradient is needed."""
+    datas = []
+    record = False
+    off_cpu = False
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.data
+            if a.requires_grad:
+                record = True
+            if type(d) is not _ndarray:
+                off_cpu = True
+            datas.append(d)
+        else:
+            datas.append(a)
+    if off_cpu:
+        ensure_same_device(datas, f"op {op.name!r}")
+    record = record and _grad_state.enabled and op.differentiable
+    if record and op.backward is None:
+        raise MissingGradientError(_missing_backward_message(op))
+
+    out = op.forward(*datas, **params)
+    if type(out) is not _ndarray and not is_array(out):
+        out = _as_array_like(out, datas)
+
+    result = _new_tensor(Tensor)
+    result.data = out
+    result.grad = None
+    result._node = None
+    result.requires_grad = False
+    base = out.base
+    result._version = _shared_counter(base, args) if base is not None else [0]
+    if record and out.dtype.kind in "fc":
+        parents: list[Any] = []
+        counters: list[Any] = []
+        versions: list[Any] = []
+        for a in args:
+            if isinstance(a, Tensor):
+                n = a._node
+                parents.append(n if n is not None else (a if a.requires_grad else None))
+                c = a._version
+                counters.append(c)
+                versions.append(c[0])
+            else:
+                parents.append(None)
+                counters.append(None)
+                versions.append(None)
+        counters.append(result._version)
+        versions.append(result._version[0])
+        result._node = Node(
+            op, params, tuple(datas), tuple(parents), tuple(counters), tuple(versions), out
+        )
+        result.requires_grad = True
+    return result
+
+
+def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
+    """Apply ``op`` the way user code calls it: Tensors in, Tensor out; arrays in, array out."""
+    if op.composite:
+        return op.forward(*args, **params)
+    if params:
+        params = {k: v.data if isinstance(v, Tensor) else v for k, v in params.items()}
+    for a in args:
+        if isinstance(a, Tensor):
+            return apply(op, args, params)
+    return op.forward(*args, **params)
+
+
+def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
+    # An output that views an input's memory shares that input's version counter, so an
+    # in-place write through either one is seen by every node that saved the other.
+    for a in args:
+        if isinstance(a, Tensor) and (a.data is base or a.data.base is base):
+            return a._version
+    return [0]
+
+
+def _as_array_like(value: Any, datas: list[Any]) -> Any:
+    for d in datas:
+        if is_array(d):
+            from sadl.backend import array_module
+
+            return array_module(d).asarray(value)
+    return np.asarray(value)
+
+
+def _missing_backward_message(op: OpDef) -> str:
+    from sadl.plugins.manager import provider_hint
+
+    hint = provider_hint("ops", op.name)
+    return (
+        f"op {op.name!r} has no backward rule, so it cannot be used on a tensor that requires "
+        f"grad{hint}. Detach the input (t.detach()) or wrap the call in sadl.no_grad()."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Backward
+# --------------------------------------------------------------------------------------------
+
+
+def run_backward(
+    roots: Sequence[Tensor],
+    root_grads: Sequence[Any],
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    targets: Sequence[Tensor] | None = None,
+) -> list[Any] | None:
+    """Push ``root_grads`` from ``roots`` down the graph.
+
+    Without ``targets`` the gradients accumulate into the leaves' ``.grad`` (``Tensor.backward``);
+    with ``targets`` their gradients are returned instead and no ``.grad`` is touched
+    (``sadl.grad``).
+    """
+    grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
+    pending: dict[Node, int] = {}  # Node -> consumers that have not yet sent their gradient
+    stack: list[Node] = []
+    for tensor, g in zip(roots, root_grads):
+        key = tensor._node if tensor._node is not None else tensor
+        grads[key] = grads[key] + g if key in grads else g
+        if type(key) is Node and key not in pending:
+            pending[key] = 0
+            stack.append(key)
+    while stack:
+        for p in stack.pop().parents:
+            if type(p) is Node:
+                if p in pending:
+                    pending[p] += 1
+                else:
+                    pending[p] = 1
+                    stack.append(p)
+
+    wanted = _nodes_leading_to(targets, pending) if targets is not None else None
+    ready = [n for n, count in pending.items() if count == 0]
+    while ready:
+        node = ready.pop()
+        g = grads.pop(node, None)
+        if g is not None and (wanted is None or node in wanted):
+            if node.datas is None:
+                raise RuntimeError(
+                    f"trying to backward through the graph a second time (op {node.op.name!r}): "
+                    "its saved arrays were freed by the first backward; pass retain_graph=True "
+                    "to the first call if you need to go through it again"
+                )
+            if node.retained is not None:
+                _store_retained(node, g)
+            if targets is not None:
+                grads[("target", node)] = g
+            if wanted is None or any(p in wanted for p in node.parents):
+                for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
+                    if gi is not None:
+                        grads[p] = grads[p] + gi if p in grads else gi
+            if not retain_graph:
+                node.datas = None
+                node.out = None
+        for p in node.parents:
+            if type(p) is Node:
+                pending[p] -= 1
+                if pending[p] == 0:
+                    ready.append(p)
+
+    if targets is not None:
+        return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
+    _accumulate_into_leaves(grads)
+    return None
+
+
+def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None) -> list[Any]:
+    """Call the op's backward rule and shape/cast each result to its input."""
+    op = node.op
+    parents = node.parents
+    datas = node.datas
+    assert datas is not None
+    _check_versions(node)
+    if create_graph:
+        if not op.double_backward:
+            return _no_double_backward(node, g)
+        inputs: tuple[Any, ...] = tuple(_saved_input(d, p) for d, p in zip(datas, parents))
+        out: Any = _tensor_from(node.out, node)
+        if not isinstance(g, Tensor):
+            g = _tensor_from(g, None)
+        with enable_grad():
+            raw = _call_rule(op, node, g, out, inputs, wanted)
+    else:
+        if isinstance(g, Tensor):
+            g = g.data
+        raw = _call_rule(op, node, g, node.out, datas, wanted)
+
+    result: list[Any] = []
+    for gi, d, p in zip(raw, datas, parents):
+        if gi is None or p is None:
+            result.append(None)
+            continue
+        shape = d.shape
+        if gi.shape != shape:
+            gi = _sum_to_shape(gi, shape, op.name)
+        if gi.dtype != d.dtype:
+            gi = gi.astype(d.dtype)
+        result.append(gi)
+    return result
+
+
+def _call_rule(
+    op: OpDef, node: Node, g: Any, out: Any, inputs: Sequence[Any], wanted: set[Any] | None
+) -> Sequence[Any]:
+    rule = op.backward
+    parents = node.parents
+    if type(rule) is tuple:
+        if len(rule) != len(inputs):
+            raise RuntimeError(
+                f"op {op.name!r} has {len(rule)} per-input backward rules for {len(inputs)} inputs"
+            )
+        return [
+            f(g, out, *inputs, **node.params)
+            if p is not None and (wanted is None or p in wanted)
+            else None
+            for f, p in zip(rule, parents)
+        ]
+    assert rule is not None and not isinstance(rule, tuple)
+    raw = rule(g, out, *inputs, **node.params)
+    if not isinstance(raw, tuple | list) or len(raw) != len(inputs):
+        got = len(raw) if isinstance(raw, tuple | list) else type(raw).__name__
+        raise RuntimeError(
+            f"backward rule of op {op.name!r} must return a tuple with one gradient (or None) "
+            f"per input: expected {len(inputs)}, got {got}"
+        )
+    return raw
+
+
+def _check_versions(node: Node) -> None:
+    for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
+        if counter is not None and counter[0] != seen:
+            which = "its output" if i == len(node.parents) else f"input {i}"
+            raise RuntimeError(
+                f"one of the arrays needed to compute the gradient of op {node.op.name!r} "
+                f"({which}) was modified by an in-place operation after the op ran (version "
+                f"{seen} -> {counter[0]}); make a copy before modifying it, or modify it "
+                "out of place"
+            )
+
+
+def _sum_to_shape(g: Any, shape: tuple[int, ...], op_name: str) -> Any:
+    """Undo broadcasting: sum ``g`` over the axes that broadcasting added or stretched."""
+    lead = g.ndim - len(shape)
+    if lead < 0:
+        return np.broadcast_to(g, shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    for i, n in enumerate(shape):
+        if n != 1 and g.shape[lead + i] != n:
+            raise RuntimeError(
+                f"backward rule of op {op_name!r} returned a gradient of shape {g.shape} for an "
+                f"input of shape {shape}"
+            )
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    return np.reshape(g, shape) if lead else g
+
+
+def _saved_input(data: Any, parent: Any) -> Any:
+    """An input as a Tensor on the original graph (for create_graph), or the constant itself."""
+    if isinstance(parent, Tensor):
+        return parent
+    if type(parent) is Node:
+        return _tensor_from(data, parent)
+    return data
+
+
+def _tensor_from(data: Any, node: Node | None) -> Tensor:
+    t = _new_tensor(Tensor)
+    t.data = data
+    t.grad = None
+    t._node = node
+    t.requires_grad = node is not None
+    t._version = [0]
+    return t
+
+
+def _no_double_backward(node: Node, g: Any) -> list[Any]:
+    """First-order gradients from an op whose rule is not differentiable, marked as such.
+
+    The gradients are right; differentiating them once more raises a clear error (never a
+    silently missing term).
+    """
+    from sadl.ops.special import NO_DOUBLE_BACKWARD
+
+    assert node.datas is not None
+    plain = _call_rule(node.op, node, g.data, node.out, node.datas, None)
+    on_graph = tuple(_saved_input(d, p) for d, p in zip(node.datas, node.parents) if p is not None)
+    if g.requires_grad:
+        on_graph += (g,)
+    params = {"op_name": node.op.name}
+    return [
+        None if gi is None else apply(NO_DOUBLE_BACKWARD, on_graph, {**params, "value": gi})
+        for gi in plain
+    ]
+
+
+def _store_retained(node: Node, g: Any) -> None:
+    tensor = node.retained()
+    if tensor is not None:
+        tensor.grad = g if tensor.grad is None else tensor.grad + g
+
+
+def _nodes_leading_to(targets: Sequence[Tensor], nodes: dict[Node, int]) -> set[Any]:
+    """The nodes (and target leaves) whose backward can reach one of ``targets``."""
+    wanted: set[Any] = set()
+    for t in targets:
+        wanted.add(t._node if t._node is not None else t)
+    # Fixed point over the (finite) node set: a node is wanted when any parent is wanted.
+    changed = True
+    remaining = [n for n in nodes if n not in wanted]
+    while changed:
+        changed = False
+        still = []
+        for n in remaining:
+            if any(p in wanted for p in n.parents if p is not None):
+                wanted.add(n)
+                changed = True
+            else:
+                still.append(n)
+        remaining = still
+    return wanted
+
+
+def _accumulate_into_leaves(grads: dict[Any, Any]) -> None:
+    seen: set[int] = set()
+    for leaf, g in grads.items():
+        if not isinstance(leaf, Tensor):
+            continue
+        if not isinstance(g, Tensor):
+            # A rule may hand the same array to several inputs, or a read-only broadcast view:
+            # give each leaf its own writable array, as optimizers update .grad in place.
+            if id(g) in seen or not g.flags.owndata or not g.flags.writeable:
+                g = g.copy()
+            seen.add(id(g))
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[Any, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs``, returned as Tensors.
+
+    Like ``torch.autograd.grad``: ``.grad`` attributes are left untouched, ``grad_outputs`` defaults
+    to ones for scalar outputs, ``retain_graph`` defaults to ``create_graph``. With
+    ``create_graph=True`` the returned gradients carry their own graph, so they can be
+    differentiated again. An input that the outputs do not depend on raises, unless
+    ``allow_unused=True`` (then its gradient is None).
+    """
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for i, t in enumerate(ins):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"sadl.grad: input {i} is not a Tensor that requires grad")
+    if grad_outputs is None or isinstance(grad_outputs, Tensor) or is_array(grad_outputs):
+        grad_outputs = [grad_outputs] * len(outs) if grad_outputs is None else [grad_outputs]
+    seeds = [_seed_grad(o, g, create_graph, "sadl.grad") for o, g in zip(outs, grad_outputs)]
+    keep = create_graph if retain_graph is None else retain_graph
+    found = run_backward(outs, seeds, retain_graph=keep, create_graph=create_graph, targets=ins)
+    assert found is not None
+    result: list[Any] = []
+    for i, g in enumerate(found):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"sadl.grad: input {i} was not used to compute the outputs; pass "
+                    "allow_unused=True to get None for it"
+                )
+            result.append(None)
+        else:
+            result.append(g if isinstance(g, Tensor) else _tensor_from(g, None))
+    return tuple(result)
+
+
+def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
+    if not out.requires_grad:
+        raise RuntimeError(
+            f"{where}: the output does not require grad (no input requires grad, or it was "
+            "computed under no_grad), so there is nothing to differentiate"
+        )
+    if g is None:
+        if out.data.size != 1:
+            raise RuntimeError(
+                f"{where}: grad can be created implicitly only for outputs with one element; "
+                f"this one has shape {out.shape}, so pass a gradient of that shape"
+            )
+        return _ones_like(out.data)
+    if isinstance(g, Tensor):
+        seed = g if create_graph else g.data
+    elif is_array(g):
+        seed = g
+    else:
+        seed = np.asarray(g)
+    shape = seed.shape if hasattr(seed, "shape") else np.shape(seed)
+    if tuple(shape) != out.shape:
+        raise RuntimeError(
+            f"{where}: gradient has shape {tuple(shape)} but the output has shape {out.shape}"
+        )
+    if not isinstance(seed, Tensor) and seed.dtype != out.dtype:
+        seed = seed.astype(out.dtype)
+    return seed
+
+
+def _ones_like(data: Any) -> Any:
+    from sadl.backend import array_module
+
+    return array_module(data).ones_like(data)

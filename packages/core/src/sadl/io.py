@@ -1,0 +1,94 @@
+"""``sadl.save`` / ``sadl.load``: hand the object to the file format registered for the path.
+
+The format is chosen by the file suffix (``.sadl``, ``.safetensors``, ...) or, on load, by the
+file's first bytes. Formats come from plugins (sadl-serialize provides both of those).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sadl.plugins.records import FormatDef
+
+__all__ = ["load", "save"]
+
+
+def _formats() -> dict[str, FormatDef]:
+    from sadl.plugins.manager import registry
+
+    return registry().records("formats")
+
+
+def _no_format(path: Path, what: str) -> LookupError:
+    formats = _formats()
+    if not formats:
+        return LookupError(
+            f"cannot {what} {path}: no file format is installed; pip install sadl-serialize "
+            "(it provides .sadl and .safetensors)"
+        )
+    known = ", ".join(sorted(s for f in formats.values() for s in f.suffixes))
+    suffix = path.suffix or "files without a suffix"
+    return LookupError(
+        f"cannot {what} {path}: no installed format handles {suffix} (known: {known}); "
+        "pass format=NAME to choose one"
+    )
+
+
+def _by_name(name: str) -> FormatDef:
+    formats = _formats()
+    if name not in formats:
+        known = ", ".join(sorted(formats)) or "none installed; pip install sadl-serialize"
+        raise LookupError(f"unknown format {name!r} (known: {known})")
+    return formats[name]
+
+
+def save(obj: Any, path: str | os.PathLike[str], format: str | None = None) -> None:
+    """Write a Tensor or a mapping of Tensors to ``path`` in the format its suffix names."""
+    target = Path(path)
+    fmt: FormatDef | None
+    if format is not None:
+        fmt = _by_name(format)
+    else:
+        suffix = target.suffix.lower()
+        fmt = next((f for f in _formats().values() if suffix in f.suffixes), None)
+        if fmt is None:
+            raise _no_format(target, "save")
+    fmt.save(obj, target)
+
+
+def load(
+    path: str | os.PathLike[str],
+    device: str | None = None,
+    format: str | None = None,
+    **options: Any,
+) -> Any:
+    """Read what ``save`` wrote; the format comes from the suffix or the file's magic bytes."""
+    source = Path(path)
+    fmt: FormatDef | None
+    if format is not None:
+        fmt = _by_name(format)
+    else:
+        suffix = source.suffix.lower()
+        fmt = next((f for f in _formats().values() if suffix in f.suffixes), None)
+        if fmt is None:
+            if not source.exists():
+                raise FileNotFoundError(f"cannot load {source}: no such file")
+            fmt = _by_magic(source)
+        if fmt is None:
+            raise _no_format(source, "load")
+    return fmt.load(source, device=device, **options)
+
+
+def _by_magic(path: Path) -> FormatDef | None:
+    formats = [f for f in _formats().values() if f.magic]
+    if not formats:
+        return None
+    longest = max(len(f.magic or b"") for f in formats)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(longest)
+    except OSError:
+        return None
+    return next((f for f in formats if f.magic and head.startswith(f.magic)), None)

@@ -1,0 +1,3 @@
+"""sadl_models: a sadl plugin package."""
+
+__version__ = "0.1.0"
