@@ -21,6 +21,7 @@ __all__ = [
     "device_of",
     "ensure_same_device",
     "is_array",
+    "match_key",
     "parse_device",
     "scatter_add",
     "to_device",
@@ -155,6 +156,17 @@ def to_device(data: Any, device: str | Device) -> Any:
         return data
     with cp.cuda.Device(index):
         return cp.asarray(data)
+
+
+def match_key(key: Any, like: Any) -> Any:
+    """``key`` with NumPy index arrays moved to the device of ``like`` (no-op on the CPU)."""
+    if isinstance(like, np.ndarray) or _cupy is None:
+        return key
+    if isinstance(key, np.ndarray):
+        return _cupy.asarray(key)
+    if isinstance(key, tuple):
+        return tuple(_cupy.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+    return key
 
 
 def scatter_add(target: Any, key: Any, values: Any) -> None:

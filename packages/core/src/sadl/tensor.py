@@ -502,6 +502,8 @@ class Tensor(NDArrayOperatorsMixin):
             producer.out = before.data
             producer.counters = (*producer.counters[:-1], before._version)
             producer.versions = (*producer.versions[:-1], 0)
+        # `y *= y` reads the old value twice: both operands are the snapshot.
+        others = tuple(before if o is self else o for o in others)
         result = _apply(op, (before, *others), params)
         _write_into(self.data, result.data)
         self._version[0] += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sadl.backend import match_key
 from sadl.backend import scatter_add as _scatter_into
 from sadl.plugins.records import Example, OpDef
 
@@ -26,12 +27,13 @@ def _is_basic(key) -> bool:
 
 def _getitem(x, *, key):
     """``x[key]``: basic slicing, negative steps, integer arrays, boolean masks."""
-    return x[key]
+    return x[match_key(key, x)]
 
 
 def _scatter_add(values, *, shape, key):
     """A zero array of ``shape`` with ``values`` added at ``key`` (repeated indices accumulate)."""
     target = np.zeros_like(values, shape=shape)
+    key = match_key(key, target)
     if _is_basic(key):
         target[key] = values
     else:
@@ -65,7 +67,7 @@ GETITEM = OpDef(
 
 def _take(x, *, indices, axis=None):
     """Elements at ``indices`` along ``axis`` (of the flattened array when None)."""
-    return np.take(x, indices, axis=axis)
+    return np.take(x, match_key(indices, x), axis=axis)
 
 
 def _take_grad(g, out, x, *, indices, axis=None):
@@ -91,7 +93,7 @@ def _along_axis_key(shape, indices, axis):
 
 def _take_along_axis(x, *, indices, axis):
     """Pick values along ``axis`` with an index array of the same rank (torch's gather)."""
-    return np.take_along_axis(x, indices, axis=axis)
+    return np.take_along_axis(x, match_key(indices, x), axis=axis)
 
 
 def _take_along_axis_grad(g, out, x, *, indices, axis):

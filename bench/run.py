@@ -1,0 +1,44 @@
+"""Run every benchmark script at 1 and 2 threads, each in a fresh process.
+
+OPENBLAS_CORETYPE is removed from the environment of these benchmark processes only (it can pin
+OpenBLAS to a slower kernel); tests keep whatever the machine sets.
+Usage: python bench/run.py [--quick] [--threads 1,2] [area ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+AREAS = ["core", "layers", "serialize", "models"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("areas", nargs="*", default=AREAS)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    failed = 0
+    for area in args.areas:
+        script = HERE / f"{area}.py"
+        if not script.exists():
+            print(f"(no benchmark script for {area})")
+            continue
+        for threads in [int(t) for t in args.threads.split(",")]:
+            env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+            for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[var] = str(threads)
+            cmd = [sys.executable, str(script), "--threads", str(threads)]
+            if args.quick:
+                cmd.append("--quick")
+            failed += subprocess.call(cmd, env=env) != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

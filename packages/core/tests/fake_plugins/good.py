@@ -1,0 +1,46 @@
+import sadl
+from sadl.plugins import Example, LayerDef, OpDef, OptimizerDef, hookimpl, require_api
+
+require_api("1.0")
+
+
+class Doubler(sadl.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Noop(sadl.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    def update(self, param, grad, state, group):
+        pass
+
+
+CUBE = OpDef(
+    "fake_cube",
+    lambda x: x**3,
+    (lambda g, out, x: 3 * g * x * x,),
+    examples=(Example((3,)),),
+)
+
+
+@hookimpl
+def register_ops():
+    return [CUBE]
+
+
+@hookimpl
+def register_layers():
+    return [LayerDef("Doubler", Doubler)]
+
+
+@hookimpl
+def register_optimizers():
+    return [OptimizerDef("Noop", Noop)]
+
+
+@hookimpl
+def register_commands(subparsers):
+    p = subparsers.add_parser("fake-hello", help="say hello")
+    p.set_defaults(func=lambda args: print("hello from fake") or 0)

@@ -1,0 +1,114 @@
+"""Core's Optimizer base, SGD and Adam (torch parity lives in sadl-optim's tests as well)."""
+
+import numpy as np
+import pytest
+import sadl
+from sadl import Parameter
+
+
+def quadratic_params():
+    return [Parameter(np.array([1.0, -2.0, 3.0])), Parameter(np.array([[0.5, -0.5]]))]
+
+
+def loss_of(params):
+    a, b = params
+    return (a**2).sum() * 0.5 + ((b - 1.0) ** 2).sum() + (a[0] * b[0, 1])
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs"),
+    [
+        (sadl.SGD, {"lr": 0.1}),
+        (sadl.SGD, {"lr": 0.1, "momentum": 0.9}),
+        (sadl.SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+        (sadl.Adam, {"lr": 0.05}),
+        (sadl.Adam, {"lr": 0.05, "weight_decay": 0.1, "amsgrad": True}),
+    ],
+)
+def test_trajectory_matches_torch(cls, kwargs):
+    torch = pytest.importorskip("torch")
+    params = quadratic_params()
+    tparams = [torch.tensor(p.data.copy(), requires_grad=True) for p in params]
+    opt = cls(params, **kwargs)
+    topt = getattr(torch.optim, cls.__name__)(tparams, **kwargs)
+    for _ in range(50):
+        opt.zero_grad()
+        loss_of(params).backward()
+        opt.step()
+        topt.zero_grad()
+        loss_of(tparams).backward()
+        topt.step()
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("cls", [sadl.SGD, sadl.Adam])
+def test_updates_in_place_and_keep_float32(cls):
+    p = Parameter(np.ones(3, np.float32))
+    data = p.data
+    opt = cls([p], lr=0.1)
+    (p * p).sum().backward()
+    opt.step()
+    assert p.data is data and p.dtype == np.float32
+    assert all(v.dtype == np.float32 for v in opt.state[p].values() if hasattr(v, "dtype"))
+
+
+def test_state_dict_resume_is_bit_identical():
+    params = quadratic_params()
+    opt = sadl.Adam(params, lr=0.05)
+    for _ in range(5):
+        opt.zero_grad()
+        loss_of(params).backward()
+        opt.step()
+    saved = opt.state_dict()
+    saved_params = [p.data.copy() for p in params]
+    for _ in range(3):
+        opt.zero_grad()
+        loss_of(params).backward()
+        opt.step()
+    expected = [p.data.copy() for p in params]
+
+    resumed = [Parameter(d.copy()) for d in saved_params]
+    opt2 = sadl.Adam(resumed, lr=0.05)
+    opt2.load_state_dict(saved)
+    for _ in range(3):
+        opt2.zero_grad()
+        loss_of(resumed).backward()
+        opt2.step()
+    for a, b in zip(expected, resumed):
+        np.testing.assert_array_equal(a, b.data)
+
+
+def test_param_groups_and_errors():
+    a, b = quadratic_params()
+    opt = sadl.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
+    with pytest.raises(ValueError, match="learning rate"):
+        sadl.SGD([a], lr=-1)
+    with pytest.raises(ValueError, match="betas"):
+        sadl.Adam([a], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="unknown param group keys"):
+        sadl.SGD([{"params": [a], "lrr": 0.1}], lr=0.1)
+    with pytest.raises(ValueError, match="more than one param group"):
+        sadl.SGD([{"params": [a]}, {"params": [a]}], lr=0.1)
+    with pytest.raises(ValueError, match="empty"):
+        sadl.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="nesterov"):
+        sadl.SGD([a], lr=0.1, nesterov=True)
+
+
+def test_backward_seed_api_and_closure():
+    p = Parameter(np.array([2.0]))
+    opt = sadl.SGD([p], lr=0.25)
+    loss = (p * p).sum()
+    opt.backward(loss)
+    opt.step()
+    np.testing.assert_allclose(p.data, [1.0])
+
+    def closure():
+        opt.zero_grad()
+        value = (p * p).sum()
+        value.backward()
+        return value
+
+    assert float(opt.step(closure).data) == 1.0

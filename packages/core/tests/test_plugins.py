@@ -1,0 +1,175 @@
+"""The plugin manager: isolation, attribution, blocking, strict mode, conflicts, namespaces."""
+
+import importlib.metadata as md
+import json
+import warnings
+
+import numpy as np
+import pytest
+import sadl
+from sadl.plugins import manager
+from sadl.plugins.errors import (
+    IncompatiblePluginError,
+    PluginConflictError,
+    PluginError,
+    SadlPluginWarning,
+    UnknownNameError,
+)
+
+pytestmark = pytest.mark.usefixtures("restore_plugins")
+
+
+def ep(name, module=None):
+    return md.EntryPoint(name=name, value=f"fake_plugins.{module or name}", group="sadl.plugins")
+
+
+def load(*eps, monkeypatch=None, strict=False):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg = manager.reload_plugins(entry_points=list(eps))
+    return reg, caught
+
+
+@pytest.fixture(autouse=True)
+def not_strict(monkeypatch):
+    monkeypatch.delenv("SADL_PLUGINS_STRICT", raising=False)
+    monkeypatch.delenv("SADL_DISABLE_PLUGINS", raising=False)
+
+
+def status(reg, name):
+    return next(p for p in reg.plugins if p.name == name)
+
+
+def test_good_plugin_provides_op_layer_optimizer_and_command():
+    reg, caught = load(ep("good"))
+    assert not caught
+    x = sadl.tensor([2.0], dtype=np.float64, requires_grad=True)
+    y = sadl.ops.fake_cube(x)
+    (g,) = sadl.grad(y.sum(), x, create_graph=True)
+    (gg,) = sadl.grad(g.sum(), x)
+    assert float(g.data[0]) == 12.0 and float(gg.data[0]) == 12.0
+    assert sadl.nn.Doubler()(x).data[0] == 4.0
+    assert sadl.Doubler is sadl.nn.Doubler and sadl.optim.Noop is sadl.Noop
+    assert "fake_cube" in dir(sadl.ops) and "Doubler" in dir(sadl.nn)
+    info = status(reg, "good")
+    assert info.status == "ok"
+    assert info.provides["register_ops"] == ["fake_cube"]
+    assert reg.provider("ops", "fake_cube") is info
+
+
+def test_broken_plugin_is_isolated_and_warned_once():
+    reg, caught = load(ep("broken"), ep("good"))
+    assert status(reg, "broken").status == "error"
+    assert "ModuleNotFoundError" in status(reg, "broken").error
+    assert status(reg, "good").status == "ok"
+    assert sum(issubclass(w.category, SadlPluginWarning) for w in caught) == 1
+    assert sadl.ops.fake_cube is not None
+
+
+def test_strict_mode_raises(monkeypatch):
+    monkeypatch.setenv("SADL_PLUGINS_STRICT", "1")
+    with pytest.raises(PluginError, match="broken"):
+        manager.reload_plugins(entry_points=[ep("broken")])
+
+
+def test_incompatible_plugin(monkeypatch):
+    reg, _ = load(ep("incompatible"))
+    info = status(reg, "incompatible")
+    assert info.status == "incompatible" and "2.0" in info.error
+    monkeypatch.setenv("SADL_PLUGINS_STRICT", "1")
+    with pytest.raises(IncompatiblePluginError):
+        manager.reload_plugins(entry_points=[ep("incompatible")])
+
+
+def test_blocking_hides_a_plugin(monkeypatch):
+    monkeypatch.setenv("SADL_DISABLE_PLUGINS", "good, other")
+    reg, _ = load(ep("good"))
+    assert status(reg, "good").status == "blocked"
+    with pytest.raises(UnknownNameError):
+        sadl.ops.fake_cube  # noqa: B018
+    assert not hasattr(sadl.nn, "Doubler")
+
+
+def test_core_cannot_be_blocked(monkeypatch):
+    monkeypatch.setenv("SADL_DISABLE_PLUGINS", "sadl")
+    reg, _ = load()
+    assert status(reg, "sadl").status == "ok" and sadl.ops.tanh
+
+
+def test_conflict_names_both_plugins_and_the_name_refuses_to_resolve():
+    reg, caught = load(ep("good"), ep("conflict"))
+    info = status(reg, "good")  # sorted by name: conflict loads first
+    assert status(reg, "conflict").status == "ok"
+    assert info.status == "error" and "conflict" in info.error and "good" in info.error
+    with pytest.raises(PluginConflictError, match="conflict.*good"):
+        sadl.ops.get("fake_cube")
+
+
+def test_conflict_in_strict_mode(monkeypatch):
+    monkeypatch.setenv("SADL_PLUGINS_STRICT", "1")
+    with pytest.raises(PluginConflictError):
+        manager.reload_plugins(entry_points=[ep("good"), ep("conflict")])
+
+
+def test_claiming_a_numpy_function_core_owns_is_a_conflict():
+    reg, _ = load(ep("core_clash"))
+    info = status(reg, "core_clash")
+    assert info.status == "error" and "np.tanh" in info.error
+
+
+def test_misspelled_hook_is_reported():
+    reg, _ = load(ep("typo"))
+    info = status(reg, "typo")
+    assert info.status == "error"
+    assert "register_opps" in info.error and "register_ops" in info.error
+
+
+def test_undecorated_hook_is_reported():
+    reg, _ = load(ep("undecorated"))
+    assert "without @hookimpl" in status(reg, "undecorated").error
+
+
+def test_wrong_record_type_is_reported():
+    reg, _ = load(ep("bad_records"))
+    assert "expected LayerDef" in status(reg, "bad_records").error
+
+
+def test_missing_name_says_which_package_provides_it():
+    load()
+    with pytest.raises(UnknownNameError, match="sadl-layers"):
+        sadl.nn.Linear  # noqa: B018
+    with pytest.raises(UnknownNameError, match="sadl-optim"):
+        sadl.AdamW  # noqa: B018
+    with pytest.raises(UnknownNameError, match="sadl-models"):
+        sadl.models.create("gpt")
+
+
+def test_missing_name_mentions_failed_plugins():
+    load(ep("broken"))
+    with pytest.raises(UnknownNameError, match="failed to load.*broken"):
+        sadl.ops.get("nonexistent_op")
+
+
+def test_require_api_accepts_older_minor_and_rejects_newer():
+    sadl.plugins.require_api("1.0")
+    sadl.plugins.require_api("1")
+    with pytest.raises(IncompatiblePluginError):
+        sadl.plugins.require_api("1.9")
+    with pytest.raises(ValueError, match="look like"):
+        sadl.plugins.require_api("one")
+
+
+def test_plugins_listing_is_json_serialisable():
+    load(ep("good"), ep("broken"))
+    listing = sadl.plugins.plugins()
+    text = json.dumps(listing)
+    assert '"status": "error"' in text and '"status": "ok"' in text
+    core = listing[0]
+    assert core["name"] == "sadl" and core["builtin"] and "register_ops" in core["provides"]
+
+
+def test_discovery_is_lazy():
+    manager._registry = None
+    assert manager._registry is None
+    sadl.ops.get("tanh")
+    assert manager._registry is not None
