@@ -142,7 +142,14 @@ def types(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build docs/ with warnings as errors and run every documented example."""
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(*ALL, *groups, "mkdocs>=1.6", "scikit-learn>=1.3")
+    session.install(
+        *ALL,
+        *groups,
+        "tests/fixtures/plugins/sadl-sample",
+        "mkdocs>=1.6",
+        "pymdown-extensions>=10",
+        "scikit-learn>=1.3",
+    )
     session.run(
         "mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site")
     )

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 import sadl
@@ -12,4 +14,12 @@ def rng():
 def restore_plugins():
     """Tests that reload plugins with fake entry points put the real ones back afterwards."""
     yield
-    sadl.plugins.reload_plugins()
+    saved = {
+        k: os.environ.pop(k)
+        for k in ("SADL_DISABLE_PLUGINS", "SADL_PLUGINS_STRICT")
+        if k in os.environ
+    }
+    try:
+        sadl.plugins.reload_plugins()
+    finally:
+        os.environ.update(saved)

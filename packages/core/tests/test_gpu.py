@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 import sadl
 from sadl.builtin_plugin import CORE_OPS
 from sadl.testing import materialize

@@ -173,3 +173,33 @@ def test_discovery_is_lazy():
     assert manager._registry is None
     sadl.ops.get("tanh")
     assert manager._registry is not None
+
+
+def test_add_hookspecs_lets_a_plugin_define_new_hooks_in_any_order():
+    reg, _ = load(ep("extender"), ep("greeter"))
+    assert status(reg, "greeter").status == "ok", status(reg, "greeter").error
+    assert status(reg, "extender").status == "ok"
+    assert reg.pluginmanager.hook.register_greetings() == [["hello"]]
+
+
+def test_models_and_formats_from_a_plugin(tmp_path):
+    load(ep("good"))
+    model = sadl.models.create("doubler", scale=5)
+    assert model.scale == 5 and sadl.models.default_config("doubler") == {"scale": 2}
+    assert "doubler" in sadl.models.names()
+    path = tmp_path / "t.fakejson"
+    sadl.save(sadl.tensor([1.0, 2.0]), path)
+    np.testing.assert_allclose(sadl.load(path).numpy(), [1.0, 2.0])
+    renamed = tmp_path / "no_suffix"
+    renamed.write_bytes(path.read_bytes())
+    np.testing.assert_allclose(sadl.load(renamed).numpy(), [1.0, 2.0])  # by magic bytes
+    with pytest.raises(LookupError, match="known: .fakejson"):
+        sadl.save(sadl.tensor([1.0]), tmp_path / "x.unknown")
+
+
+def test_save_without_any_format_names_the_package(tmp_path):
+    load()
+    with pytest.raises(LookupError, match="sadl-serialize"):
+        sadl.save(sadl.tensor([1.0]), tmp_path / "x.sadl")
+    with pytest.raises(FileNotFoundError):
+        sadl.load(tmp_path / "missing.bin")

@@ -1,0 +1,64 @@
+"""Every documented example runs: ```python blocks in docs/*.md and README.md, docs/examples/*.py.
+
+Blocks of one page run in order in one namespace (like a reader following along), in a temporary
+working directory. ``--8<-- "path"`` lines (mkdocs snippets) are replaced by the file they include.
+Blocks fenced as ```py or ```bash are shown, not run.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
+EXAMPLES = sorted((DOCS / "examples").glob("*.py"))
+FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
+SNIPPET = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$', re.M)
+
+
+def python_blocks(page: Path) -> list[str]:
+    text = page.read_text()
+    blocks = []
+    for block in FENCE.findall(text):
+        blocks.append(SNIPPET.sub(lambda m: (ROOT / m.group(1)).read_text(), block))
+    return blocks
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_page_examples_run(page, tmp_path, monkeypatch):
+    blocks = python_blocks(page)
+    if not blocks:
+        pytest.skip(f"{page.name} has no ```python blocks")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    for i, block in enumerate(blocks):
+        code = compile(block, f"{page.name} block {i + 1}", "exec")
+        exec(code, namespace)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_scripts_run(example, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+
+
+def test_every_hook_is_documented_and_tested():
+    from sadl.plugins import hookspecs
+
+    hooks = [
+        name for name in dir(hookspecs) if getattr(getattr(hookspecs, name), "sadl_spec", None)
+    ]
+    assert len(hooks) == 7, hooks
+    reference = (DOCS / "hooks.md").read_text()
+    tests = "\n".join(p.read_text() for p in ROOT.glob("**/tests/**/*.py") if ".nox" not in p.parts)
+    for hook in hooks:
+        assert f"## `{hook}" in reference, f"hook {hook} has no section in docs/hooks.md"
+        assert hook in tests, f"hook {hook} is not exercised by any test"

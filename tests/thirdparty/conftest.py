@@ -1,0 +1,31 @@
+"""Third-party tests run inside the fresh venvs the `thirdparty` nox session builds from wheels."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("SADL_THIRDPARTY_SUITE"):
+        return
+    skip = pytest.mark.skip(
+        reason="runs only in the venvs built by `nox -s thirdparty` (SADL_THIRDPARTY_SUITE set)"
+    )
+    for item in items:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def run_python():
+    """Run code in a fresh interpreter of this venv with extra environment variables."""
+
+    def run(code, **env):
+        full = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
+        full.update(env)
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120
+        )
+
+    return run

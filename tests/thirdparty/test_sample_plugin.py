@@ -1,0 +1,72 @@
+"""sadl-core plus the sample plugin, pip-installed from wheels into a fresh venv."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def test_only_core_and_sample_are_installed():
+    from importlib.metadata import distributions
+
+    names = {d.metadata["Name"] for d in distributions()}
+    assert "sadl-core" in names and "sadl-sample" in names
+    assert not names & {"sadl-layers", "sadl-optim", "sadl-models", "sadl-serialize"}
+
+
+def test_op_with_first_and_second_order_gradients():
+    import sadl
+
+    x = sadl.tensor([0.5, -2.0], dtype=np.float64, requires_grad=True)
+    y = sadl.ops.softsign(x)
+    np.testing.assert_allclose(y.data, x.data / (1 + np.abs(x.data)))
+    (g,) = sadl.grad(y.sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.data, 1 / (1 + np.abs(x.data)) ** 2)
+    (gg,) = sadl.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.data, -2 * np.sign(x.data) / (1 + np.abs(x.data)) ** 3)
+    assert sadl.testing.check_op(sadl.ops.get("softsign")).ok
+
+
+def test_layer_and_optimizer_through_namespaces():
+    import sadl
+
+    layer = sadl.nn.Scale(3)
+    assert sadl.Scale is sadl.nn.Scale
+    opt = sadl.optim.SignSGD(layer.parameters(), lr=0.5)
+    loss = (layer(sadl.ones(2, 3)) ** 2).sum()
+    loss.backward()
+    opt.step()
+    np.testing.assert_allclose(layer.weight.data, np.full(3, 0.5))
+
+
+def test_cli_lists_the_plugin_and_its_command():
+    listing = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "sadl", "plugins", "--json"], capture_output=True, text=True
+        ).stdout
+    )
+    sample = next(p for p in listing if p["name"] == "sample")
+    assert sample["status"] == "ok" and sample["distribution"] == "sadl-sample"
+    assert sample["provides"]["register_ops"] == ["softsign"]
+    console_script = Path(sys.executable).parent / "sadl"
+    out = subprocess.run([str(console_script), "sample-info"], capture_output=True, text=True)
+    assert out.returncode == 0 and "softsign" in out.stdout
+
+
+def test_blocking_hides_everything_it_provides(run_python):
+    result = run_python(
+        "import sadl\n"
+        "assert 'softsign' not in sadl.ops.names()\n"
+        "assert not hasattr(sadl.nn, 'Scale') and not hasattr(sadl.optim, 'SignSGD')\n"
+        "status = {p['name']: p['status'] for p in sadl.plugins.plugins()}\n"
+        "assert status['sample'] == 'blocked', status\n",
+        SADL_DISABLE_PLUGINS="sample",
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_import_stays_silent(run_python):
+    result = run_python("import sadl")
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
