@@ -1,0 +1,148 @@
+"""Core engine benchmarks against PyTorch eager and hand-written NumPy, in one process.
+
+W1 per-op overhead: an (8, 8) float32 tensor, ``y = y * 1.0001 + 0.0001`` 200 times, sum,
+backward; reported as microseconds per op = total / 400.
+W2 an MLP 784-256-256-10 training step (ReLU, softmax cross-entropy, SGD) at batch 128.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from _common import best_time, header, optional_torch, parse_args, row
+
+import sadl
+
+
+def w1_sadl() -> None:
+    x = sadl.Tensor(np.full((8, 8), 0.5, np.float32), requires_grad=True)
+    y = x
+    for _ in range(200):
+        y = y * 1.0001 + 0.0001
+    y.sum().backward()
+
+
+def make_w1_torch(torch):  # type: ignore[no-untyped-def]
+    def w1_torch() -> None:
+        x = torch.full((8, 8), 0.5, requires_grad=True)
+        y = x
+        for _ in range(200):
+            y = y * 1.0001 + 0.0001
+        y.sum().backward()
+
+    return w1_torch
+
+
+def mlp_data(seed: int = 0):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((128, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 128)
+    shapes = [(784, 256), (256, 256), (256, 10)]
+    weights = []
+    for n_in, n_out in shapes:
+        weights.append((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32))
+        weights.append(np.zeros(n_out, np.float32))
+    return x, y, weights
+
+
+def make_w2_sadl():  # type: ignore[no-untyped-def]
+    x, y, weights = mlp_data()
+    params = [sadl.Parameter(w.copy()) for w in weights]
+    opt = sadl.SGD(params, lr=0.01)
+    xt = sadl.Tensor(x)
+    try:
+        cross_entropy = sadl.ops.cross_entropy  # the fused op from sadl-layers, if installed
+    except AttributeError:
+        cross_entropy = None
+    targets = y[:, None]
+
+    def step() -> None:
+        w1, b1, w2, b2, w3, b3 = params
+        h = (xt @ w1 + b1).relu()
+        h = (h @ w2 + b2).relu()
+        logits = h @ w3 + b3
+        if cross_entropy is not None:
+            loss = cross_entropy(logits, y)
+        else:
+            loss = -logits.log_softmax(-1).take_along_axis(targets, 1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def make_w2_torch(torch):  # type: ignore[no-untyped-def]
+    x, y, weights = mlp_data()
+    params = [torch.tensor(w, requires_grad=True) for w in weights]
+    opt = torch.optim.SGD(params, lr=0.01)
+    xt, yt = torch.tensor(x), torch.tensor(y)
+
+    def step() -> None:
+        w1, b1, w2, b2, w3, b3 = params
+        h = (xt @ w1 + b1).relu()
+        h = (h @ w2 + b2).relu()
+        loss = torch.nn.functional.cross_entropy(h @ w3 + b3, yt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def make_w2_numpy():  # type: ignore[no-untyped-def]
+    x, y, weights = mlp_data()
+    ws = [w.copy() for w in weights]
+    rows = np.arange(len(y))
+
+    def step() -> None:
+        w1, b1, w2, b2, w3, b3 = ws
+        a1 = x @ w1 + b1
+        h1 = np.maximum(a1, 0)
+        a2 = h1 @ w2 + b2
+        h2 = np.maximum(a2, 0)
+        z = h2 @ w3 + b3
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        p[rows, y] -= 1
+        dz = p / len(y)
+        g3, gb3 = h2.T @ dz, dz.sum(0)
+        dh2 = dz @ w3.T
+        dh2 *= a2 > 0
+        g2, gb2 = h1.T @ dh2, dh2.sum(0)
+        dh1 = dh2 @ w2.T
+        dh1 *= a1 > 0
+        g1, gb1 = x.T @ dh1, dh1.sum(0)
+        for w, g in zip(ws, (g1, gb1, g2, gb2, g3, gb3)):
+            w -= 0.01 * g
+
+    return step
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    torch = optional_torch()
+    repeat = 2 if args.quick else 7
+    header("core: W1 per-op overhead, W2 MLP training step", args.threads)
+
+    t_sadl = best_time(w1_sadl, number=5 if args.quick else 30, repeat=repeat) / 400 * 1e6
+    if torch is not None:
+        t_torch = best_time(make_w1_torch(torch), number=30, repeat=repeat) / 400 * 1e6
+        row("W1 per-op overhead (µs/op)", f"{t_sadl:.2f}", f"torch {t_torch:.2f}",
+            f"{t_sadl / t_torch:.2f}x", "budget <= 1.5x")
+    else:
+        row("W1 per-op overhead (µs/op)", f"{t_sadl:.2f}", "torch absent", "-")
+
+    number = 10 if args.quick else 60
+    s_sadl = best_time(make_w2_sadl(), number=number, repeat=repeat)
+    s_numpy = best_time(make_w2_numpy(), number=number, repeat=repeat)
+    row("W2 MLP step (steps/s)", f"{1 / s_sadl:.0f}", f"numpy {1 / s_numpy:.0f}",
+        f"{s_sadl / s_numpy:.2f}x", "budget <= 1.5x the NumPy floor")
+    if torch is not None:
+        s_torch = best_time(make_w2_torch(torch), number=number, repeat=repeat)
+        row("W2 MLP step (steps/s)", f"{1 / s_sadl:.0f}", f"torch {1 / s_torch:.0f}",
+            f"{s_sadl / s_torch:.2f}x", "budget <= 1.25x")
+
+
+if __name__ == "__main__":
+    main()
