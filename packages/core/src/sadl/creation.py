@@ -62,6 +62,12 @@ def tensor(
     return _make(array, device, requires_grad)
 
 
+def _filled(
+    fill: Any, shape: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool
+) -> Tensor:
+    return _make(fill(_shape(shape), dtype or get_default_dtype()), device, requires_grad)
+
+
 def zeros(
     *shape: Shape,
     dtype: Any = None,
@@ -69,7 +75,7 @@ def zeros(
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor of zeros."""
-    return _make(np.zeros(_shape(shape), dtype or get_default_dtype()), device, requires_grad)
+    return _filled(np.zeros, shape, dtype, device, requires_grad)
 
 
 def ones(
@@ -79,7 +85,7 @@ def ones(
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor of ones."""
-    return _make(np.ones(_shape(shape), dtype or get_default_dtype()), device, requires_grad)
+    return _filled(np.ones, shape, dtype, device, requires_grad)
 
 
 def empty(
@@ -89,7 +95,7 @@ def empty(
     requires_grad: bool = False,
 ) -> Tensor:
     """An uninitialized tensor."""
-    return _make(np.empty(_shape(shape), dtype or get_default_dtype()), device, requires_grad)
+    return _filled(np.empty, shape, dtype, device, requires_grad)
 
 
 def full(
@@ -186,23 +192,23 @@ def randint(
     return _make(gen.integers(low, high, _shape((shape,)), dtype=dtype), device, False)
 
 
+def _like(fill: str, t: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    from sadl.backend import array_module, device_of
+
+    data = t.data if isinstance(t, Tensor) else np.asarray(t)
+    array = getattr(array_module(data), fill)(data, dtype=dtype)
+    return _make(array, device if device is not None else device_of(array), requires_grad)
+
+
 def zeros_like(
     t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
 ) -> Tensor:
     """Zeros with the shape (and by default dtype and device) of ``t``."""
-    data = t.data if isinstance(t, Tensor) else np.asarray(t)
-    from sadl.backend import array_module, device_of
-
-    array = array_module(data).zeros_like(data, dtype=dtype)
-    return _make(array, device if device is not None else device_of(array), requires_grad)
+    return _like("zeros_like", t, dtype, device, requires_grad)
 
 
 def ones_like(
     t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
 ) -> Tensor:
     """Ones with the shape (and by default dtype and device) of ``t``."""
-    data = t.data if isinstance(t, Tensor) else np.asarray(t)
-    from sadl.backend import array_module, device_of
-
-    array = array_module(data).ones_like(data, dtype=dtype)
-    return _make(array, device if device is not None else device_of(array), requires_grad)
+    return _like("ones_like", t, dtype, device, requires_grad)

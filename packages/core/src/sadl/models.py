@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sadl.plugins.namespace import RegistryNamespace
+
 __all__ = ["create", "default_config", "names"]
-
-
-def names() -> list[str]:
-    """Sorted names of every registered model."""
-    from sadl.plugins.manager import registry
-
-    return sorted(registry().records("models"))
 
 
 def default_config(name: str) -> dict[str, Any]:
@@ -29,13 +24,7 @@ def create(name: str, **config: Any) -> Any:
     return record.factory(**{**(record.config or {}), **config})
 
 
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    from sadl.plugins.manager import registry
-
-    return registry().lookup("models", name).factory
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(names()))
+_namespace = RegistryNamespace("models", globals(), "factory")
+__getattr__ = _namespace.getattr
+__dir__ = _namespace.dir
+names = _namespace.names

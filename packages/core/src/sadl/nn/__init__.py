@@ -6,28 +6,14 @@ registers ``GPT``). Attribute access loads the plugins on first use.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sadl.nn.module import Function, IncompatibleKeys, Module
+from sadl.plugins.namespace import RegistryNamespace
 from sadl.tensor import Parameter
 
 __all__ = ["Function", "IncompatibleKeys", "Module", "Parameter", "names"]
 
 
-def names() -> list[str]:
-    """Sorted names of every registered layer class."""
-    from sadl.plugins.manager import registry
-
-    return sorted(registry().records("layers"))
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    from sadl.plugins.manager import registry
-
-    return registry().lookup("layers", name).cls
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(names()))
+_namespace = RegistryNamespace("layers", globals(), "cls")
+names = _namespace.names
+__getattr__ = _namespace.getattr
+__dir__ = _namespace.dir

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sadl.plugins.namespace import RegistryNamespace
 from sadl.plugins.records import OpDef
 
 __all__ = ["OpDef", "get", "names"]
@@ -20,13 +21,6 @@ def get(name: str) -> OpDef:
 
     op: OpDef = registry().lookup("ops", name)
     return op
-
-
-def names() -> list[str]:
-    """Sorted names of every registered op."""
-    from sadl.plugins.manager import registry
-
-    return sorted(registry().records("ops"))
 
 
 _SUBMODULES = frozenset(
@@ -45,12 +39,13 @@ _SUBMODULES = frozenset(
 )
 
 
+_namespace = RegistryNamespace("ops", globals(), None)
+names = _namespace.names
+__dir__ = _namespace.dir
+
+
 def __getattr__(name: str) -> Any:
     # A submodule not yet imported must reach the import system, not the registry.
-    if name.startswith("__") or name in _SUBMODULES:
+    if name in _SUBMODULES:
         raise AttributeError(name)
-    return get(name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(names()))
+    return _namespace.getattr(name)
