@@ -83,7 +83,7 @@ def test_param_groups_and_errors():
     a, b = quadratic_params()
     opt = sadl.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
     assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
-    with pytest.raises(ValueError, match="learning rate"):
+    with pytest.raises(ValueError, match="lr=-1"):
         sadl.SGD([a], lr=-1)
     with pytest.raises(ValueError, match="betas"):
         sadl.Adam([a], betas=(0.9, 1.0))
@@ -112,3 +112,47 @@ def test_backward_seed_api_and_closure():
         return value
 
     assert float(opt.step(closure).data) == 1.0
+
+
+def test_zero_dim_parameter_gets_an_array_gradient_and_working_momentum():
+    p = Parameter(np.array(2.0))
+    opt = sadl.SGD([p], lr=0.1, momentum=0.9)
+    for _ in range(5):
+        opt.zero_grad()
+        (p * p).backward()
+        opt.step()
+    assert isinstance(p.grad, np.ndarray)
+    # hand-computed momentum trajectory (torch.optim.SGD gives the same -1.16084)
+    np.testing.assert_allclose(p.data, -1.16084, rtol=1e-12)
+
+
+def test_zero_dim_state_survives_a_state_dict_round_trip():
+    p = Parameter(np.array(2.0, np.float32))
+    opt = sadl.Adam([p], lr=0.1)
+    (p * p).backward()
+    opt.step()
+    q = Parameter(p.data.copy())
+    opt2 = sadl.Adam([q], lr=0.1)
+    opt2.load_state_dict(opt.state_dict())
+    for o, t in ((opt, p), (opt2, q)):
+        for _ in range(3):
+            o.zero_grad()
+            (t * t).backward()
+            o.step()
+    np.testing.assert_array_equal(p.data, q.data)
+    assert opt2.state[q]["exp_avg"].dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lr": float("inf")}, "lr=inf"),
+        ({"lr": True}, "lr=True"),
+        ({"betas": 0.9}, "pair"),
+        ({"eps": -1.0}, "eps"),
+    ],
+)
+def test_hyperparameter_checks(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sadl.Adam(quadratic_params(), **kwargs)
+    sadl.Adam(quadratic_params(), lr=np.float32(0.1))  # NumPy numbers are fine

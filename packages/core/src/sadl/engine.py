@@ -258,6 +258,8 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
         if gi is None or p is None:
             result.append(None)
             continue
+        if isinstance(gi, np.generic):
+            gi = np.asarray(gi)  # NumPy turns 0-d results into scalars; gradients stay arrays
         shape = d.shape
         if gi.shape != shape:
             gi = _sum_to_shape(gi, shape, op.name)
@@ -402,7 +404,8 @@ def _accumulate_into_leaves(grads: dict[Any, Any]) -> None:
             if id(g) in seen or not g.flags.owndata or not g.flags.writeable:
                 g = g.copy()
             seen.add(id(g))
-        leaf.grad = g if leaf.grad is None else leaf.grad + g
+        g = g if leaf.grad is None else leaf.grad + g
+        leaf.grad = np.asarray(g) if isinstance(g, np.generic) else g
 
 
 def grad(

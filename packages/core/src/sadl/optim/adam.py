@@ -31,7 +31,7 @@ class Adam(Optimizer):
     ) -> None:
         defaults = {
             "lr": lr,
-            "betas": tuple(betas),
+            "betas": tuple(betas) if isinstance(betas, list | tuple) else betas,
             "eps": eps,
             "weight_decay": weight_decay,
             "amsgrad": amsgrad,

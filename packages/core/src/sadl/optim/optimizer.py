@@ -8,6 +8,8 @@ the loop, the groups and the bookkeeping, as in torch.
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,6 +20,13 @@ from sadl.grad_mode import enable_grad, no_grad
 from sadl.tensor import Tensor
 
 __all__ = ["Optimizer"]
+
+
+def _is_nonnegative_number(value: Any) -> bool:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    number = float(value)
+    return math.isfinite(number) and number >= 0
 
 
 class Optimizer:
@@ -79,22 +88,17 @@ class Optimizer:
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:
         """Raise ``ValueError`` for a bad hyperparameter (subclasses extend this)."""
-        lr = group.get("lr")
-        if lr is not None and (not isinstance(lr, int | float) or lr < 0 or lr != lr):
-            raise ValueError(f"{type(self).__name__}: invalid learning rate lr={lr!r} (need >= 0)")
-        wd = group.get("weight_decay", 0.0)
-        if not isinstance(wd, int | float) or wd < 0:
-            raise ValueError(f"{type(self).__name__}: invalid weight_decay={wd!r} (need >= 0)")
-        eps = group.get("eps")
-        if eps is not None and (not isinstance(eps, int | float) or eps < 0):
-            raise ValueError(f"{type(self).__name__}: invalid eps={eps!r} (need >= 0)")
+        name = type(self).__name__
+        for key in ("lr", "weight_decay", "eps"):
+            value = group.get(key)
+            if value is not None and not _is_nonnegative_number(value):
+                raise ValueError(f"{name}: invalid {key}={value!r} (need a finite number >= 0)")
         betas = group.get("betas")
-        if betas is not None and (
-            len(betas) != 2 or not all(isinstance(b, int | float) and 0 <= b < 1 for b in betas)
-        ):
-            raise ValueError(
-                f"{type(self).__name__}: invalid betas={betas!r} (need two values in [0, 1))"
-            )
+        if betas is not None:
+            if not isinstance(betas, tuple | list) or len(betas) != 2:
+                raise ValueError(f"{name}: invalid betas={betas!r} (need a pair like (0.9, 0.999))")
+            if not all(_is_nonnegative_number(b) and b < 1 for b in betas):
+                raise ValueError(f"{name}: invalid betas={betas!r} (need two values in [0, 1))")
 
     # ------------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -188,21 +192,16 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: unknown parameter {key}")
             restored = {}
             for k, v in values.items():
-                if hasattr(v, "shape") and hasattr(v, "dtype") and np.ndim(v) > 0:
-                    if tuple(v.shape) != p.shape:
+                if hasattr(v, "shape") and hasattr(v, "dtype"):  # arrays, 0-d ones included
+                    if np.ndim(v) > 0 and tuple(v.shape) != p.shape:
                         raise ValueError(
                             f"{type(self).__name__}.load_state_dict: state {k!r} of parameter "
                             f"{key} has shape {tuple(v.shape)}, the parameter {p.shape}"
                         )
-                    restored[k] = to_device(
-                        np.array(v, copy=True) if isinstance(v, np.ndarray) else v.copy(), p.device
-                    )
+                    copied = v.copy() if not isinstance(v, np.generic) else np.asarray(v)
+                    restored[k] = to_device(copied, p.device)
                 else:
-                    restored[k] = copy.deepcopy(
-                        v.item()
-                        if hasattr(v, "item") and np.ndim(v) == 0 and not isinstance(v, int | float)
-                        else v
-                    )
+                    restored[k] = copy.deepcopy(v)
             new_state[p] = restored
         for saved, group in zip(groups, self.param_groups):
             for k, v in saved.items():
