@@ -1,3 +1,33 @@
-"""sadl_optim: a sadl plugin package."""
+"""sadl_optim: optimizers, learning-rate schedules and gradient utilities for sadl.
+
+Installed next to ``sadl-core``, its classes are also served as ``sadl.optim.<Name>`` and
+``sadl.<Name>`` through the plugin registry (entry point ``optim``).
+
+* Optimizers (on core's ``Optimizer`` base): ``AdamW``, ``RMSprop``, ``Adagrad``, ``Lion``.
+  Core itself provides ``SGD`` and ``Adam``.
+* Schedules: ``LRScheduler`` (base), ``StepLR``, ``CosineWithWarmup``, ``LinearWarmup``,
+  ``OneCycle``.
+* Utilities: ``clip_grad_norm``, ``clip_grad_value``, ``param_groups_for_weight_decay``.
+"""
+
+from sadl_optim.clip import clip_grad_norm, clip_grad_value
+from sadl_optim.groups import param_groups_for_weight_decay
+from sadl_optim.optimizers import Adagrad, AdamW, Lion, RMSprop
+from sadl_optim.schedulers import CosineWithWarmup, LinearWarmup, LRScheduler, OneCycle, StepLR
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Adagrad",
+    "AdamW",
+    "CosineWithWarmup",
+    "LRScheduler",
+    "LinearWarmup",
+    "Lion",
+    "OneCycle",
+    "RMSprop",
+    "StepLR",
+    "clip_grad_norm",
+    "clip_grad_value",
+    "param_groups_for_weight_decay",
+]

@@ -1,0 +1,144 @@
+"""Gradient clipping: ``clip_grad_norm`` and ``clip_grad_value`` (torch's ``clip_grad_norm_`` /
+``clip_grad_value_``).
+
+Both change the gradients in place: a gradient array is overwritten, a gradient Tensor (left by
+``backward(create_graph=True)``) is updated with an in-place op under ``no_grad``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from sadl import Module, Tensor, no_grad
+from sadl.backend import array_module
+
+from sadl_optim._checks import check_number
+
+__all__ = ["clip_grad_norm", "clip_grad_value"]
+
+Params = Tensor | Iterable[Tensor] | Module
+
+
+def _parameters(owner: str, params: Params) -> list[Tensor]:
+    """A single tensor, an iterable of tensors, or a Module (its parameters) as a list."""
+    if isinstance(params, Tensor):
+        return [params]
+    if isinstance(params, Module):
+        return list(params.parameters())
+    try:
+        items = list(params)
+    except TypeError:
+        raise TypeError(
+            f"{owner}: params must be a Tensor, an iterable of Tensors or a Module, got "
+            f"{type(params).__name__}"
+        ) from None
+    for i, p in enumerate(items):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"{owner}: params[{i}] is a {type(p).__name__}, not a Tensor")
+    return items
+
+
+def _is_scalar(grad: Any) -> bool:
+    """True for the NumPy (or Python) scalar gradient that a 0-d parameter gets from backward."""
+    return isinstance(grad, numbers.Number | np.generic)
+
+
+def _grad_array(grad: Any) -> Any:
+    return grad.data if isinstance(grad, Tensor) else grad
+
+
+def _norm(grad: Any, p: float) -> float:
+    """The ``p``-norm of one gradient, as a float (half precision is summed in float32)."""
+    g = _grad_array(grad)
+    xp = array_module(g)
+    g = xp.asarray(g)
+    if g.size == 0:
+        return 0.0
+    if g.dtype.kind == "f" and g.dtype.itemsize < 4:
+        g = g.astype(xp.float32)
+    if p == math.inf:
+        return float(xp.max(xp.abs(g)))
+    if p == 2.0:
+        return float(xp.sqrt(xp.sum(g * g)))
+    return float(xp.sum(xp.abs(g) ** p) ** (1.0 / p))
+
+
+def _scale(param: Tensor, factor: float) -> None:
+    grad = param.grad
+    if isinstance(grad, Tensor):
+        with no_grad():
+            grad *= factor
+    elif _is_scalar(grad):  # not updatable in place: replaced
+        param.grad = grad * factor
+    else:
+        grad *= factor
+
+
+def clip_grad_norm(
+    params: Params,
+    max_norm: float,
+    norm_type: float | str = 2.0,
+    error_if_nonfinite: bool = False,
+) -> float:
+    """Scale the gradients in place so their total norm is at most ``max_norm``; return the norm.
+
+    The total norm is the ``norm_type``-norm of all gradients together (as if concatenated into
+    one vector; ``norm_type`` may be ``math.inf`` or ``"inf"`` for the max-norm). When the
+    factor ``max_norm / (total + 1e-6)`` is below 1 every gradient is multiplied by it, exactly as
+    ``torch.nn.utils.clip_grad_norm_``. Parameters without a gradient are skipped; with none at
+    all the norm is 0.0. The return value is the norm before clipping, as a float.
+
+    A non-finite total norm raises ``RuntimeError`` when ``error_if_nonfinite``; otherwise the
+    gradients are scaled by the resulting non-finite factor (torch's behaviour).
+    """
+    owner = "clip_grad_norm"
+    items = _parameters(owner, params)
+    max_norm = check_number(owner, "max_norm", max_norm, low=0, allow_inf=True)
+    if norm_type == "inf":
+        norm_type = math.inf
+    p = check_number(owner, "norm_type", norm_type, low=0, low_open=True, allow_inf=True)
+    with_grad = [q for q in items if q.grad is not None]
+    if not with_grad:
+        return 0.0
+    norms = [_norm(q.grad, p) for q in with_grad]
+    if p == math.inf:
+        total = max(norms)
+    elif p == 2.0:
+        total = math.sqrt(math.fsum(n * n for n in norms))
+    else:
+        total = math.fsum(n**p for n in norms) ** (1.0 / p)
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(
+            f"{owner}: the total norm of order {p} of the gradients is {total}, so it cannot be "
+            "clipped; pass error_if_nonfinite=False to scale by the non-finite norm anyway"
+        )
+    factor = max_norm / (total + 1e-6)
+    if not factor >= 1.0:  # also true for NaN, as torch's clamp(max=1) keeps NaN
+        for q in with_grad:
+            _scale(q, factor)
+    return total
+
+
+def clip_grad_value(params: Params, clip_value: float) -> None:
+    """Clip every gradient in place to ``[-clip_value, clip_value]`` (torch's ``clip_grad_value_``).
+
+    Parameters without a gradient are skipped.
+    """
+    owner = "clip_grad_value"
+    items = _parameters(owner, params)
+    c = check_number(owner, "clip_value", clip_value, low=0)
+    for q in items:
+        grad = q.grad
+        if grad is None:
+            continue
+        if isinstance(grad, Tensor):
+            with no_grad():
+                grad.clamp_(-c, c)
+        elif _is_scalar(grad):
+            q.grad = np.clip(grad, -c, c)
+        else:
+            array_module(grad).clip(grad, -c, c, out=grad)
