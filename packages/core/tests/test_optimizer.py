@@ -83,7 +83,7 @@ def test_param_groups_and_errors():
     a, b = quadratic_params()
     opt = sadl.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
     assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
-    with pytest.raises(ValueError, match="lr=-1"):
+    with pytest.raises(ValueError, match="learning rate lr=-1"):
         sadl.SGD([a], lr=-1)
     with pytest.raises(ValueError, match="betas"):
         sadl.Adam([a], betas=(0.9, 1.0))

@@ -92,7 +92,8 @@ class Optimizer:
         for key in ("lr", "weight_decay", "eps"):
             value = group.get(key)
             if value is not None and not _is_nonnegative_number(value):
-                raise ValueError(f"{name}: invalid {key}={value!r} (need a finite number >= 0)")
+                what = "learning rate lr" if key == "lr" else key
+                raise ValueError(f"{name}: invalid {what}={value!r} (need a finite number >= 0)")
         betas = group.get("betas")
         if betas is not None:
             if not isinstance(betas, tuple | list) or len(betas) != 2:
