@@ -8,9 +8,8 @@ W2 an MLP 784-256-256-10 training step (ReLU, softmax cross-entropy, SGD) at bat
 from __future__ import annotations
 
 import numpy as np
-from _common import best_time, header, optional_torch, parse_args, row
-
 import sadl
+from _common import best_time, header, optional_torch, parse_args, row
 
 
 def w1_sadl() -> None:
@@ -128,20 +127,35 @@ def main() -> None:
     t_sadl = best_time(w1_sadl, number=5 if args.quick else 30, repeat=repeat) / 400 * 1e6
     if torch is not None:
         t_torch = best_time(make_w1_torch(torch), number=30, repeat=repeat) / 400 * 1e6
-        row("W1 per-op overhead (µs/op)", f"{t_sadl:.2f}", f"torch {t_torch:.2f}",
-            f"{t_sadl / t_torch:.2f}x", "budget <= 1.5x")
+        row(
+            "W1 per-op overhead (µs/op)",
+            f"{t_sadl:.2f}",
+            f"torch {t_torch:.2f}",
+            f"{t_sadl / t_torch:.2f}x",
+            "budget <= 1.5x",
+        )
     else:
         row("W1 per-op overhead (µs/op)", f"{t_sadl:.2f}", "torch absent", "-")
 
     number = 10 if args.quick else 60
     s_sadl = best_time(make_w2_sadl(), number=number, repeat=repeat)
     s_numpy = best_time(make_w2_numpy(), number=number, repeat=repeat)
-    row("W2 MLP step (steps/s)", f"{1 / s_sadl:.0f}", f"numpy {1 / s_numpy:.0f}",
-        f"{s_sadl / s_numpy:.2f}x", "budget <= 1.5x the NumPy floor")
+    row(
+        "W2 MLP step (steps/s)",
+        f"{1 / s_sadl:.0f}",
+        f"numpy {1 / s_numpy:.0f}",
+        f"{s_sadl / s_numpy:.2f}x",
+        "budget <= 1.5x the NumPy floor",
+    )
     if torch is not None:
         s_torch = best_time(make_w2_torch(torch), number=number, repeat=repeat)
-        row("W2 MLP step (steps/s)", f"{1 / s_sadl:.0f}", f"torch {1 / s_torch:.0f}",
-            f"{s_sadl / s_torch:.2f}x", "budget <= 1.25x")
+        row(
+            "W2 MLP step (steps/s)",
+            f"{1 / s_sadl:.0f}",
+            f"torch {1 / s_torch:.0f}",
+            f"{s_sadl / s_torch:.2f}x",
+            "budget <= 1.25x",
+        )
 
 
 if __name__ == "__main__":

@@ -1,3 +1,55 @@
-"""sadl_serialize: a sadl plugin package."""
+"""sadl_serialize: the ``.sadl`` tensor format (safe against hostile files), safetensors, and
+training checkpoints, as a sadl plugin.
+
+Through core: ``sadl.save(obj, "w.sadl")`` / ``sadl.load("w.sadl", device=None, mmap=False)``
+dispatch here by suffix (``.sadl``, ``.safetensors``) or magic bytes. Directly::
+
+    from sadl_serialize import save, load, save_checkpoint, load_checkpoint, atomic_write
+"""
+
+from sadl_serialize.atomic import atomic_path, atomic_write
+from sadl_serialize.checkpoint import META_KEY, load_checkpoint, save_checkpoint
+from sadl_serialize.errors import SadlFormatError
+from sadl_serialize.sadl_format import (
+    DTYPE_NAMES,
+    MAGIC,
+    SINGLE_KEY,
+    SUPPORTED_VERSIONS,
+    VERSION,
+    TensorInfo,
+    dumps,
+    load,
+    loads,
+    read_index,
+    save,
+)
+from sadl_serialize.safetensors_format import (
+    load_safetensors,
+    read_safetensors_index,
+    save_safetensors,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "DTYPE_NAMES",
+    "MAGIC",
+    "META_KEY",
+    "SINGLE_KEY",
+    "SUPPORTED_VERSIONS",
+    "VERSION",
+    "SadlFormatError",
+    "TensorInfo",
+    "atomic_path",
+    "atomic_write",
+    "dumps",
+    "load",
+    "load_checkpoint",
+    "load_safetensors",
+    "loads",
+    "read_index",
+    "read_safetensors_index",
+    "save",
+    "save_checkpoint",
+    "save_safetensors",
+]

@@ -1,0 +1,279 @@
+"""Training checkpoints: model, optimizer, scheduler, step, RNG and extras in one ``.sadl`` file.
+
+Every array of the training state becomes a tensor entry of the file (model weights under
+``model.<name>``, optimizer moments under ``optimizer.state.<index>.<name>``, ...); everything
+else (hyperparameters, step counters, the scheduler's state, the NumPy generator's state, user
+extras) goes into one JSON document stored as a ``uint8`` tensor under the reserved key
+``__meta__``. JSON keeps Python types exactly through small tags: tuples, non-string dict keys,
+non-finite floats and NumPy scalars survive the round trip, so a resumed run is bit-identical.
+Nothing is ever pickled: loading a checkpoint cannot execute code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from sadl import Tensor
+from sadl.backend import is_array
+
+from sadl_serialize.errors import SadlFormatError
+from sadl_serialize.sadl_format import load, save
+
+__all__ = ["META_KEY", "load_checkpoint", "save_checkpoint"]
+
+#: The entry holding the checkpoint's JSON document.
+META_KEY = "__meta__"
+_KIND = "sadl-checkpoint"
+_WHAT = "sadl checkpoint"  # how errors name such a file
+_CHECKPOINT_VERSION = 1
+_PARTS = ("model", "optimizer", "scheduler")
+# JSON objects carrying one of these keys are tagged values, not plain dicts.
+_TENSOR, _TUPLE, _FLOAT, _DICT = "__tensor__", "__tuple__", "__float__", "__dict__"
+_TAGS = frozenset({_TENSOR, _TUPLE, _FLOAT, _DICT})
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    model: Any = None,
+    optimizer: Any = None,
+    scheduler: Any = None,
+    step: int | None = None,
+    rng: np.random.Generator | np.random.BitGenerator | None = None,
+    extra: Any = None,
+) -> None:
+    """Write the whole training state to one ``.sadl`` file, atomically.
+
+    ``model``, ``optimizer`` and ``scheduler`` are any objects with ``state_dict()`` (or such a
+    state dict itself); ``step`` an int; ``rng`` a ``numpy.random.Generator`` (its bit
+    generator's state is stored, e.g. ``sadl.default_generator()``); ``extra`` any value built
+    from None, bools, numbers, strings, lists, tuples, dicts and arrays/Tensors. Each part is
+    optional. A value that cannot be stored without pickling raises ``TypeError`` naming where
+    it sits, before anything is written.
+    """
+    tensors: dict[str, Any] = {}
+    meta: dict[str, Any] = {"format": _KIND, "version": _CHECKPOINT_VERSION}
+    for part, obj in zip(_PARTS, (model, optimizer, scheduler)):
+        if obj is not None:
+            meta[part] = _encode(_state_of(obj, part), part, tensors)
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, int | np.integer):
+            raise TypeError(f"save_checkpoint: step must be an int, got {step!r}")
+        meta["step"] = int(step)
+    if rng is not None:
+        meta["rng"] = _encode(_bit_generator(rng).state, "rng", tensors)
+    if extra is not None:
+        meta["extra"] = _encode(extra, "extra", tensors)
+    document = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    entries = {META_KEY: np.frombuffer(document, dtype=np.uint8), **tensors}
+    save(entries, path)
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    model: Any = None,
+    optimizer: Any = None,
+    scheduler: Any = None,
+    rng: np.random.Generator | np.random.BitGenerator | None = None,
+    strict: bool = True,
+) -> dict[str, Any]:
+    """Read a checkpoint and restore it into the objects given; returns everything it holds.
+
+    The returned dict has the keys ``step`` and ``extra`` (None when not saved) and ``model``,
+    ``optimizer``, ``scheduler``, ``rng`` (the stored state dicts, None when not saved). Each
+    object passed is restored in place with ``load_state_dict`` (``model`` with ``strict``);
+    ``rng``'s bit generator gets the saved state, so its next draws continue the saved run.
+    Asking to restore a part the checkpoint lacks raises ``ValueError``; a file that is not a
+    sadl checkpoint raises :class:`SadlFormatError`.
+    """
+    name = os.fspath(path)
+    entries = load(path)
+    if not isinstance(entries, dict) or META_KEY not in entries:
+        raise SadlFormatError(
+            name, None, f"it has no {META_KEY!r} entry (a plain .sadl file?)", format=_WHAT
+        )
+    meta_tensor = entries.pop(META_KEY)
+    meta = _parse_meta(meta_tensor, name)
+    try:
+        state = {
+            key: _decode(meta.get(key), entries)
+            for key in ("model", "optimizer", "scheduler", "rng", "extra")
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SadlFormatError(
+            name, None, f"corrupt checkpoint metadata: {exc}", format=_WHAT
+        ) from None
+    step = meta.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        raise SadlFormatError(
+            name, None, f"corrupt checkpoint metadata: step is {step!r}", format=_WHAT
+        )
+    for part, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is None:
+            continue
+        if state[part] is None:
+            raise ValueError(
+                f"load_checkpoint: {name} holds no {part} state (it was saved without {part}=)"
+            )
+        if not callable(getattr(obj, "load_state_dict", None)):
+            raise TypeError(
+                f"load_checkpoint: {part}= needs an object with load_state_dict(), got "
+                f"{type(obj).__name__}"
+            )
+        if part == "model":
+            obj.load_state_dict(state[part], strict=strict)
+        else:
+            obj.load_state_dict(state[part])
+    if rng is not None:
+        if state["rng"] is None:
+            raise ValueError(f"load_checkpoint: {name} holds no rng state (saved without rng=)")
+        generator = _bit_generator(rng)
+        try:
+            generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError) as exc:
+            saved = state["rng"].get("bit_generator") if isinstance(state["rng"], dict) else "?"
+            raise ValueError(
+                f"load_checkpoint: cannot restore the {saved} state saved in {name} into a "
+                f"{type(generator).__name__}: {exc}"
+            ) from None
+    return {"step": step, **state}
+
+
+def _state_of(obj: Any, part: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj
+    state_dict = getattr(obj, "state_dict", None)
+    if not callable(state_dict):
+        raise TypeError(
+            f"save_checkpoint: {part}= needs an object with state_dict() (or a state dict), got "
+            f"{type(obj).__name__}"
+        )
+    return state_dict()
+
+
+def _bit_generator(rng: Any) -> np.random.BitGenerator:
+    if isinstance(rng, np.random.Generator):
+        return rng.bit_generator
+    if isinstance(rng, np.random.BitGenerator):
+        return rng
+    raise TypeError(
+        f"rng must be a numpy.random.Generator (e.g. sadl.default_generator()), got "
+        f"{type(rng).__name__}"
+    )
+
+
+def _parse_meta(meta_tensor: Tensor, name: str) -> dict[str, Any]:
+    data = meta_tensor.numpy()
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise SadlFormatError(
+            name, None, f"{META_KEY!r} must be a 1-d uint8 tensor of JSON", format=_WHAT
+        )
+    try:
+        meta = json.loads(data.tobytes().decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SadlFormatError(
+            name, None, f"{META_KEY!r} is not valid JSON: {exc}", format=_WHAT
+        ) from None
+    if not isinstance(meta, dict) or meta.get("format") != _KIND:
+        raise SadlFormatError(
+            name, None, f"{META_KEY!r} does not describe a sadl checkpoint", format=_WHAT
+        )
+    if meta.get("version") != _CHECKPOINT_VERSION:
+        raise SadlFormatError(
+            name,
+            None,
+            f"checkpoint version {meta.get('version')!r} is not supported; this reader supports "
+            f"version {_CHECKPOINT_VERSION}",
+            format=_WHAT,
+        )
+    return meta
+
+
+def _reject_constant(text: str) -> Any:
+    raise ValueError(f"bare {text} is not JSON")
+
+
+# ------------------------------------------------------------------ the tagged JSON encoding
+def _encode(value: Any, path: str, tensors: dict[str, Any]) -> Any:
+    """``value`` as JSON; arrays and Tensors go into ``tensors`` under a key made from ``path``."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {_FLOAT: repr(value)}
+    if isinstance(value, Tensor) or is_array(value) or isinstance(value, np.generic):
+        key = path
+        n = 1
+        while key in tensors or key == META_KEY:
+            n += 1
+            key = f"{path}#{n}"
+        tensors[key] = value
+        kind = (
+            "tensor"
+            if isinstance(value, Tensor)
+            else "scalar"
+            if isinstance(value, np.generic)
+            else "array"
+        )
+        return {_TENSOR: key, "type": kind}
+    if isinstance(value, tuple):
+        return {_TUPLE: [_encode(v, f"{path}.{i}", tensors) for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{path}.{i}", tensors) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) for k in value) and not _TAGS.intersection(value):
+            return {k: _encode(v, f"{path}.{k}", tensors) for k, v in value.items()}
+        return {
+            _DICT: [
+                [_encode_key(k, path), _encode(v, f"{path}.{k}", tensors)] for k, v in value.items()
+            ]
+        }
+    raise TypeError(
+        f"save_checkpoint: cannot store {path} ({type(value).__name__}): checkpoints hold "
+        "Tensors, arrays, None, bools, numbers, strings, lists, tuples and dicts (never pickle)"
+    )
+
+
+def _encode_key(key: Any, path: str) -> Any:
+    """A dict key that is not a string: a number, None, or a tuple of such."""
+    if isinstance(key, np.generic):
+        key = key.item()
+    scratch: dict[str, Any] = {}
+    encoded = _encode(key, f"{path}.<key>", scratch)
+    if scratch:
+        raise TypeError(f"save_checkpoint: {path} has an array or Tensor as a dict key")
+    return encoded
+
+
+def _decode(value: Any, tensors: dict[str, Tensor]) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, tensors) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if _TENSOR in value:
+        tensor = tensors[value[_TENSOR]]
+        kind = value.get("type")
+        if kind == "tensor":
+            return tensor
+        if kind == "array":
+            return tensor.data
+        if kind == "scalar":
+            return tensor.data[()]
+        raise ValueError(f"unknown tensor type {kind!r}")
+    if _TUPLE in value:
+        return tuple(_decode(v, tensors) for v in value[_TUPLE])
+    if _FLOAT in value:
+        text = value[_FLOAT]
+        if text not in ("nan", "inf", "-inf"):
+            raise ValueError(f"bad float {text!r}")
+        return float(text)
+    if _DICT in value:
+        return {_decode(k, tensors): _decode(v, tensors) for k, v in value[_DICT]}
+    return {k: _decode(v, tensors) for k, v in value.items()}

@@ -1,0 +1,106 @@
+"""``sadl inspect FILE``: keys, dtypes, shapes and sizes in a ``.sadl`` or ``.safetensors`` file."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Any
+
+from sadl_serialize.errors import SadlFormatError
+from sadl_serialize.sadl_format import MAGIC, TensorInfo, _load_mapped
+from sadl_serialize.safetensors_format import read_safetensors_index
+
+__all__ = ["add_inspect_command", "describe", "format_size"]
+
+
+def add_inspect_command(subparsers: Any) -> None:
+    """Add ``inspect`` to the ``sadl`` command line (called from the plugin's hook)."""
+    p = subparsers.add_parser(
+        "inspect",
+        help="list the tensors in a .sadl or .safetensors file (keys, dtypes, shapes, sizes)",
+        description="List the tensors in a .sadl or .safetensors file after validating it.",
+    )
+    p.add_argument("file", help="a .sadl or .safetensors file")
+    p.set_defaults(func=_cmd_inspect)
+
+
+def describe(path: str | os.PathLike[str]) -> tuple[str, list[TensorInfo], list[str]]:
+    """Validate a file and describe it: (format name, tensors in file order, notes).
+
+    The format is ``"safetensors"`` for the ``.safetensors`` suffix (or a file that looks like
+    one), ``"sadl"`` otherwise. For a sadl checkpoint the notes summarise what it holds.
+    Raises :class:`SadlFormatError` for a malformed file, ``OSError`` when it cannot be read.
+    """
+    name = os.fspath(path)
+    if _is_safetensors(path):
+        return "safetensors", read_safetensors_index(path), []
+    index, arrays = _load_mapped(path, name)  # full validation, bool bytes included
+    notes = []
+    from sadl_serialize.checkpoint import META_KEY, _parse_meta
+
+    if index and index[0].key == META_KEY:
+        from sadl import Tensor
+
+        meta = _parse_meta(Tensor(arrays[0]), name)
+        parts = [p for p in ("model", "optimizer", "scheduler", "rng", "extra") if p in meta]
+        step = meta.get("step")
+        notes.append(
+            f"sadl checkpoint: step {step if step is not None else '(not saved)'}; holds "
+            f"{', '.join(parts) or 'nothing'}"
+        )
+    return "sadl", index, notes
+
+
+def _is_safetensors(path: str | os.PathLike[str]) -> bool:
+    if os.fspath(path).lower().endswith(".safetensors"):
+        return True
+    with open(path, "rb") as fh:
+        head = fh.read(9)
+    return not head.startswith(MAGIC) and len(head) == 9 and head[8:9] == b"{"
+
+
+def format_size(nbytes: int) -> str:
+    """``1536`` -> ``"1.5 KiB"``: a byte count for people."""
+    if nbytes < 1024:
+        return f"{nbytes} B"
+    exponent = min(int(math.log(nbytes, 1024)), 4)
+    return f"{nbytes / 1024**exponent:.1f} {('B', 'KiB', 'MiB', 'GiB', 'TiB')[exponent]}"
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    path = args.file
+    try:
+        kind, index, notes = describe(path)
+    except FileNotFoundError:
+        print(f"sadl inspect: {path}: no such file", file=sys.stderr)
+        return 1
+    except IsADirectoryError:
+        print(f"sadl inspect: {path}: is a directory, not a file", file=sys.stderr)
+        return 1
+    except SadlFormatError as exc:
+        print(f"sadl inspect: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"sadl inspect: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    total = sum(info.nbytes for info in index)
+    elements = sum(info.size for info in index)
+    print(f"{path}: {kind}, {len(index)} tensor{'s' if len(index) != 1 else ''}")
+    for note in notes:
+        print(note)
+    rows = [("KEY", "DTYPE", "SHAPE", "SIZE")]
+    rows += [(repr(i.key)[1:-1], i.dtype, _shape(i.shape), format_size(i.nbytes)) for i in index]
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    for r in rows:
+        print(
+            f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2].ljust(widths[2])}  "
+            f"{r[3].rjust(widths[3])}"
+        )
+    print(f"total: {elements:,} elements, {format_size(total)} ({total:,} bytes of data)")
+    return 0
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -1,0 +1,26 @@
+"""Shared test setup for sadl-serialize: plugin isolation and Hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# CI's `tests(serialize)` session installs only sadl-core and sadl-serialize. In the shared
+# development venv the sibling plugins are installed too (and may be mid-edit); block them so a
+# local run sees what CI sees. An explicit SADL_DISABLE_PLUGINS wins. Subprocesses inherit this.
+os.environ.setdefault("SADL_DISABLE_PLUGINS", "layers,optim,models")
+
+# The fuzz tests run thousands of examples locally and a few hundred in CI (CI=1 / CI=true).
+_in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+settings.register_profile(
+    "ci",
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile(
+    "dev", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if _in_ci else "dev"))
