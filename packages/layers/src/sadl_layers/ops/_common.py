@@ -1,0 +1,142 @@
+"""Helpers shared by the op tables: argument checks with clear messages, and small rule pieces.
+
+Every check names the function, the argument and what was expected, so a bad call fails at the
+line that made it rather than deep inside NumPy. Rules run on NumPy arrays (first-order
+gradients) and on Tensors (``create_graph=True``); :func:`plain` tells the two apart so a rule
+can take an in-place fast path on arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sadl import Tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def plain(*values: Any) -> bool:
+    """True when no value is a Tensor: the rule runs on arrays and may work in place."""
+    return all(not isinstance(v, Tensor) for v in values)
+
+
+def const(value: Any) -> Any:
+    """The array behind ``value`` (a Tensor's data), for quantities that need no gradient."""
+    return value.data if isinstance(value, Tensor) else value
+
+
+def no_grad_rule(g, out, *inputs, **params):
+    """Per-input rule for an input that never receives a gradient (integer ids, targets)."""
+    return None
+
+
+def shape_of(value: Any) -> tuple[int, ...]:
+    """``value.shape`` as a tuple of Python ints."""
+    shape = getattr(value, "shape", None)
+    return tuple(int(n) for n in (np.shape(value) if shape is None else shape))
+
+
+def check_reduction(fn: str, reduction: Any) -> None:
+    """``reduction`` must be 'mean', 'sum' or 'none'."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{fn}: reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+
+
+def check_float(fn: str, arg: str, value: Any) -> None:
+    """``value`` must be a floating-point array."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or dtype.kind != "f":
+        got = dtype if dtype is not None else type(value).__name__
+        raise TypeError(f"{fn}: {arg} must be a floating-point array, got {got}")
+
+
+def check_int(fn: str, arg: str, value: Any, expected_shape: str = "") -> None:
+    """``value`` must be an integer array (class ids, token ids)."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or dtype.kind not in "iu":
+        got = dtype if dtype is not None else type(value).__name__
+        shape = f" of shape {expected_shape}" if expected_shape else ""
+        raise TypeError(
+            f"{fn}: {arg} must be an integer array{shape} (class or token ids), got {got}; "
+            "cast with .astype(np.int64)"
+        )
+
+
+def check_same_shape(fn: str, arg: str, value: Any, expected: tuple[int, ...], what: str) -> None:
+    """``value`` must have shape ``expected`` (described by ``what``)."""
+    if shape_of(value) != tuple(expected):
+        raise ValueError(
+            f"{fn}: {arg} has shape {shape_of(value)}, expected {tuple(expected)} ({what})"
+        )
+
+
+def check_class_ids(
+    fn: str, targets: Any, num_classes: int, ignore_index: int | None, leading: tuple[int, ...]
+) -> None:
+    """Integer targets of shape ``leading`` with values in ``[0, num_classes)`` or ignored."""
+    check_int(fn, "targets", targets, str(leading))
+    if shape_of(targets) != leading:
+        raise ValueError(
+            f"{fn}: targets has shape {shape_of(targets)}, expected {leading} (the input's "
+            f"shape without its last, class axis of size {num_classes})"
+        )
+    if targets.size == 0:
+        return
+    lo, hi = int(targets.min()), int(targets.max())
+    if lo >= 0 and hi < num_classes:
+        return
+    bad = (targets < 0) | (targets >= num_classes)
+    if ignore_index is not None:
+        bad &= targets != ignore_index
+    if bad.any():
+        value = int(targets[bad].flat[0])
+        raise ValueError(
+            f"{fn}: targets holds class id {value}, expected ids in [0, {num_classes}) "
+            f"(or ignore_index={ignore_index})"
+        )
+
+
+def reduce_loss(loss: Any, reduction: str, count: int | None = None) -> Any:
+    """Apply ``reduction`` to per-element losses; ``count`` overrides the mean's divisor."""
+    if reduction == "none":
+        return loss
+    total = np.sum(loss)
+    if reduction == "sum":
+        return np.asarray(total)
+    n = loss.size if count is None else count
+    if n == 0:
+        return np.asarray(np.nan, dtype=loss.dtype)
+    return np.asarray(total / n)
+
+
+def loss_scale(g: Any, reduction: str, count: int) -> Any:
+    """The upstream gradient of a reduced loss, per element: g, g / count, or g itself."""
+    if reduction == "mean":
+        return g * (1.0 / count) if count else g * float("nan")
+    return g
+
+
+#: Elements per block of a blockwise kernel: a block and its scratch buffers stay in the L2
+#: cache, so a chain of NumPy calls on a block costs far less than the same chain on the whole
+#: array (which streams every temporary through main memory).
+BLOCK = 16384
+
+
+def blockwise(kernel: Any, *arrays: Any, scratch: int = 1) -> Any:
+    """``kernel(out, *blocks, *scratch_buffers)`` over cache-sized blocks of same-shape arrays.
+
+    ``kernel`` writes its result into ``out`` in place (NumPy ``out=`` calls); ``scratch``
+    buffers of the block's size are allocated once and reused for every block.
+    """
+    first = arrays[0]
+    flats = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+    out = np.empty(first.size, dtype=first.dtype)
+    n = out.size
+    size = min(BLOCK, max(n, 1))
+    buffers = [np.empty(size, dtype=first.dtype) for _ in range(scratch)]
+    for start in range(0, n, BLOCK):
+        stop = min(start + BLOCK, n)
+        m = stop - start
+        kernel(out[start:stop], *(f[start:stop] for f in flats), *(b[:m] for b in buffers))
+    return out.reshape(first.shape)

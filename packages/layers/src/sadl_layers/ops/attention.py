@@ -1,0 +1,399 @@
+"""Scaled dot-product attention as one fused op with its own analytic backward.
+
+``scaled_dot_product_attention(q, k, v)`` takes ``q (..., Tq, d)``, ``k (..., Tk, d)``,
+``v (..., Tk, dv)`` (leading axes broadcast) and returns ``softmax(q k^T * scale + mask) v``.
+
+* ``causal=True`` lets query ``i`` see keys ``0 .. Tk - Tq + i``: the mask is aligned to the
+  END, so a query block that continues a KV cache (Tq < Tk) sees the whole past. For Tq == Tk
+  it is the usual lower triangle.
+* ``mask`` is a boolean keep-mask (True = attend) or an additive float mask (``-inf`` = blocked),
+  broadcastable to ``(..., Tq, Tk)``. A query that sees no key at all gets a zero output (and
+  zero gradient) instead of NaN.
+* ``dropout_mask`` (optional) multiplies the attention probabilities after the softmax (a scaled
+  keep-mask, as ``MultiHeadAttention(dropout=p)`` draws it).
+
+The work is done slab by slab over the leading (batch, head) axes, so the (Tq, Tk) score matrix
+of a slab stays in the CPU cache and the full (..., Tq, Tk) probability tensor is never stored:
+the backward recomputes each slab's probabilities from q and k (as flash attention does), which
+keeps peak memory at the size of q, k, v and the output.
+
+``attention_qkv`` is the same computation on a packed ``(B, T, 3 * C)`` projection (GPT-2's
+``c_attn`` output) returning ``(B, T, C)`` with the heads merged, so a causal self-attention
+layer is one node between its two linear layers, with no split/transpose/merge nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from sadl.plugins import Example, OpDef
+
+from sadl_layers.ops._common import check_float, const, plain, shape_of
+
+_FN = "scaled_dot_product_attention"
+#: Score elements per slab: (slab heads) x Tq x Tk stays within the L2 cache.
+_SLAB = 1 << 16
+
+
+@functools.lru_cache(maxsize=64)
+def _causal_keep(tq: int, tk: int) -> np.ndarray:
+    """Boolean (tq, tk) keep-mask: query i sees keys 0 .. tk - tq + i (aligned to the end)."""
+    keep = np.tri(tq, tk, k=tk - tq, dtype=bool)
+    keep.flags.writeable = False
+    return keep
+
+
+@functools.lru_cache(maxsize=64)
+def _causal_bias(tq: int, tk: int, dtype: np.dtype) -> np.ndarray:
+    """The additive (tq, tk) causal bias, 0 where allowed and -inf elsewhere (read-only)."""
+    bias = np.where(_causal_keep(tq, tk), 0.0, -np.inf).astype(dtype)
+    bias.flags.writeable = False
+    return bias
+
+
+def _check_mask(name, mask, lead, tq, tk):
+    full = (*lead, tq, tk)
+    try:
+        ok = np.broadcast_shapes(shape_of(mask), full) == full
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{_FN}: {name} has shape {shape_of(mask)}, expected a shape that broadcasts to "
+            f"{full} (..., queries, keys)"
+        )
+
+
+def _scores_bias(lead, tq, tk, causal, mask, dtype):
+    """An additive (.., tq, tk) bias (0 / -inf / float mask) and the rows that see some key.
+
+    Returns ``(bias or None, row_ok or None)``; ``row_ok`` is given only when some query sees no
+    key: those rows are un-masked for the softmax and zeroed afterwards.
+    """
+    if mask is None and causal and tq <= tk:
+        return _causal_bias(tq, tk, np.dtype(dtype)), None  # every query sees some key
+    keep = _causal_keep(tq, tk) if causal else None
+    add = None
+    if mask is not None:
+        mask = np.asarray(mask)
+        _check_mask("mask", mask, lead, tq, tk)
+        if mask.dtype == bool:
+            keep = mask if keep is None else keep & mask
+        else:
+            finite = np.isfinite(mask)
+            if not finite.all():
+                keep = finite if keep is None else keep & finite
+                add = np.where(finite, mask, 0.0).astype(dtype)
+            else:
+                add = mask.astype(dtype, copy=False)
+    if keep is None:
+        return add, None
+    row_ok = None
+    any_key = np.any(keep, axis=-1, keepdims=True)
+    if not any_key.all():
+        row_ok = any_key
+        keep = keep | ~any_key
+    bias = np.where(keep, 0.0, -np.inf).astype(dtype)
+    if add is not None:
+        bias = bias + add
+    return bias, row_ok
+
+
+def _check_qkv(q, k, v):
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_float(_FN, name, a)
+        if a.ndim < 2:
+            raise ValueError(f"{_FN}: {name} must have shape (..., T, features), got {shape_of(a)}")
+    d, tk = q.shape[-1], k.shape[-2]
+    if k.shape[-1] != d:
+        raise ValueError(
+            f"{_FN}: k has shape {shape_of(k)}, expected (..., Tk, {d}) (the feature size of q "
+            f"of shape {shape_of(q)})"
+        )
+    if v.shape[-2] != tk:
+        raise ValueError(
+            f"{_FN}: v has shape {shape_of(v)}, expected (..., {tk}, dv) (as many rows as k of "
+            f"shape {shape_of(k)})"
+        )
+    try:
+        return np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{_FN}: the leading (batch, head) axes of q {shape_of(q)}, k {shape_of(k)} and "
+            f"v {shape_of(v)} do not broadcast"
+        ) from None
+
+
+def _slabs(lead, per_item):
+    """Index tuples covering ``lead`` in slabs of about ``_SLAB`` score elements."""
+    if not lead:
+        yield ()
+        return
+    step = max(1, _SLAB // max(per_item, 1))
+    for head in np.ndindex(*lead[:-1]):
+        for i in range(0, lead[-1], step):
+            yield (*head, slice(i, i + step))
+
+
+def _lead_view(a, lead, tail=None):
+    """``a`` broadcast (as a view) to ``(*lead, *tail)`` (tail: a's last two axes by default)."""
+    if a is None:
+        return None
+    return np.broadcast_to(a, (*lead, *(a.shape[-2:] if tail is None else tail)))
+
+
+def _softmax_keys_(st, bias_t, row_ok_t):
+    """In place: st <- softmax over the KEY axis -2 of transposed scores (.., Tk, Tq).
+
+    Scores are kept transposed (one column per query) because NumPy reduces over an outer axis
+    with vectorized row-by-row operations, noticeably faster than over the innermost axis.
+    """
+    if bias_t is not None:
+        st += bias_t
+    st -= np.max(st, axis=-2, keepdims=True)
+    np.exp(st, out=st)
+    den = np.sum(st, axis=-2, keepdims=True)
+    np.reciprocal(den, out=den)
+    st *= den
+    if row_ok_t is not None:
+        st *= row_ok_t
+    return st
+
+
+def _transposed(a, lead, tail, contiguous=False):
+    """``a`` (.., Tq, Tk) as a (lead, Tk, Tq) view with its last two axes swapped.
+
+    With ``contiguous`` the swapped array is copied BEFORE broadcasting (a small mask stays
+    small; only its transposed layout is materialized).
+    """
+    if a is None:
+        return None
+    a = np.broadcast_to(a, np.broadcast_shapes(a.shape, tail))
+    swapped = np.swapaxes(a, -1, -2)
+    if contiguous:
+        swapped = np.ascontiguousarray(swapped)
+    return np.broadcast_to(swapped, (*lead, tail[1], tail[0]))
+
+
+def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
+    """Write softmax(q k^T scale + bias) (* dmask) v into ``out``, slab by slab (arrays)."""
+    tq, tk = q.shape[-2], k.shape[-2]
+    qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
+    bt = _transposed(bias, lead, (tq, tk), contiguous=True)
+    rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
+    for idx in _slabs(lead, tq * tk):
+        pt = np.matmul(kb[idx], np.swapaxes(qb[idx] * scale, -1, -2))  # (.., Tk, Tq)
+        _softmax_keys_(pt, None if bt is None else bt[idx], None if rt is None else rt[idx])
+        if dt is not None:
+            pt *= dt[idx]
+        np.matmul(np.swapaxes(pt, -1, -2), vb[idx], out=out[idx])
+    return out
+
+
+def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask):
+    """dq, dk, dv (broadcast leading shape) of the attention, slab by slab, in place."""
+    tq, tk = q.shape[-2], k.shape[-2]
+    qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
+    gb, ob = _lead_view(g, lead), _lead_view(out, lead)
+    bt = _transposed(bias, lead, (tq, tk), contiguous=True)
+    rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
+    for idx in _slabs(lead, tq * tk):
+        ki, vi, gi = kb[idx], vb[idx], gb[idx]
+        qs = qb[idx] * scale
+        pt = np.matmul(ki, np.swapaxes(qs, -1, -2))  # P^T, recomputed: (.., Tk, Tq)
+        _softmax_keys_(pt, None if bt is None else bt[idx], None if rt is None else rt[idx])
+        np.matmul(pt if dt is None else pt * dt[idx], gi, out=dv[idx])  # dv = P^T g
+        dst = np.matmul(vi, np.swapaxes(gi, -1, -2))  # (g v^T)^T
+        if dt is not None:
+            dst *= dt[idx]
+        # sum_j dP_ij P_ij = g_i . out_i, also with dropout (out = (P * mask) v).
+        dst -= np.einsum("...qd,...qd->...q", gi, ob[idx])[..., None, :]
+        dst *= pt  # dS^T / scale
+        dqi = dq[idx]
+        np.matmul(np.swapaxes(dst, -1, -2), ki, out=dqi)
+        dqi *= scale
+        np.matmul(dst, qs, out=dk[idx])
+
+
+def _attention_grads_graph(g, out, q, k, v, bias, row_ok, scale, dmask):
+    """The same gradients in NumPy vocabulary (Tensors under create_graph)."""
+    s = (q @ np.swapaxes(k, -1, -2)) * scale
+    if bias is not None:
+        s = s + bias
+    e = np.exp(s - np.max(const(s), axis=-1, keepdims=True))
+    p = e / np.sum(e, axis=-1, keepdims=True)
+    if row_ok is not None:
+        p = p * row_ok
+    pd = p * dmask if dmask is not None else p
+    dv = np.swapaxes(pd, -1, -2) @ g
+    dp = g @ np.swapaxes(v, -1, -2)
+    if dmask is not None:
+        dp = dp * dmask
+    ds = p * (dp - np.sum(g * out, axis=-1, keepdims=True)) * scale
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, dv
+
+
+def _prepare(q, k, v, causal, mask, scale, dropout_mask):
+    lead = _check_qkv(q, k, v)
+    tq, tk = q.shape[-2], k.shape[-2]
+    bias, row_ok = _scores_bias(lead, tq, tk, causal, mask, q.dtype)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    dmask = None
+    if dropout_mask is not None:
+        dmask = np.asarray(dropout_mask)
+        _check_mask("dropout_mask", dmask, lead, tq, tk)
+        if dmask.dtype != q.dtype:
+            dmask = dmask.astype(q.dtype)
+    return lead, bias, row_ok, scale, dmask
+
+
+def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
+    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
+    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    dtype = np.result_type(q, k, v)
+    out = np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=dtype)
+    return _attend(q, k, v, out, lead, bias, row_ok, scale, dmask)
+
+
+def _sdpa_grad(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
+    cq, ck, cv = const(q), const(k), const(v)
+    lead, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
+    if not plain(g, out, q, k, v):
+        return _attention_grads_graph(g, out, q, k, v, bias, row_ok, scale, dmask)
+    dq = np.empty((*lead, *q.shape[-2:]), dtype=q.dtype)
+    dk = np.empty((*lead, *k.shape[-2:]), dtype=k.dtype)
+    dv = np.empty((*lead, *v.shape[-2:]), dtype=v.dtype)
+    _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
+    return dq, dk, dv
+
+
+SCALED_DOT_PRODUCT_ATTENTION = OpDef(
+    "scaled_dot_product_attention",
+    _sdpa,
+    _sdpa_grad,
+    examples=(
+        Example((2, 3, 4), (2, 5, 4), (2, 5, 3)),
+        Example((2, 2, 4, 3), (2, 2, 4, 3), (2, 2, 4, 3), causal=True),
+        Example((2, 2, 3), (2, 5, 3), (2, 5, 4), causal=True),
+        Example((2, 1, 3, 4), (1, 2, 3, 4), (2, 2, 3, 2), scale=0.3),
+        Example(
+            (1, 3, 2),
+            (1, 4, 2),
+            (1, 4, 2),
+            mask=np.array(
+                [[True, False, True, True], [False, False, False, False], [1, 1, 0, 0]]
+            ).astype(bool),
+        ),
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=np.array([[0.0, -1.0, -np.inf]] * 3)),
+        Example(
+            (2, 3, 2),
+            (2, 3, 2),
+            (2, 3, 3),
+            causal=True,
+            dropout_mask=np.array([[2.0, 0.0, 2.0], [2.0, 2.0, 0.0], [0.0, 2.0, 2.0]]),
+        ),
+    ),
+)
+
+
+# ------------------------------------------------------------------ packed self-attention
+
+
+def _split_qkv(qkv, n_head):
+    """(B, T, 3C) -> q, k, v views of shape (B, H, T, C/H) (no copy)."""
+    check_float("attention_qkv", "qkv", qkv)
+    if qkv.ndim != 3 or qkv.shape[-1] % (3 * n_head):
+        raise ValueError(
+            f"attention_qkv: qkv has shape {shape_of(qkv)}, expected (B, T, 3 * C) with C "
+            f"divisible by n_head={n_head}"
+        )
+    B, T, C3 = qkv.shape
+    hd = C3 // (3 * n_head)
+    parts = qkv.reshape(B, T, 3, n_head, hd).transpose(2, 0, 3, 1, 4)
+    return parts[0], parts[1], parts[2]
+
+
+def _heads(a, n_head):
+    """(B, T, C) array -> (B, H, T, C/H) view."""
+    B, T, C = a.shape
+    return a.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
+
+
+def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None):
+    """Multi-head attention on a packed (B, T, 3C) q|k|v projection -> (B, T, C), heads merged."""
+    q, k, v = _split_qkv(qkv, n_head)
+    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    B, H, T, hd = q.shape
+    out = np.empty((B, T, H * hd), dtype=qkv.dtype)
+    _attend(q, k, v, _heads(out, H), lead, bias, row_ok, scale, dmask)
+    return out
+
+
+def _attention_qkv_grad(
+    g, out, qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None
+):
+    q, k, v = _split_qkv(const(qkv), n_head)
+    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    B, T, C3 = qkv.shape
+    H = n_head
+    if not plain(g, out, qkv):
+        hd = C3 // (3 * H)
+        parts = np.transpose(np.reshape(qkv, (B, T, 3, H, hd)), (2, 0, 3, 1, 4))
+        grads = _attention_grads_graph(
+            _graph_heads(g, H),
+            _graph_heads(out, H),
+            parts[0],
+            parts[1],
+            parts[2],
+            bias,
+            row_ok,
+            scale,
+            dmask,
+        )
+        merged = [np.transpose(d, (0, 2, 1, 3)) for d in grads]  # (B, T, H, hd) each
+        return (np.reshape(np.stack(merged, axis=2), (B, T, C3)),)
+    dqkv = np.empty((B, T, C3), dtype=qkv.dtype)
+    dq, dk, dv = _split_qkv(dqkv, H)
+    _attend_backward(
+        _heads(g, H),
+        _heads(out, H),
+        q,
+        k,
+        v,
+        dq,
+        dk,
+        dv,
+        lead,
+        bias,
+        row_ok,
+        scale,
+        dmask,
+    )
+    return (dqkv,)
+
+
+def _graph_heads(a, n_head):
+    B, T, C = a.shape
+    return np.transpose(np.reshape(a, (B, T, n_head, C // n_head)), (0, 2, 1, 3))
+
+
+ATTENTION_QKV = OpDef(
+    "attention_qkv",
+    _attention_qkv,
+    _attention_qkv_grad,
+    examples=(
+        Example((2, 4, 12), n_head=2),
+        Example((1, 3, 6), n_head=1, causal=False),
+        Example((2, 3, 12), n_head=2, mask=np.array([[True, True, False]] * 3)),
+        Example(
+            (1, 3, 6),
+            n_head=2,
+            dropout_mask=np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [2.0, 2.0, 2.0]]),
+        ),
+    ),
+)
+
+OPS = (SCALED_DOT_PRODUCT_ATTENTION,)
+INTERNAL_OPS = (ATTENTION_QKV,)

@@ -1,0 +1,336 @@
+"""Normalization: layer norm, RMS norm and batch norm, each one fused op.
+
+The statistics (mean, 1/std) are cheap to recompute, so the backward recomputes them from the
+saved input instead of keeping extra arrays alive. Each backward computes every gradient in one
+pass over shared temporaries; on arrays it works in place, on Tensors (``create_graph=True``) the
+same formulas run in NumPy vocabulary, which is what makes second derivatives work.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sadl.plugins import Example, OpDef
+
+from sadl_layers.ops._common import check_float, const, plain, shape_of
+
+# ------------------------------------------------------------------------------ layer norm
+
+
+def _norm_shape(fn, x, weight, bias, normalized_shape):
+    """The trailing shape that is normalized, checked against x, weight and bias."""
+    if normalized_shape is not None:
+        ns = (
+            (int(normalized_shape),)
+            if isinstance(normalized_shape, int | np.integer)
+            else tuple(int(n) for n in normalized_shape)
+        )
+    elif weight is not None:
+        ns = shape_of(weight)
+    elif bias is not None:
+        ns = shape_of(bias)
+    else:
+        ns = shape_of(x)[-1:]
+    check_float(fn, "input", x)
+    k = len(ns)
+    if k == 0 or x.ndim < k or shape_of(x)[x.ndim - k :] != ns:
+        raise ValueError(
+            f"{fn}: input has shape {shape_of(x)}, expected (..., {', '.join(map(str, ns))}) "
+            f"(normalized_shape={ns})"
+        )
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and shape_of(p) != ns:
+            raise ValueError(f"{fn}: {name} has shape {shape_of(p)}, expected {ns}")
+    return ns, math.prod(ns)
+
+
+def _row_dot(a, b):
+    """Row-wise dot products of two (N, D) arrays, as an (N, 1) column."""
+    return np.einsum("ij,ij->i", a, b)[:, None]
+
+
+def _row_mean(a):
+    """Row means of an (N, D) array as an (N, 1) column.
+
+    ``einsum`` is several times faster than ``np.mean(axis=1)`` on short rows.
+    """
+    col = np.einsum("ij->i", a)[:, None]
+    col *= 1.0 / a.shape[1]
+    return col
+
+
+def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized axes."""
+    _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
+    x2 = x.reshape(-1, D)
+    xc = x2 - _row_mean(x2)
+    rstd = _row_dot(xc, xc)
+    rstd *= 1.0 / D
+    rstd += eps
+    np.sqrt(rstd, out=rstd)
+    np.reciprocal(rstd, out=rstd)
+    xc *= rstd
+    if weight is not None:
+        xc *= weight.reshape(-1)
+    if bias is not None:
+        xc += bias.reshape(-1)
+    return xc.reshape(x.shape)
+
+
+def _layer_norm_grads_fast(g, x, weight, bias, eps, ns, D):
+    x2 = x.reshape(-1, D)
+    g2 = g.reshape(-1, D)
+    xhat = x2 - _row_mean(x2)
+    rstd = _row_dot(xhat, xhat)
+    rstd *= 1.0 / D
+    rstd += eps
+    np.sqrt(rstd, out=rstd)
+    np.reciprocal(rstd, out=rstd)
+    xhat *= rstd
+    gb = g2.sum(axis=0).reshape(ns) if bias is not None else None
+    gw = np.einsum("ij,ij->j", g2, xhat).reshape(ns) if weight is not None else None
+    gxhat = g2 * weight.reshape(-1) if weight is not None else g2.copy()
+    a = _row_mean(gxhat)
+    b = _row_dot(gxhat, xhat)
+    b *= 1.0 / D
+    xhat *= b
+    gxhat -= xhat
+    gxhat -= a
+    gxhat *= rstd
+    return gxhat.reshape(x.shape), gw, gb
+
+
+def _layer_norm_grads_graph(g, x, weight, bias, eps, ns, D):
+    x2 = np.reshape(x, (-1, D))
+    g2 = np.reshape(g, (-1, D))
+    xc = x2 - np.mean(x2, axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=1, keepdims=True) + eps)
+    xhat = xc * rstd
+    gxhat = g2 * np.reshape(weight, (1, D)) if weight is not None else g2
+    inner = gxhat - np.mean(gxhat, axis=1, keepdims=True)
+    inner = inner - xhat * np.mean(gxhat * xhat, axis=1, keepdims=True)
+    gx = np.reshape(inner * rstd, shape_of(x))
+    gw = np.reshape(np.sum(g2 * xhat, axis=0), ns) if weight is not None else None
+    gb = np.reshape(np.sum(g2, axis=0), ns) if bias is not None else None
+    return gx, gw, gb
+
+
+def _layer_norm_grad(g, out, x, weight, bias, *, eps=1e-5, normalized_shape=None):
+    ns, D = _norm_shape("layer_norm", const(x), const(weight), const(bias), normalized_shape)
+    if plain(g, x, weight, bias):
+        return _layer_norm_grads_fast(g, x, weight, bias, eps, ns, D)
+    return _layer_norm_grads_graph(g, x, weight, bias, eps, ns, D)
+
+
+LAYER_NORM = OpDef(
+    "layer_norm",
+    _layer_norm,
+    _layer_norm_grad,
+    examples=(
+        Example((3, 5), (5,), (5,)),
+        Example((2, 3, 4), (4,), None),
+        Example((2, 3, 4), None, None),
+        Example((2, 3, 4), (3, 4), (3, 4)),
+        Example((2, 4), None, None, normalized_shape=(4,), eps=1e-3),
+    ),
+)
+
+
+# -------------------------------------------------------------------------------- RMS norm
+
+
+def _rms_eps(x, eps):
+    return float(np.finfo(x.dtype).eps) if eps is None else float(eps)
+
+
+def _rms_norm(x, weight, *, eps=None, normalized_shape=None):
+    """RMS normalization: x / sqrt(mean(x**2) + eps) * weight over the trailing axes.
+
+    ``eps=None`` uses the machine epsilon of x's dtype (torch's default).
+    """
+    _, D = _norm_shape("rms_norm", x, weight, None, normalized_shape)
+    x2 = x.reshape(-1, D)
+    r = _row_dot(x2, x2)
+    r *= 1.0 / D
+    r += _rms_eps(x, eps)
+    np.sqrt(r, out=r)
+    np.reciprocal(r, out=r)
+    out = x2 * r
+    if weight is not None:
+        out *= weight.reshape(-1)
+    return out.reshape(x.shape)
+
+
+def _rms_norm_grad(g, out, x, weight, *, eps=None, normalized_shape=None):
+    ns, D = _norm_shape("rms_norm", const(x), const(weight), None, normalized_shape)
+    x2 = np.reshape(x, (-1, D))
+    g2 = np.reshape(g, (-1, D))
+    r = 1.0 / np.sqrt(np.mean(x2 * x2, axis=1, keepdims=True) + _rms_eps(const(x), eps))
+    xhat = x2 * r
+    gxhat = g2 * np.reshape(weight, (1, D)) if weight is not None else g2
+    gx = r * (gxhat - xhat * np.mean(gxhat * xhat, axis=1, keepdims=True))
+    gw = np.reshape(np.sum(g2 * xhat, axis=0), ns) if weight is not None else None
+    return np.reshape(gx, shape_of(x)), gw
+
+
+RMS_NORM = OpDef(
+    "rms_norm",
+    _rms_norm,
+    _rms_norm_grad,
+    examples=(
+        Example((3, 5), (5,)),
+        Example((2, 3, 4), None, eps=1e-6),
+        Example((2, 3, 4), (3, 4)),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------ batch norm
+
+
+def _bn_axes(x):
+    return (0, *range(2, x.ndim))
+
+
+def _bn_view(a, ndim):
+    """A per-channel (C,) array shaped (1, C, 1, ...) to broadcast against the input."""
+    return np.reshape(a, (1, -1) + (1,) * (ndim - 2))
+
+
+def _check_batch_norm(x, weight, bias, running_mean, running_var, training):
+    check_float("batch_norm", "input", x)
+    if x.ndim < 2:
+        raise ValueError(
+            f"batch_norm: input must have shape (N, C, ...) with a channel axis, got {shape_of(x)}"
+        )
+    C = x.shape[1]
+    for name, p in (
+        ("weight", weight),
+        ("bias", bias),
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+    ):
+        if p is not None and shape_of(p) != (C,):
+            raise ValueError(
+                f"batch_norm: {name} has shape {shape_of(p)}, expected ({C},) (one per channel "
+                f"of the input of shape {shape_of(x)})"
+            )
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError(
+            "batch_norm: evaluation (training=False) needs running_mean and running_var"
+        )
+    if training and x.size // C <= 1:
+        raise ValueError(
+            f"batch_norm: training needs more than one value per channel, got input of shape "
+            f"{shape_of(x)}"
+        )
+
+
+def _batch_stats(x):
+    """Per-channel mean and biased variance over every axis but the channel axis."""
+    n = x.size // x.shape[1]
+    sub = "abcdefgh"[: x.ndim]
+    spec = f"{sub}->{sub[1]}"
+    mean = np.einsum(spec, x) * (1.0 / n)
+    xc = x - _bn_view(mean, x.ndim)
+    var = np.einsum(f"{sub},{sub}->{sub[1]}", xc, xc) * (1.0 / n)
+    return mean, var
+
+
+def _batch_norm(
+    x,
+    weight,
+    bias,
+    *,
+    running_mean=None,
+    running_var=None,
+    training=False,
+    momentum=0.1,
+    eps=1e-5,
+):
+    """Batch normalization over every axis but the channel axis 1 (as torch's F.batch_norm).
+
+    With ``training`` the batch statistics are used and, when given, ``running_mean`` and
+    ``running_var`` are updated in place (unbiased variance), as torch does.
+    """
+    _check_batch_norm(x, weight, bias, running_mean, running_var, training)
+    if training:
+        mean, var = _batch_stats(x)
+        if running_mean is not None:
+            n = x.size // x.shape[1]
+            m = float(momentum)
+            running_mean *= 1.0 - m
+            running_mean += m * mean
+            running_var *= 1.0 - m
+            running_var += (m * n / (n - 1)) * var
+    else:
+        mean, var = running_mean, running_var
+    scale = 1.0 / np.sqrt(var + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -mean * scale
+    if bias is not None:
+        shift = shift + bias
+    out = x * _bn_view(scale.astype(x.dtype, copy=False), x.ndim)
+    out += _bn_view(shift.astype(x.dtype, copy=False), x.ndim)
+    return out
+
+
+def _batch_norm_grad(
+    g,
+    out,
+    x,
+    weight,
+    bias,
+    *,
+    running_mean=None,
+    running_var=None,
+    training=False,
+    momentum=0.1,
+    eps=1e-5,
+):
+    nd = len(shape_of(x))
+    axes = (0, *range(2, nd))
+    if training:
+        mean = np.mean(x, axis=axes, keepdims=True)
+        xc = x - mean
+        rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    else:
+        dtype = const(x).dtype
+        mean = _bn_view(np.asarray(running_mean, dtype=dtype), nd)
+        rstd = _bn_view(1.0 / np.sqrt(np.asarray(running_var, dtype=dtype) + eps), nd)
+        xc = x - mean
+    xhat = xc * rstd
+    gxhat = g * _bn_view(weight, nd) if weight is not None else g
+    if training:
+        inner = gxhat - np.mean(gxhat, axis=axes, keepdims=True)
+        gx = (inner - xhat * np.mean(gxhat * xhat, axis=axes, keepdims=True)) * rstd
+    else:
+        gx = gxhat * rstd
+    gw = np.sum(g * xhat, axis=axes) if weight is not None else None
+    gb = np.sum(g, axis=axes) if bias is not None else None
+    return gx, gw, gb
+
+
+BATCH_NORM = OpDef(
+    "batch_norm",
+    _batch_norm,
+    _batch_norm_grad,
+    examples=(
+        Example((4, 3), (3,), (3,), training=True),
+        Example((2, 3, 4), (3,), (3,), training=True),
+        Example((2, 2, 3, 3), None, None, training=True, eps=1e-3),
+        Example(
+            (3, 2, 4),
+            (2,),
+            (2,),
+            training=False,
+            running_mean=np.array([0.1, -0.2]),
+            running_var=np.array([0.5, 2.0]),
+        ),
+    ),
+)
+
+OPS = (LAYER_NORM, RMS_NORM, BATCH_NORM)
+INTERNAL_OPS: tuple[OpDef, ...] = ()
