@@ -145,7 +145,11 @@ BAD = [
     (AdamW, {"betas": 0.9}, r"AdamW: invalid betas=0\.9"),
     (AdamW, {"betas": (0.9, 0.99, 0.999)}, r"AdamW: invalid betas"),
     (AdamW, {"eps": -1e-8}, r"AdamW: invalid eps=-1e-08 \(need a finite number >= 0\)"),
-    (AdamW, {"weight_decay": -0.1}, r"AdamW: invalid weight_decay=-0\.1 \(need a finite number >= 0\)"),
+    (
+        AdamW,
+        {"weight_decay": -0.1},
+        r"AdamW: invalid weight_decay=-0\.1 \(need a finite number >= 0\)",
+    ),
     (AdamW, {"amsgrad": "yes"}, r"AdamW: invalid amsgrad='yes' \(need True or False\)"),
     (RMSprop, {"lr": -0.01}, r"RMSprop: invalid learning rate"),
     (RMSprop, {"alpha": 1.5}, r"RMSprop: invalid alpha=1\.5 \(need a finite number in \[0, 1\)\)"),
