@@ -226,3 +226,25 @@ def test_numerically_extreme_log_softmax_and_sigmoid():
     (y.sum() + s.sum()).backward()
     assert np.isfinite(y.data).all() and np.isfinite(x.grad).all()
     np.testing.assert_allclose(y.data, [[0.0, -2000.0, -1000.0]])
+
+
+def test_backward_told_which_inputs_need_a_gradient():
+    seen = []
+
+    def backward(g, out, x, w, *, needs_input_grad):
+        seen.append(needs_input_grad)
+        return (g * w if needs_input_grad[0] else None, g * x if needs_input_grad[1] else None)
+
+    op = sadl.plugins.OpDef("masked_mul", lambda x, w: x * w, backward)
+    assert op.accepts_needs_input_grad
+    x, w = T([2.0]), sadl.tensor([3.0], dtype=np.float64)
+    op(x, w).sum().backward()
+    assert seen == [(True, False)] and float(x.grad[0]) == 3.0
+
+
+def test_per_input_rules_may_cover_optional_trailing_inputs():
+    rules = (lambda g, out, x, b=None: g, lambda g, out, x, b=None: g)
+    op = sadl.plugins.OpDef("plus_optional", lambda x, b=None: x if b is None else x + b, rules)
+    x = T([1.0])
+    op(x).sum().backward()
+    assert float(x.grad[0]) == 1.0

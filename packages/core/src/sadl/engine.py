@@ -275,7 +275,8 @@ def _call_rule(
     rule = op.backward
     parents = node.parents
     if type(rule) is tuple:
-        if len(rule) != len(inputs):
+        # Extra trailing rules are allowed: they belong to optional inputs left out of this call.
+        if len(rule) < len(inputs):
             raise RuntimeError(
                 f"op {op.name!r} has {len(rule)} per-input backward rules for {len(inputs)} inputs"
             )
@@ -286,7 +287,11 @@ def _call_rule(
             for f, p in zip(rule, parents)
         ]
     assert rule is not None and not isinstance(rule, tuple)
-    raw = rule(g, out, *inputs, **node.params)
+    if op.accepts_needs_input_grad:
+        needs = tuple(p is not None and (wanted is None or p in wanted) for p in parents)
+        raw = rule(g, out, *inputs, needs_input_grad=needs, **node.params)
+    else:
+        raw = rule(g, out, *inputs, **node.params)
     if not isinstance(raw, tuple | list) or len(raw) != len(inputs):
         got = len(raw) if isinstance(raw, tuple | list) else type(raw).__name__
         raise RuntimeError(

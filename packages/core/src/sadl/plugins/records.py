@@ -6,6 +6,7 @@ Each record is plain data: the registry validates it, the namespaces (``sadl.ops
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,11 @@ class OpDef:
       differentiating through it with ``create_graph=True`` then raises a clear error.
     * ``examples`` are sample calls (:class:`Example`) that ``sadl.testing.check_op`` runs.
 
+    A single ``backward`` callable that declares a keyword parameter ``needs_input_grad``
+    receives a tuple of bools (one per input) and may skip the gradients marked False (returning
+    None there): a fused op computing shared work once still avoids the work nobody needs.
+    A tuple of per-input rules may be longer than the inputs of a call (optional trailing inputs).
+
     Calling an ``OpDef`` applies it: with any Tensor argument the result is a Tensor on the graph,
     with plain arrays it just runs ``forward``.
     """
@@ -82,6 +88,7 @@ class OpDef:
     composite: bool = False
     double_backward: bool = True
     examples: tuple[Example, ...] = ()
+    accepts_needs_input_grad: bool = field(init=False, repr=False, default=False)
 
     def __post_init__(self) -> None:
         _check_name(self, self.name)
@@ -102,6 +109,12 @@ class OpDef:
                 f"OpDef {self.name!r}: backward must be a callable or a tuple of callables "
                 "(one per input)"
             )
+        if callable(bw) and not isinstance(bw, tuple):
+            try:
+                rule_params = inspect.signature(bw).parameters
+            except (TypeError, ValueError):
+                rule_params = {}  # type: ignore[assignment]
+            object.__setattr__(self, "accepts_needs_input_grad", "needs_input_grad" in rule_params)
         if not isinstance(self.numpy_funcs, tuple):
             object.__setattr__(self, "numpy_funcs", tuple(self.numpy_funcs))
         if not isinstance(self.examples, tuple):
