@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-
 import sadl
 from sadl.cli import main
 
@@ -96,9 +95,7 @@ def test_train_with_layers_and_optim_then_save_and_reload(tmp_path):
 
 def test_gpt_from_the_registry_learns_and_generates():
     sadl.manual_seed(0)
-    model = sadl.models.create(
-        "gpt", vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16
-    )
+    model = sadl.models.create("gpt", vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16)
     optimizer = sadl.optim.AdamW(model.parameters(), lr=1e-2)
     tokens = np.arange(200) % 11  # a cycle: perfectly predictable
     losses = []

@@ -1,0 +1,251 @@
+"""The ``sadl train gpt`` and ``sadl generate`` subcommands.
+
+Bad input (a missing or non-UTF-8 file, a block size larger than the corpus, an unknown device,
+a malformed number) prints one line, ``sadl <command>: error: <what was wrong>``, to stderr and
+exits with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from sadl_models.corpus import CorpusError
+from sadl_models.tokenizers import TokenizerError
+
+__all__ = ["register_commands"]
+
+USAGE_ERROR = 2
+INTERRUPTED = 130
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` report a usage error as one line (argparse prints the usage too)."""
+
+    def error(message: str) -> NoReturn:
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+    parser.error = error  # type: ignore[method-assign]
+
+    # Unknown options would otherwise travel up to the top-level parser, which prints its usage
+    # too: report them here, in one line, naming this command.
+    parse_known = parser.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
+        result, extras = parse_known(args, namespace)
+        if extras:
+            error(f"unrecognized arguments: {' '.join(extras)}")
+        return result, extras
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _int_type(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _float_type(minimum: float, *, open_low: bool = False) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or (value <= minimum if open_low else value < minimum):
+            sign = ">" if open_low else ">="
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {sign} {minimum:g}, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+POSITIVE = _int_type(1)
+NON_NEGATIVE = _int_type(0)
+POSITIVE_FLOAT = _float_type(0.0, open_low=True)
+NON_NEGATIVE_FLOAT = _float_type(0.0)
+
+
+def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
+    from sadl_models.train import TrainConfig
+
+    d = TrainConfig()
+    p: argparse.ArgumentParser = sub.add_parser(
+        "gpt",
+        help="train a GPT-2 style character model (built-in corpus or --text FILE)",
+        description=(
+            "Train a GPT-2 style language model with AdamW, cosine warmup and gradient "
+            "clipping; checkpoint (DIR/checkpoint.sadl), loss curve (DIR/loss.png) and a "
+            "sample at the end. Ctrl-C saves a checkpoint; --resume continues it exactly. "
+            "Without --text the corpus is Python's own pydoc_data.topics (no download)."
+        ),
+    )
+    arg = p.add_argument
+    arg("--text", metavar="FILE", help="UTF-8 text file to train on (default: built-in corpus)")
+    arg("--tokenizer", choices=("char", "byte"), help=f"tokens (default: {d.tokenizer})")
+    arg("--steps", type=POSITIVE, metavar="N", help=f"optimizer steps (default: {d.steps})")
+    arg("--batch-size", type=POSITIVE, metavar="B", help=f"default: {d.batch_size}")
+    arg(
+        "--block-size", type=POSITIVE, metavar="T", help=f"context length (default: {d.block_size})"
+    )
+    arg("--n-layer", type=POSITIVE, metavar="L", help=f"default: {d.n_layer}")
+    arg("--n-head", type=POSITIVE, metavar="H", help=f"default: {d.n_head}")
+    arg("--n-embd", type=POSITIVE, metavar="C", help=f"default: {d.n_embd}")
+    arg("--dropout", type=NON_NEGATIVE_FLOAT, metavar="P", help=f"default: {d.dropout}")
+    arg("--lr", type=POSITIVE_FLOAT, metavar="LR", help=f"peak learning rate (default: {d.lr})")
+    arg(
+        "--min-lr",
+        type=NON_NEGATIVE_FLOAT,
+        metavar="LR",
+        help="final learning rate (default: lr/10)",
+    )
+    arg("--warmup-steps", type=NON_NEGATIVE, metavar="N", help="default: min(100, steps/10)")
+    arg("--weight-decay", type=NON_NEGATIVE_FLOAT, metavar="W", help=f"default: {d.weight_decay}")
+    arg(
+        "--grad-clip",
+        type=POSITIVE_FLOAT,
+        metavar="G",
+        help=f"max grad norm (default: {d.grad_clip})",
+    )
+    arg("--eval-interval", type=POSITIVE, metavar="N", help=f"default: {d.eval_interval}")
+    arg("--eval-batches", type=POSITIVE, metavar="N", help=f"default: {d.eval_batches}")
+    arg("--sample-tokens", type=NON_NEGATIVE, metavar="N", help=f"default: {d.sample_tokens}")
+    arg("--seed", type=NON_NEGATIVE, metavar="S", help=f"default: {d.seed}")
+    arg("--device", metavar="DEV", help=f"cpu, cuda or cuda:N (default: {d.device})")
+    arg("--out", metavar="DIR", default="runs/gpt", help="output directory (default: runs/gpt)")
+    arg("--resume", action="store_true", help="continue the run saved in --out")
+    arg(
+        "--stop-after",
+        type=POSITIVE,
+        metavar="N",
+        help="end this session after N steps, saving a checkpoint (continue with --resume)",
+    )
+    arg(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="show the progress bar (default: on)",
+    )
+    p.set_defaults(func=_cmd_train_gpt)
+    _one_line_errors(p)
+    return p
+
+
+def _cmd_train_gpt(args: argparse.Namespace) -> int:
+    from sadl_models.train import TrainConfig, TrainError, train
+
+    prog = "sadl train gpt"
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    try:
+        config = TrainConfig(**given)
+        if not args.resume:
+            config.validate()
+        result = train(
+            config,
+            args.out,
+            resume=args.resume,
+            explicit=set(given),
+            stop_after=args.stop_after,
+            progress=args.progress,
+        )
+    except (TrainError, CorpusError, TokenizerError) as exc:
+        return _fail(prog, str(exc))
+    except OSError as exc:
+        return _fail(prog, f"{exc.filename or args.out}: {exc.strerror or exc}", status=1)
+    return INTERRUPTED if result.cancelled else 0
+
+
+def _add_generate(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "generate",
+        help="generate text from a checkpoint written by 'sadl train gpt'",
+        description="Sample text from a trained GPT checkpoint (uses the KV cache).",
+    )
+    arg = p.add_argument
+    arg("--checkpoint", required=True, metavar="PATH", help="a checkpoint.sadl file")
+    arg("--prompt", metavar="TEXT", help='text to continue (default: "The ")')
+    arg("--tokens", type=NON_NEGATIVE, default=300, metavar="N", help="default: 300")
+    arg(
+        "--temperature",
+        type=NON_NEGATIVE_FLOAT,
+        default=0.8,
+        metavar="T",
+        help="0 is greedy (default: 0.8)",
+    )
+    arg("--top-k", type=POSITIVE, metavar="K", help="sample from the K most likely tokens")
+    arg("--top-p", type=POSITIVE_FLOAT, metavar="P", help="nucleus sampling, P in (0, 1]")
+    arg("--seed", type=NON_NEGATIVE, default=0, metavar="S", help="default: 0")
+    arg("--device", default="cpu", metavar="DEV", help="cpu, cuda or cuda:N (default: cpu)")
+    arg("--no-cache", action="store_true", help="re-run the context per token (slower)")
+    p.set_defaults(func=_cmd_generate)
+    _one_line_errors(p)
+    return p
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from sadl_models.train import TrainError, check_device, default_prompt, load_model
+
+    prog = "sadl generate"
+    if args.top_p is not None and args.top_p > 1:
+        return _fail(prog, f"argument --top-p: expected a number in (0, 1], got {args.top_p}")
+    try:
+        device = check_device(args.device)
+        model, tokenizer = load_model(args.checkpoint, device=device)
+        prompt = default_prompt(tokenizer) if args.prompt is None else args.prompt
+        if not prompt:
+            raise TrainError("--prompt is empty: give at least one character")
+        try:
+            ids = tokenizer.encode(prompt)
+        except TokenizerError as exc:
+            raise TrainError(f"--prompt: {exc}") from None
+        out = model.generate(
+            ids,
+            args.tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            rng=np.random.default_rng(args.seed),
+            use_cache=not args.no_cache,
+        )
+    except (TrainError, TokenizerError, CorpusError) as exc:
+        return _fail(prog, str(exc))
+    print(tokenizer.decode(out), flush=True)
+    return 0
+
+
+def _fail(prog: str, message: str, status: int = USAGE_ERROR) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    return status
+
+
+def register_commands(subparsers: Any) -> None:
+    """Add ``train`` (with its ``gpt`` model) and ``generate`` to the ``sadl`` command line."""
+    train = subparsers.add_parser(
+        "train",
+        help="train a model: sadl train gpt [options]",
+        description="Train a model registered by sadl-models.",
+    )
+    models = train.add_subparsers(dest="model", metavar="MODEL", required=True)
+    _add_train_gpt(models)
+    _one_line_errors(train)
+    _add_generate(subparsers)
