@@ -127,13 +127,26 @@ def _check_qkv(q, k, v):
 
 
 def _slabs(lead, per_item):
-    """Index tuples covering ``lead`` in slabs of about ``_SLAB`` score elements."""
+    """Index tuples covering ``lead`` in slabs of about ``_SLAB`` score elements.
+
+    Whole trailing axes go into one slab while they fit, so (batch, heads) with small heads is a
+    few large batched GEMMs rather than many tiny ones.
+    """
     if not lead:
         yield ()
         return
-    step = max(1, _SLAB // max(per_item, 1))
-    for head in np.ndindex(*lead[:-1]):
-        for i in range(0, lead[-1], step):
+    budget = max(1, _SLAB // max(per_item, 1))
+    first_whole, size = len(lead), 1
+    while first_whole > 0 and size * lead[first_whole - 1] <= budget:
+        first_whole -= 1
+        size *= lead[first_whole]
+    if first_whole == 0:
+        yield ()
+        return
+    step = max(1, budget // size)
+    axis = first_whole - 1
+    for head in np.ndindex(*lead[:axis]):
+        for i in range(0, lead[axis], step):
             yield (*head, slice(i, i + step))
 
 

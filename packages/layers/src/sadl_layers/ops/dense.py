@@ -33,7 +33,7 @@ def _check_linear(x, weight, bias):
         raise ValueError(f"linear: bias has shape {shape_of(bias)}, expected ({n_out},)")
 
 
-def _linear(x, weight, bias):
+def _linear(x, weight, bias=None):
     """Affine map x @ weight.T + bias over any leading axes (bias may be None), one 2-D GEMM."""
     _check_linear(x, weight, bias)
     n_out, n_in = weight.shape
@@ -51,15 +51,15 @@ def _rows(a, n):
     return np.reshape(a, (-1, n))
 
 
-def _linear_grad_x(g, out, x, weight, bias):
+def _linear_grad_x(g, out, x, weight, bias=None):
     return np.reshape(_rows(g, weight.shape[0]) @ weight, shape_of(x))
 
 
-def _linear_grad_weight(g, out, x, weight, bias):
+def _linear_grad_weight(g, out, x, weight, bias=None):
     return _rows(g, weight.shape[0]).T @ _rows(x, weight.shape[1])
 
 
-def _linear_grad_bias(g, out, x, weight, bias):
+def _linear_grad_bias(g, out, x, weight, bias=None):
     return np.sum(_rows(g, weight.shape[0]), axis=0)
 
 
@@ -69,6 +69,7 @@ LINEAR = OpDef(
     (_linear_grad_x, _linear_grad_weight, _linear_grad_bias),
     examples=(
         Example((3, 4), (5, 4), (5,)),
+        Example((3, 4), (5, 4)),
         Example((2, 3, 4), (5, 4), (5,)),
         Example((4,), (3, 4), (3,)),
         Example((2, 1, 3, 4), (2, 4), None),
