@@ -6,11 +6,6 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# CI's `tests(serialize)` session installs only sadl-core and sadl-serialize. In the shared
-# development venv the sibling plugins are installed too (and may be mid-edit); block them so a
-# local run sees what CI sees. An explicit SADL_DISABLE_PLUGINS wins. Subprocesses inherit this.
-os.environ.setdefault("SADL_DISABLE_PLUGINS", "layers,optim,models")
-
 # The fuzz tests run thousands of examples locally and a few hundred in CI (CI=1 / CI=true).
 _in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 settings.register_profile(
