@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from sadl import Optimizer, Tensor
+from sadl import Adam, Optimizer, Tensor
 from sadl.backend import array_module
 from sadl.optim.adam import adam_step
 
@@ -54,14 +54,15 @@ def _buffer(state: dict[str, Any], key: str, data: Any, fill: float = 0.0) -> An
     return buf
 
 
-class AdamW(Optimizer):
+class AdamW(Adam):
     """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False)``.
 
     Adam with decoupled weight decay (Loshchilov & Hutter): each step first shrinks the
     parameter, ``p *= 1 - lr * weight_decay``, then takes the Adam step on the raw gradient,
     ``p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)`` with
     ``m = beta1*m + (1-beta1)*g`` and ``v = beta2*v + (1-beta2)*g*g``. With ``amsgrad`` the
-    running maximum of ``v`` replaces ``v``. Matches ``torch.optim.AdamW``.
+    running maximum of ``v`` replaces ``v``. Matches ``torch.optim.AdamW``. Core's ``Adam`` is
+    the same optimizer with L2 weight decay added to the gradient instead.
     """
 
     def __init__(
@@ -73,14 +74,9 @@ class AdamW(Optimizer):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
     ) -> None:
-        defaults = {
-            "lr": lr,
-            "betas": betas,
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "amsgrad": amsgrad,
-        }
-        super().__init__(params, defaults)
+        super().__init__(
+            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad
+        )
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:
         """lr, eps, weight_decay >= 0; betas in [0, 1); amsgrad a bool."""
@@ -92,14 +88,7 @@ class AdamW(Optimizer):
         self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
     ) -> None:
         """One AdamW step on ``param.data`` (core's ``adam_step`` with decoupled decay)."""
-        data = param.data
-        if state:
-            _buffer(state, "exp_avg", data)
-            _buffer(state, "exp_avg_sq", data)
-            if group["amsgrad"]:
-                # amsgrad switched on mid-training: the running maximum starts from here.
-                _buffer(state, "max_exp_avg_sq", data)
-        adam_step(data, grad, state, group, decoupled_weight_decay=True)
+        adam_step(param.data, grad, state, group, decoupled_weight_decay=True)
 
 
 class RMSprop(Optimizer):

@@ -63,8 +63,9 @@ def adam_step(
         state["step"] = 0
         state["exp_avg"] = xp.zeros_like(data)
         state["exp_avg_sq"] = xp.zeros_like(data)
-        if group.get("amsgrad"):
-            state["max_exp_avg_sq"] = xp.zeros_like(data)
+    if group.get("amsgrad") and "max_exp_avg_sq" not in state:
+        # From the first step, or from here when amsgrad is switched on mid-training.
+        state["max_exp_avg_sq"] = xp.zeros_like(data)
     state["step"] += 1
     step = state["step"]
     if weight_decay:
