@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -152,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sadl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The output was piped into a command that stopped reading (`sadl ops | head`).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return int(status or 0)
 
 

@@ -120,8 +120,7 @@ class OpDef:
         if not isinstance(self.examples, tuple):
             object.__setattr__(self, "examples", tuple(self.examples))
         if not self.doc:
-            lines = (getattr(self.forward, "__doc__", None) or "").strip().splitlines()
-            object.__setattr__(self, "doc", lines[0].strip() if lines else "")
+            object.__setattr__(self, "doc", _summary(getattr(self.forward, "__doc__", None)))
 
     def __call__(self, *args: Any, **params: Any) -> Any:
         """Apply the op: a Tensor on the autograd graph if any argument is a Tensor."""
@@ -201,6 +200,14 @@ class FormatDef:
         object.__setattr__(self, "suffixes", tuple(s.lower() for s in normalized))
         if not callable(self.save) or not callable(self.load):
             raise TypeError(f"FormatDef {self.name!r}: save and load must be callable")
+
+
+def _summary(doc: str | None) -> str:
+    """The first sentence-like line of a docstring (skipping a NumPy ufunc's call signature)."""
+    lines = [line.strip() for line in (doc or "").strip().splitlines()]
+    if lines and lines[0].endswith(")") and "(" in lines[0]:
+        lines = lines[1:]
+    return next((line for line in lines if line), "")
 
 
 def _check_name(record: object, name: object) -> None:
