@@ -189,7 +189,6 @@ class FormatDef:
     save: Callable[..., Any]
     load: Callable[..., Any]
     magic: bytes | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_name(self, self.name)
