@@ -60,17 +60,25 @@ def _row_mean(a):
     return col
 
 
-def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized axes."""
-    _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
-    x2 = x.reshape(-1, D)
-    xc = x2 - _row_mean(x2)
-    rstd = _row_dot(xc, xc)
-    rstd *= 1.0 / D
+def _normalized_rows(x2, eps):
+    """(x2 - row mean) * rstd and rstd = 1 / sqrt(row variance + eps), for a 2-D array.
+
+    Shared by the forward and the backward (which recomputes it instead of saving it).
+    """
+    xhat = x2 - _row_mean(x2)
+    rstd = _row_dot(xhat, xhat)
+    rstd *= 1.0 / x2.shape[1]
     rstd += eps
     np.sqrt(rstd, out=rstd)
     np.reciprocal(rstd, out=rstd)
-    xc *= rstd
+    xhat *= rstd
+    return xhat, rstd
+
+
+def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized axes."""
+    _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
+    xc, _ = _normalized_rows(x.reshape(-1, D), eps)
     if weight is not None:
         xc *= weight.reshape(-1)
     if bias is not None:
@@ -79,15 +87,8 @@ def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
 
 
 def _layer_norm_grads_fast(g, x, weight, bias, eps, ns, D):
-    x2 = x.reshape(-1, D)
     g2 = g.reshape(-1, D)
-    xhat = x2 - _row_mean(x2)
-    rstd = _row_dot(xhat, xhat)
-    rstd *= 1.0 / D
-    rstd += eps
-    np.sqrt(rstd, out=rstd)
-    np.reciprocal(rstd, out=rstd)
-    xhat *= rstd
+    xhat, rstd = _normalized_rows(x.reshape(-1, D), eps)
     gb = g2.sum(axis=0).reshape(ns) if bias is not None else None
     gw = np.einsum("ij,ij->j", g2, xhat).reshape(ns) if weight is not None else None
     gxhat = g2 * weight.reshape(-1) if weight is not None else g2.copy()
