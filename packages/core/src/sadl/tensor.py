@@ -380,6 +380,10 @@ class Tensor(NDArrayOperatorsMixin):
         """Fill with ``value`` in place."""
         return self._assign(Ellipsis, value)
 
+    def copy_(self, source: Any) -> Tensor:
+        """Overwrite the values with ``source`` (broadcast, cast to this dtype) in place."""
+        return self._assign(Ellipsis, source)
+
     # ---------------------------------------------------------------- arithmetic operators
     def __add__(self, other: Any) -> Tensor:
         return _apply(_ar.ADD, (self, other), {})
