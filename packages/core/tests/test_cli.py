@@ -45,7 +45,7 @@ def test_plugin_commands_are_added(capsys):
 
     import sadl
 
-    sadl.plugins.manager.reload_plugins(
+    sadl._host.reload_plugins(
         entry_points=[md.EntryPoint("good", "fake_plugins.good", "sadl.plugins")]
     )
     assert main(["fake-hello"]) == 0

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import sadl
-from sadl.builtin_plugin import CORE_OPS
+from sadl._builtin import CORE_OPS
 from sadl.testing import materialize
 
 pytestmark = pytest.mark.gpu

@@ -7,7 +7,7 @@ without a float64 gradcheck and gradgradcheck spec.
 import numpy as np
 import pytest
 import sadl
-from sadl.builtin_plugin import CORE_OPS
+from sadl._builtin import CORE_OPS
 from sadl.testing import check_op
 
 CORE_NAMES = sorted(op.name for op in CORE_OPS)

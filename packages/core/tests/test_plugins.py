@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 import sadl
-from sadl.plugins import manager
-from sadl.plugins.errors import (
+from sadl import _host as manager
+from sadl.plugins import (
     IncompatiblePluginError,
     PluginConflictError,
     PluginError,

@@ -8,22 +8,26 @@ use of a registry.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import Any
 
-try:
-    __version__ = _dist_version("sadl-core")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0+unknown"
-
-# Order matters: the Tensor first, then the engine that records ops on it.
-from sadl.tensor import Parameter, Tensor, get_default_dtype, set_default_dtype  # noqa: I001
-from sadl import engine as _engine
-from sadl import cuda, data, models, nn, ops, optim, plugins, testing
-from sadl.backend import Device
-from sadl.backend import parse_device as device
-from sadl.creation import (
+# Bottom to top (docs/architecture.md): importing the engine's upper half installs it below.
+from sadl import (  # noqa: F401
+    _dispatch,
+    _host,
+    _tensor,
+    backends,
+    cuda,
+    data,
+    models,
+    nn,
+    ops,
+    optim,
+    plugins,
+    random,
+    testing,
+)
+from sadl._adam import Adam
+from sadl._creation import (
     arange,
     empty,
     eye,
@@ -38,15 +42,21 @@ from sadl.creation import (
     zeros,
     zeros_like,
 )
-from sadl.engine import MissingGradientError, grad
-from sadl.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from sadl._defaults import get_default_dtype, set_default_dtype
+from sadl._engine import grad
+from sadl._errors import MissingGradientError, PluginConflictError, UnknownNameError
+from sadl._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from sadl._host import registry as _registry
+from sadl._known import KNOWN_PROVIDERS as _KNOWN_PROVIDERS
+from sadl._module import Function, Module
+from sadl._optimizer import Optimizer
+from sadl._sgd import SGD
+from sadl._tensor import Parameter, Tensor
+from sadl._version import __version__ as __version__
+from sadl.backends import Device
+from sadl.backends import parse_device as device
 from sadl.io import load, save
-from sadl.nn.module import Function, Module
-from sadl.optim import SGD, Adam, Optimizer
-from sadl.plugins.errors import PluginConflictError, UnknownNameError
 from sadl.random import default_generator, manual_seed
-
-del _engine
 
 __all__ = [
     "SGD",
@@ -61,6 +71,7 @@ __all__ = [
     "Tensor",
     "UnknownNameError",
     "arange",
+    "backends",
     "cuda",
     "data",
     "default_generator",
@@ -84,6 +95,7 @@ __all__ = [
     "optim",
     "plugins",
     "rand",
+    "random",
     "randint",
     "randn",
     "save",
@@ -100,22 +112,16 @@ def __getattr__(name: str) -> Any:
     """``sadl.<Name>``: a registered layer or optimizer (``sadl.Linear``, ``sadl.AdamW``)."""
     if name.startswith("_") or not name[:1].isupper():
         raise AttributeError(f"module 'sadl' has no attribute {name!r}")
-    from sadl.plugins.manager import registry
-
-    reg = registry()
+    reg = _registry()
     for kind in ("layers", "optimizers"):
         record = reg.records(kind).get(name)
         if record is not None:
             return record.cls
     # Raise the lookup's error: it names the package that would provide the name.
-    from sadl.plugins.known import KNOWN_PROVIDERS
-
-    kind = "optimizers" if name in KNOWN_PROVIDERS["optimizers"] else "layers"
+    kind = "optimizers" if name in _KNOWN_PROVIDERS["optimizers"] else "layers"
     return reg.lookup(kind, name).cls
 
 
 def __dir__() -> list[str]:
-    from sadl.plugins.manager import registry
-
-    reg = registry()
+    reg = _registry()
     return sorted(set(globals()) | set(reg.records("layers")) | set(reg.records("optimizers")))

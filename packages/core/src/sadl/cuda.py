@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sadl.backend import cupy_or_none
+from sadl.backends import cupy_or_none
 
 __all__ = ["device_count", "is_available"]
 

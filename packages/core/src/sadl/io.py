@@ -10,14 +10,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sadl.plugins.records import FormatDef
+from sadl._host import registry
+from sadl._records import FormatDef
 
 __all__ = ["load", "save"]
 
 
 def _formats() -> dict[str, FormatDef]:
-    from sadl.plugins.manager import registry
-
     return registry().records("formats")
 
 

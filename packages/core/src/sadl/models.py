@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sadl.plugins.namespace import RegistryNamespace
+from sadl._host import registry
+from sadl._namespace import RegistryNamespace
 
 __all__ = ["create", "default_config", "names"]
 
 
 def default_config(name: str) -> dict[str, Any]:
     """The default keyword arguments of model ``name``."""
-    from sadl.plugins.manager import registry
-
     return dict(registry().lookup("models", name).config or {})
 
 
 def create(name: str, **config: Any) -> Any:
     """Build model ``name`` from its default config updated with ``config``."""
-    from sadl.plugins.manager import registry
-
     record = registry().lookup("models", name)
     return record.factory(**{**(record.config or {}), **config})
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from sadl.engine import grad as _grad
-from sadl.grad_mode import no_grad
-from sadl.plugins.records import Example, OpDef
-from sadl.tensor import Tensor
+from sadl._engine import grad as _grad
+from sadl._grad_mode import no_grad
+from sadl._records import Example, OpDef
+from sadl._tensor import Tensor
 
 __all__ = ["CheckResult", "GradcheckError", "OpReport", "check_op", "gradcheck", "gradgradcheck"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Tensor, no_grad
-from sadl.backend import array_module, is_array, to_device
+from sadl.backends import array_module, is_array, to_device
 from sadl.nn import Module
 from sadl.plugins import OpDef
 from sadl.random import resolve_generator

@@ -1,0 +1,90 @@
+"""Adam (Kingma & Ba), with optional L2 weight decay and AMSGrad, following torch's arithmetic."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from sadl._optimizer import Optimizer
+from sadl._tensor import Tensor
+from sadl.backends import array_module
+
+__all__ = ["Adam", "adam_update"]
+
+
+class Adam(Optimizer):
+    """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False)``.
+
+    ``weight_decay`` adds ``weight_decay * param`` to the gradient (L2, as in torch's Adam); for
+    decoupled decay use AdamW from sadl-optim.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas) if isinstance(betas, list | tuple) else betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+        }
+        super().__init__(params, defaults)
+
+    def update(
+        self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
+    ) -> None:
+        """One Adam step on ``param.data``."""
+        adam_update(param.data, grad, state, group, decoupled_weight_decay=False)
+
+
+def adam_update(
+    data: Any,
+    grad: Any,
+    state: dict[str, Any],
+    group: dict[str, Any],
+    *,
+    decoupled_weight_decay: bool,
+) -> None:
+    """The Adam update on ``data`` in place (shared with AdamW, which decays ``data`` directly)."""
+    xp = array_module(data)
+    lr = float(group["lr"])
+    beta1, beta2 = (float(b) for b in group["betas"])
+    eps = float(group["eps"])
+    weight_decay = float(group["weight_decay"])
+    if not state:
+        state["step"] = 0
+        state["exp_avg"] = xp.zeros_like(data)
+        state["exp_avg_sq"] = xp.zeros_like(data)
+    if group.get("amsgrad") and "max_exp_avg_sq" not in state:
+        # From the first step, or from here when amsgrad is switched on mid-training.
+        state["max_exp_avg_sq"] = xp.zeros_like(data)
+    state["step"] += 1
+    step = state["step"]
+    if weight_decay:
+        if decoupled_weight_decay:
+            data *= 1.0 - lr * weight_decay
+        else:
+            grad = grad + weight_decay * data
+    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+    exp_avg *= beta1
+    exp_avg += (1.0 - beta1) * grad
+    exp_avg_sq *= beta2
+    exp_avg_sq += (1.0 - beta2) * (grad * grad)
+    bias_correction1 = 1.0 - beta1**step
+    bias_correction2 = 1.0 - beta2**step
+    second = exp_avg_sq
+    if group.get("amsgrad"):
+        xp.maximum(state["max_exp_avg_sq"], exp_avg_sq, out=state["max_exp_avg_sq"])
+        second = state["max_exp_avg_sq"]
+    denom = xp.sqrt(second)
+    denom /= math.sqrt(bias_correction2)
+    denom += eps
+    data -= (lr / bias_correction1) * (exp_avg / denom)

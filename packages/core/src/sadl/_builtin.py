@@ -1,0 +1,50 @@
+"""Core's own plugin: it registers the built-in ops and optimizers through the public hooks.
+
+sadl-layers, sadl-optim and any third-party package do exactly the same from their own modules.
+The plugin host imports this module by name (``sadl._host.BUILTIN_PLUGINS``), as pytest loads its
+built-in plugins; it cannot be blocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sadl._adam import Adam
+from sadl._hookspecs import hookimpl
+from sadl._ops import (
+    activations,
+    arithmetic,
+    elementwise,
+    indexing,
+    linalg,
+    nondifferentiable,
+    reductions,
+    shapes,
+    special,
+)
+from sadl._records import OpDef, OptimizerDef
+from sadl._sgd import SGD
+
+CORE_OPS: tuple[OpDef, ...] = (
+    *arithmetic.OPS,
+    *elementwise.OPS,
+    *activations.OPS,
+    *reductions.OPS,
+    *shapes.OPS,
+    *indexing.OPS,
+    *linalg.OPS,
+    *nondifferentiable.OPS,
+    *special.OPS,
+)
+
+
+@hookimpl
+def register_ops() -> Iterable[OpDef]:
+    """Every op defined in ``sadl.ops``."""
+    return CORE_OPS
+
+
+@hookimpl
+def register_optimizers() -> Iterable[OptimizerDef]:
+    """Core's SGD and Adam."""
+    return (OptimizerDef("SGD", SGD), OptimizerDef("Adam", Adam))

@@ -1,0 +1,125 @@
+"""Core's own subcommands of ``sadl``: ``plugins``, ``ops``, ``info``, ``check-plugins``.
+
+A built-in plugin (``sadl.cli``): they reach the command line through ``register_commands`` like
+every plugin's commands, imported by name by the plugin host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import pluggy
+
+from sadl._hookspecs import hookimpl
+from sadl._host import registry
+from sadl._version import API_VERSION, __version__
+from sadl.backends import cupy_or_none
+from sadl.cuda import device_count
+from sadl.testing import check_op
+
+__all__ = ["register_commands"]
+
+
+@hookimpl
+def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``plugins``, ``ops``, ``info`` and ``check-plugins``."""
+    p = subparsers.add_parser("plugins", help="list installed plugins and what they provide")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_plugins)
+    p = subparsers.add_parser("ops", help="list every registered op with its provider")
+    p.set_defaults(func=_cmd_ops)
+    p = subparsers.add_parser("info", help="versions, backend and devices")
+    p.set_defaults(func=_cmd_info)
+    p = subparsers.add_parser(
+        "check-plugins", help="run sadl.testing.check_op on every installed op"
+    )
+    p.add_argument("--plugin", action="append", help="only ops of this plugin (repeatable)")
+    p.set_defaults(func=_cmd_check_plugins)
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    plugins = registry().plugins
+    if args.json:
+        print(json.dumps([p.as_dict() for p in plugins], indent=2))
+        return 0
+    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "PROVIDES")]
+    for p in plugins:
+        provides = ", ".join(
+            f"{hook.removeprefix('register_')}={len(names)}"
+            for hook, names in p.provides.items()
+            if names and hook != "register_commands"
+        )
+        if "register_commands" in p.provides:
+            provides = ", ".join(filter(None, [provides, "commands"]))
+        rows.append((p.name, p.distribution, p.version, p.status, provides or "-"))
+    _table(rows)
+    for p in plugins:
+        if p.error:
+            print(f"\n{p.name}: {p.error}")
+    return 0
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    reg = registry()
+    rows = [("OP", "PLUGIN", "NUMPY", "DESCRIPTION")]
+    for name, op in sorted(reg.records("ops").items()):
+        provider = reg.provider("ops", name)
+        numpy_names = ",".join(getattr(f, "__name__", "?") for f in op.numpy_funcs) or "-"
+        kind = "" if op.differentiable else "(no grad) "
+        rows.append((name, provider.name if provider else "?", numpy_names, kind + op.doc[:60]))
+    _table(rows)
+    print(f"\n{len(rows) - 1} ops")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    cp = cupy_or_none()
+    print(f"sadl-core      {__version__} (plugin API {API_VERSION})")
+    print(f"python         {platform.python_version()} ({sys.executable})")
+    print(f"numpy          {np.__version__}")
+    print(f"pluggy         {pluggy.__version__}")
+    print(f"cupy           {cp.__version__ if cp is not None else 'not installed'}")
+    print(f"cuda devices   {device_count()}")
+    devices = ["cpu"] + [f"cuda:{i}" for i in range(device_count())]
+    print(f"devices        {', '.join(devices)}")
+    reg = registry()
+    counts = ", ".join(
+        f"{k}={len(reg.records(k))}" for k in ("ops", "layers", "optimizers", "models", "formats")
+    )
+    print(f"registered     {counts}")
+    print(f"plugins        {', '.join(f'{p.name} ({p.status})' for p in reg.plugins)}")
+    return 0
+
+
+def _cmd_check_plugins(args: argparse.Namespace) -> int:
+
+    reg = registry()
+    rows = [("OP", "PLUGIN", "EXAMPLES", "RESULT")]
+    failed = 0
+    for name, op in sorted(reg.records("ops").items()):
+        provider = reg.provider("ops", name)
+        if args.plugin and (provider is None or provider.name not in args.plugin):
+            continue
+        report = check_op(op, raise_exception=False)
+        result = (
+            "ok"
+            if report.ok
+            else "FAILED: "
+            + "; ".join(f"{r.check}: {r.message[:80]}" for r in report.failures()[:2])
+        )
+        failed += not report.ok
+        rows.append((name, provider.name if provider else "?", str(len(op.examples)), result))
+    _table(rows)
+    print(f"\n{len(rows) - 1} ops checked, {failed} failed")
+    return 1 if failed else 0
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())

@@ -1,0 +1,213 @@
+"""Factories: ``tensor``, ``zeros``, ``ones``, ... with ``dtype=``, ``device=``, ``requires_grad=``.
+
+Floating factories default to float32 (``sadl.get_default_dtype()``), as in torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sadl._defaults import get_default_dtype
+from sadl._tensor import Tensor
+from sadl.backends import Device, array_module, device_of, to_device
+from sadl.random import resolve_generator
+
+__all__ = [
+    "arange",
+    "empty",
+    "eye",
+    "full",
+    "linspace",
+    "ones",
+    "ones_like",
+    "rand",
+    "randint",
+    "randn",
+    "tensor",
+    "zeros",
+    "zeros_like",
+]
+
+Shape = Any
+
+
+def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and not isinstance(shape[0], int | np.integer):
+        shape = tuple(shape[0])
+    out = tuple(int(n) for n in shape)
+    if any(n < 0 for n in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def _make(array: Any, device: str | Device | None, requires_grad: bool) -> Tensor:
+    if device is not None:
+        array = to_device(array, device)
+    return Tensor(array, requires_grad=requires_grad)
+
+
+def tensor(
+    data: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+) -> Tensor:
+    """A new tensor holding a copy of ``data`` (Python floats become float32)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if hasattr(data, "__array__") or isinstance(data, np.ndarray):
+        array = np.array(data, dtype=dtype, copy=True)
+    else:
+        array = np.array(data, dtype=dtype)
+        if dtype is None and array.dtype == np.float64:
+            array = array.astype(get_default_dtype())
+    return _make(array, device, requires_grad)
+
+
+def _filled(
+    fill: Any, shape: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool
+) -> Tensor:
+    return _make(fill(_shape(shape), dtype or get_default_dtype()), device, requires_grad)
+
+
+def zeros(
+    *shape: Shape,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of zeros."""
+    return _filled(np.zeros, shape, dtype, device, requires_grad)
+
+
+def ones(
+    *shape: Shape,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of ones."""
+    return _filled(np.ones, shape, dtype, device, requires_grad)
+
+
+def empty(
+    *shape: Shape,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """An uninitialized tensor."""
+    return _filled(np.empty, shape, dtype, device, requires_grad)
+
+
+def full(
+    shape: Shape,
+    fill_value: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor filled with ``fill_value``."""
+    if dtype is None and isinstance(fill_value, float):
+        dtype = get_default_dtype()
+    return _make(np.full(_shape((shape,)), fill_value, dtype), device, requires_grad)
+
+
+def eye(
+    n: int,
+    m: int | None = None,
+    k: int = 0,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A 2-D tensor with ones on diagonal ``k``."""
+    return _make(np.eye(n, m, k, dtype=dtype or get_default_dtype()), device, requires_grad)
+
+
+def arange(
+    start: Any,
+    stop: Any = None,
+    step: Any = 1,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Evenly spaced values in ``[start, stop)`` (integers stay int64, floats become float32)."""
+    array = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    if dtype is not None:
+        array = array.astype(dtype)
+    elif array.dtype == np.float64:
+        array = array.astype(get_default_dtype())
+    return _make(array, device, requires_grad)
+
+
+def linspace(
+    start: float,
+    stop: float,
+    num: int = 50,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop`` inclusive."""
+    array = np.linspace(start, stop, num, dtype=dtype or get_default_dtype())
+    return _make(array, device, requires_grad)
+
+
+def rand(
+    *shape: Shape,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    rng: np.random.Generator | int | None = None,
+) -> Tensor:
+    """Uniform samples in ``[0, 1)`` (from ``rng`` or the default generator)."""
+    gen = resolve_generator(rng)
+    array = gen.random(_shape(shape), dtype=np.float64).astype(dtype or get_default_dtype())
+    return _make(array, device, requires_grad)
+
+
+def randn(
+    *shape: Shape,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    rng: np.random.Generator | int | None = None,
+) -> Tensor:
+    """Standard normal samples (from ``rng`` or the default generator)."""
+    gen = resolve_generator(rng)
+    array = gen.standard_normal(_shape(shape)).astype(dtype or get_default_dtype())
+    return _make(array, device, requires_grad)
+
+
+def randint(
+    low: int,
+    high: int,
+    shape: Shape,
+    dtype: Any = np.int64,
+    device: str | Device | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> Tensor:
+    """Random integers in ``[low, high)``."""
+    gen = resolve_generator(rng)
+    return _make(gen.integers(low, high, _shape((shape,)), dtype=dtype), device, False)
+
+
+def _like(fill: str, t: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    data = t.data if isinstance(t, Tensor) else np.asarray(t)
+    array = getattr(array_module(data), fill)(data, dtype=dtype)
+    return _make(array, device if device is not None else device_of(array), requires_grad)
+
+
+def zeros_like(
+    t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+) -> Tensor:
+    """Zeros with the shape (and by default dtype and device) of ``t``."""
+    return _like("zeros_like", t, dtype, device, requires_grad)
+
+
+def ones_like(
+    t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+) -> Tensor:
+    """Ones with the shape (and by default dtype and device) of ``t``."""
+    return _like("ones_like", t, dtype, device, requires_grad)

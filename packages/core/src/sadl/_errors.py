@@ -1,0 +1,36 @@
+"""Every exception and warning of sadl's own (re-exported by ``sadl`` and ``sadl.plugins``)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "IncompatiblePluginError",
+    "MissingGradientError",
+    "PluginConflictError",
+    "PluginError",
+    "SadlPluginWarning",
+    "UnknownNameError",
+]
+
+
+class MissingGradientError(RuntimeError):
+    """An op without a backward rule was used on a tensor that requires grad."""
+
+
+class PluginError(RuntimeError):
+    """A plugin failed to import or register (raised only under ``SADL_PLUGINS_STRICT=1``)."""
+
+
+class PluginConflictError(PluginError):
+    """Two plugins registered the same name; the message names both."""
+
+
+class IncompatiblePluginError(PluginError):
+    """A plugin asked (through ``require_api``) for a plugin API this core does not provide."""
+
+
+class UnknownNameError(AttributeError):
+    """A name no installed plugin registers; the message says which package would provide it."""
+
+
+class SadlPluginWarning(UserWarning):
+    """A plugin was skipped because it failed to load (once per discovery)."""

@@ -1,0 +1,164 @@
+"""What a sadl plugin may do: the hook specifications, the single source of truth.
+
+A plugin is a module (named by an entry point in the group ``sadl.plugins``) with functions
+decorated by ``sadl.plugins.hookimpl`` and named after the hooks below. Each ``register_*`` hook
+takes no arguments and returns an iterable of frozen records; sadl collects them per plugin, so
+every name is attributed to the plugin that provides it. Core registers its own ops, optimizers
+and commands through these same hooks.
+
+The docstrings below are the hook reference: ``docs/hooks.md`` is generated from them
+(``python tools/gen_hooks_doc.py``) and a docs test fails when the page is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pluggy
+
+from sadl._records import FormatDef, LayerDef, ModelDef, OpDef, OptimizerDef
+
+__all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec"]
+
+hookspec = pluggy.HookspecMarker("sadl")
+hookimpl = pluggy.HookimplMarker("sadl")
+
+
+@hookspec
+def register_ops() -> Iterable[OpDef]:
+    """Return the ops this plugin provides, as ``OpDef`` records.
+
+    ``OpDef(name, forward, backward, numpy_funcs=(), doc="", differentiable=True,
+    composite=False, double_backward=True, examples=())``. Each op is served as
+    ``sadl.ops.<name>``; calling it with a Tensor records it on the autograd graph.
+
+    * ``forward(*inputs, **params)`` receives plain arrays (NumPy or CuPy) and returns one array.
+      Positional parameters of ``forward`` are the op's inputs; keyword-only ones are its
+      (non-differentiable) params.
+    * ``backward(grad, out, *inputs, **params)`` returns one gradient (or None) per input, at the
+      broadcast output shape: the engine sums broadcast axes away and casts to the input dtype.
+      It may also be a tuple of per-input rules, each returning that input's gradient only, so
+      nobody pays for a gradient nobody needs. A single rule that declares a keyword parameter
+      ``needs_input_grad`` receives one bool per input.
+    * Written in NumPy vocabulary (``np.*`` functions and operators on the arguments), a rule runs
+      unchanged on CuPy arrays and, under ``create_graph=True``, on Tensors: that is how
+      higher-order gradients come for free. A rule that is not differentiable declares
+      ``double_backward=False``; differentiating through it then raises a clear error.
+    * ``numpy_funcs`` lists NumPy callables the op implements under dispatch, so ``np.tanh(t)``
+      reaches it. Two ops claiming one NumPy callable is a conflict.
+    * ``differentiable=False`` marks ops whose results never require grad (``argmax``,
+      comparisons); ``composite=True`` marks an op written with other ops on Tensors (no
+      ``backward``: the gradient flows through the ops it calls).
+    * ``examples`` are ``Example(*inputs, domain=(lo, hi), **params)`` sample calls: a tuple of
+      ints is a shape filled with random float64 values from ``domain``, a float array is used
+      as given (both differentiated), anything else is a constant. ``sadl.testing.check_op`` and
+      ``sadl check-plugins`` run gradcheck and gradgradcheck on every example.
+
+    Example::
+
+        import numpy as np
+        from sadl.plugins import Example, OpDef, hookimpl
+
+
+        @hookimpl
+        def register_ops():
+            cube = OpDef(
+                "cube",
+                lambda x: x**3,
+                (lambda g, out, x: 3 * g * x * x,),
+                examples=(Example((3,)),),
+            )
+            return [cube]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_layers() -> Iterable[LayerDef]:
+    """Return layer classes as ``LayerDef(name, cls)`` records.
+
+    ``cls`` is a ``sadl.nn.Module`` subclass; it is served as ``sadl.nn.<name>`` and, for the
+    Quick Start style, ``sadl.<name>``. Name parameters and their shapes after ``torch.nn`` so a
+    PyTorch ``state_dict`` loads by name.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_optimizers() -> Iterable[OptimizerDef]:
+    """Return optimizers and learning-rate schedulers as ``OptimizerDef(name, cls)`` records.
+
+    An optimizer subclasses ``sadl.optim.Optimizer``, names its hyperparameters in ``defaults``
+    and implements ``update(param, grad, state, group)``, changing ``param.data`` in place. The
+    classes are served as ``sadl.optim.<name>`` and ``sadl.<name>``.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_models() -> Iterable[ModelDef]:
+    """Return model factories as ``ModelDef(name, factory, config=None)`` records.
+
+    ``sadl.models.create(name, **overrides)`` calls ``factory(**{**config, **overrides})``;
+    ``sadl.models.default_config(name)`` returns a copy of ``config``.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_formats() -> Iterable[FormatDef]:
+    """Return file formats as ``FormatDef(name, suffixes, save, load, magic=None)`` records.
+
+    ``sadl.save(obj, path)`` picks the format whose ``suffixes`` contain the path's suffix and
+    calls ``save(obj, path)``; ``sadl.load(path, device=None)`` does the same, falling back to
+    the file's first bytes (``magic``) when the suffix is unknown, and calls
+    ``load(path, device=device)``.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add subcommands to the ``sadl`` command line.
+
+    ``subparsers`` is the ``argparse`` sub-parser action of ``sadl``. Add a parser and set
+    ``func`` to a handler that takes the parsed arguments and returns the exit status (None means
+    0). Core's own commands (``plugins``, ``ops``, ``info``, ``check-plugins``) come through this
+    hook too. Example::
+
+        @hookimpl
+        def register_commands(subparsers):
+            parser = subparsers.add_parser("hello", help="say hello")
+            parser.set_defaults(func=lambda args: print("hello") or 0)
+    """
+    raise NotImplementedError
+
+
+@hookspec(historic=True)
+def add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    """Add hook specifications of your own with ``pluginmanager.add_hookspecs(module)``.
+
+    Historic: it is called for every plugin, including ones registered later, so other plugins
+    can implement the new hooks whatever the installation order.
+    """
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """One kind of record: the hook that returns it, its type, and its name in messages."""
+
+    hook: str
+    record_type: type
+    label: str
+
+
+#: Every record kind by registry name, in the order sadl collects them.
+KINDS: dict[str, RecordKind] = {
+    "ops": RecordKind("register_ops", OpDef, "op"),
+    "layers": RecordKind("register_layers", LayerDef, "layer"),
+    "optimizers": RecordKind("register_optimizers", OptimizerDef, "optimizer"),
+    "models": RecordKind("register_models", ModelDef, "model"),
+    "formats": RecordKind("register_formats", FormatDef, "format"),
+}

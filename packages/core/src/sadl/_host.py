@@ -1,0 +1,429 @@
+"""Plugin discovery and the registries: who provides which op, layer, optimizer, model, format.
+
+Discovery is lazy (the first registry use, never ``import sadl``), isolated and attributed: each
+plugin is imported, registered and asked for its records on its own, so one broken plugin is
+recorded (status ``error`` / ``incompatible``) and warned about once while everything else works.
+``SADL_PLUGINS_STRICT=1`` turns every such problem into an exception; ``SADL_DISABLE_PLUGINS=a,b``
+blocks plugins by entry-point name. Core's own records and commands come through the same hooks,
+from built-in plugins imported by name (``BUILTIN_PLUGINS``, as pytest loads its own), which
+cannot be blocked.
+
+Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
+published. The host hands the NumPy dispatch its op table (``sadl._dispatch.install_op_source``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import importlib.metadata as metadata
+import os
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from sadl import _dispatch, _hookspecs
+from sadl._errors import (
+    IncompatiblePluginError,
+    PluginConflictError,
+    PluginError,
+    SadlPluginWarning,
+    UnknownNameError,
+)
+from sadl._hookspecs import KINDS
+from sadl._known import KNOWN_PROVIDERS
+from sadl._records import OpDef
+from sadl._version import __version__
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "PluginInfo",
+    "Registry",
+    "registry",
+    "reload_plugins",
+]
+
+ENTRY_POINT_GROUP = "sadl.plugins"
+
+#: Core's own plugins, imported by name: (plugin name, module). ``sadl`` registers the ops and
+#: optimizers, ``sadl.cli`` the core subcommands of the ``sadl`` command line.
+BUILTIN_PLUGINS = (("sadl", "sadl._builtin"), ("sadl.cli", "sadl._commands"))
+
+
+@dataclass
+class PluginInfo:
+    """One plugin as discovered: where it comes from, whether it loaded, what it provides."""
+
+    name: str
+    distribution: str
+    version: str
+    status: str = "ok"  # ok | blocked | error | incompatible
+    error: str = ""
+    builtin: bool = False
+    provides: dict[str, list[str]] = field(default_factory=dict)
+    module: ModuleType | None = None
+
+    @property
+    def label(self) -> str:
+        """``name (distribution version)``, for messages."""
+        return f"{self.name!r} ({self.distribution} {self.version})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape printed by ``sadl plugins --json``."""
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "status": self.status,
+            "error": self.error or None,
+            "builtin": self.builtin,
+            "provides": {hook: sorted(names) for hook, names in self.provides.items() if names},
+        }
+
+
+class Registry:
+    """Every record by kind and name, with the plugin that provided it."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self.plugins: list[PluginInfo] = []
+        self.pluginmanager = _new_pluginmanager()
+        self._records: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
+        self._providers: dict[str, dict[str, PluginInfo]] = {kind: {} for kind in KINDS}
+        self._ambiguous: dict[str, dict[str, PluginConflictError]] = {kind: {} for kind in KINDS}
+
+    # ------------------------------------------------------------------ queries
+    def records(self, kind: str) -> dict[str, Any]:
+        """Name -> record for a kind (ops, layers, optimizers, models, formats)."""
+        return self._records[kind]
+
+    def provider(self, kind: str, name: str) -> PluginInfo | None:
+        """The plugin that registered ``name``."""
+        return self._providers[kind].get(name)
+
+    def lookup(self, kind: str, name: str) -> Any:
+        """The record called ``name``; a missing or ambiguous name raises with a useful hint."""
+        found = self._records[kind].get(name)
+        if found is not None:
+            return found
+        if name in self._ambiguous[kind]:
+            raise self._ambiguous[kind][name]
+        raise UnknownNameError(
+            f"no {KINDS[kind].label} named {name!r} is registered{self.hint(kind, name)}"
+        )
+
+    def hint(self, kind: str, name: str) -> str:
+        """Where ``name`` would come from, and which plugins failed to load."""
+        parts = []
+        package = KNOWN_PROVIDERS.get(kind, {}).get(name)
+        if package is not None:
+            info = next((p for p in self.plugins if p.distribution == package), None)
+            if info is None:
+                parts.append(f"; it is provided by {package}: pip install {package}")
+            elif info.status != "ok":
+                parts.append(f"; it is provided by {package}, which is {info.status}: {info.error}")
+        failed = [p for p in self.plugins if p.status in ("error", "incompatible")]
+        if failed and package is None:
+            names = ", ".join(f"{p.label} [{p.status}]" for p in failed)
+            parts.append(f"; plugins that failed to load: {names}")
+        if not parts:
+            close = difflib.get_close_matches(name, list(self._records[kind]), n=3)
+            if close:
+                parts.append(f"; did you mean {', '.join(close)}?")
+        return "".join(parts)
+
+    # ------------------------------------------------------------------ loading
+    def load(self, entry_points: Iterable[Any] | None = None) -> None:
+        """Discover the built-in plugins and every entry point, each in isolation.
+
+        Anything a plugin prints while it is imported or registers goes to stderr, so the
+        ``sadl plugins --json`` output stays machine-readable.
+        """
+        with contextlib.redirect_stdout(sys.stderr):
+            self._load(entry_points)
+        self.generation += 1
+
+    def _load(self, entry_points: Iterable[Any] | None) -> None:
+        strict = os.environ.get("SADL_PLUGINS_STRICT", "") not in ("", "0")
+        blocked = {
+            n.strip() for n in os.environ.get("SADL_DISABLE_PLUGINS", "").split(",") if n.strip()
+        }
+        pm = self.pluginmanager
+        for name, module_name in BUILTIN_PLUGINS:
+            module = importlib.import_module(module_name)
+            core = PluginInfo(name, "sadl-core", __version__, builtin=True, module=module)
+            pm.register(module, name=name)
+            self.plugins.append(core)
+            # Core's records go in first, so plugin code may use any core op while it is imported.
+            self._commit(core, self._collect(core))
+        loaded = []
+
+        eps = sorted(
+            _entry_points() if entry_points is None else entry_points, key=lambda ep: ep.name
+        )
+        for ep in eps:
+            info = PluginInfo(ep.name, *_distribution(ep))
+            self.plugins.append(info)
+            if ep.name in blocked:
+                info.status = "blocked"
+                continue
+            try:
+                module = ep.load()
+                pm.register(module, name=ep.name)
+            except IncompatiblePluginError as exc:
+                self._fail(info, "incompatible", str(exc), exc, strict)
+                continue
+            except (Exception, SystemExit) as exc:
+                self._fail(info, "error", _describe(exc), exc, strict)
+                continue
+            info.module = module
+            loaded.append(info)
+
+        pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
+        for info in loaded:
+            try:
+                self._check_hook_names(info)
+                collected = self._collect(info)
+                self._check_conflicts(info, collected)
+            except PluginConflictError as exc:
+                self._fail(info, "error", str(exc), exc, strict)
+                continue
+            except (Exception, SystemExit) as exc:
+                self._fail(info, "error", _describe(exc), exc, strict)
+                continue
+            self._commit(info, collected)
+
+    def _fail(
+        self, info: PluginInfo, status: str, message: str, exc: BaseException, strict: bool
+    ) -> None:
+        info.status = status
+        info.error = message
+        if info.module is not None:
+            self.pluginmanager.unregister(info.module)
+            info.module = None
+        if strict:
+            if isinstance(exc, PluginError):
+                raise exc
+            raise PluginError(f"sadl plugin {info.label} failed to load: {message}") from exc
+        warnings.warn(
+            f"sadl plugin {info.label} is {status}: {message} (everything else still works; "
+            "set SADL_PLUGINS_STRICT=1 to make this an error)",
+            SadlPluginWarning,
+            stacklevel=4,
+        )
+
+    def _check_hook_names(self, info: PluginInfo) -> None:
+        """Report hook implementations that match no hook (a misspelled name does nothing)."""
+        pm = self.pluginmanager
+        module = info.module
+        known = _hook_names(pm)
+        for caller in pm.get_hookcallers(module) or []:
+            if caller.spec is None:
+                close = difflib.get_close_matches(caller.name, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise PluginError(
+                    f"plugin {info.label} implements unknown hook {caller.name!r}{hint} "
+                    f"(known hooks: {', '.join(sorted(known))})"
+                )
+        marker = f"{pm.project_name}_impl"
+        for attr in dir(module):
+            value = getattr(module, attr, None)
+            if attr in known and callable(value) and not hasattr(value, marker):
+                raise PluginError(
+                    f"plugin {info.label} defines {attr}() without @hookimpl, so sadl would never "
+                    "call it; decorate it with sadl.plugins.hookimpl"
+                )
+
+    def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
+        """Call this plugin's ``register_*`` hooks and validate what they return."""
+        collected: dict[str, list[Any]] = {}
+        for kind, spec in KINDS.items():
+            hook_name = spec.hook
+            records: list[Any] = []
+            for impl in getattr(self.pluginmanager.hook, hook_name).get_hookimpls():
+                if impl.plugin is not info.module:
+                    continue
+                result = impl.function()
+                if result is None:
+                    continue
+                if isinstance(result, str | bytes) or not isinstance(result, Iterable):
+                    raise PluginError(
+                        f"{hook_name}() of plugin {info.label} must return an iterable of "
+                        f"{KINDS[kind].record_type.__name__} records, got {type(result).__name__}"
+                    )
+                for record in result:
+                    if not isinstance(record, KINDS[kind].record_type):
+                        raise PluginError(
+                            f"{hook_name}() of plugin {info.label} returned "
+                            f"{type(record).__name__} {record!r}; expected "
+                            f"{KINDS[kind].record_type.__name__}"
+                        )
+                    records.append(record)
+            seen: set[str] = set()
+            for record in records:
+                if record.name in seen:
+                    raise PluginError(
+                        f"plugin {info.label} registers the {KINDS[kind].label} {record.name!r} "
+                        "twice"
+                    )
+                seen.add(record.name)
+            collected[kind] = records
+        return collected
+
+    def _check_conflicts(self, info: PluginInfo, collected: dict[str, list[Any]]) -> None:
+        for kind, records in collected.items():
+            for record in records:
+                other = self._providers[kind].get(record.name)
+                if other is not None:
+                    error = PluginConflictError(
+                        f"the {KINDS[kind].label} {record.name!r} is registered by two plugins: "
+                        f"{other.label} and {info.label}; uninstall or block one "
+                        f"(SADL_DISABLE_PLUGINS={info.name})"
+                    )
+                    if not other.builtin:
+                        # Neither may silently win: using the name raises until one is removed.
+                        self._ambiguous[kind][record.name] = error
+                        del self._records[kind][record.name]
+                        del self._providers[kind][record.name]
+                    raise error
+            if kind == "ops":
+                self._check_numpy_conflicts(info, records)
+
+    def _check_numpy_conflicts(self, info: PluginInfo, records: list[OpDef]) -> None:
+        claimed = {
+            func: (op, self._providers["ops"][name])
+            for name, op in self._records["ops"].items()
+            for func in op.numpy_funcs
+        }
+        for op in records:
+            for func in op.numpy_funcs:
+                if func in claimed:
+                    other_op, other = claimed[func]
+                    raise PluginConflictError(
+                        f"np.{getattr(func, '__name__', func)} is implemented by two ops: "
+                        f"{other_op.name!r} of plugin {other.label} and {op.name!r} of plugin "
+                        f"{info.label}"
+                    )
+
+    def _commit(self, info: PluginInfo, collected: dict[str, list[Any]]) -> None:
+        for kind, records in collected.items():
+            info.provides[KINDS[kind].hook] = [r.name for r in records]
+            for record in records:
+                self._records[kind][record.name] = record
+                self._providers[kind][record.name] = info
+        commands = [
+            impl
+            for impl in self.pluginmanager.hook.register_commands.get_hookimpls()
+            if impl.plugin is info.module
+        ]
+        if commands:
+            info.provides["register_commands"] = ["(subcommands)"]
+
+    def command_impls(self) -> list[tuple[PluginInfo, Any]]:
+        """``(plugin, register_commands implementation)`` for every loaded plugin."""
+        by_module = {id(p.module): p for p in self.plugins if p.module is not None}
+        return [
+            (by_module[id(impl.plugin)], impl.function)
+            for impl in self.pluginmanager.hook.register_commands.get_hookimpls()
+            if id(impl.plugin) in by_module and by_module[id(impl.plugin)].status == "ok"
+        ]
+
+
+def _new_pluginmanager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager("sadl")
+    pm.add_hookspecs(_hookspecs)
+    return pm
+
+
+def _hook_names(pm: pluggy.PluginManager) -> list[str]:
+    return [
+        name
+        for name in dir(pm.hook)
+        if not name.startswith("_") and getattr(getattr(pm.hook, name), "spec", None) is not None
+    ]
+
+
+def _entry_points() -> list[Any]:
+    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _distribution(ep: Any) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return ("(unknown)", "?")
+    return (dist.metadata["Name"] or "(unknown)", dist.version or "?")
+
+
+def _describe(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+_lock = threading.RLock()
+_registry: Registry | None = None  # published only once fully loaded
+_loading: Registry | None = None  # being loaded, by the thread that holds _lock
+
+
+def registry() -> Registry:
+    """The loaded registry (plugins are discovered on the first call, once, under a lock).
+
+    Other threads wait for discovery to finish; the loading thread itself (a plugin that looks a
+    name up while it is imported) sees the registry as loaded so far.
+    """
+    found = _registry
+    if found is not None:
+        return found
+    with _lock:
+        if _registry is None:
+            if _loading is not None:
+                return _loading
+            _publish(_build(None, generation=0))
+        assert _registry is not None
+        return _registry
+
+
+def reload_plugins(entry_points: Iterable[Any] | None = None) -> Registry:
+    """Forget every plugin and discover again (after changing the environment variables).
+
+    ``entry_points`` replaces the installed entry points (tests use this to load fixtures).
+    """
+    with _lock:
+        old = _registry
+        reg = _build(entry_points, generation=old.generation + 1 if old is not None else 0)
+        _publish(reg)
+        return reg
+
+
+def _build(entry_points: Iterable[Any] | None, generation: int) -> Registry:
+    global _loading
+    reg = Registry()
+    reg.generation = generation
+    _loading = reg
+    try:
+        reg.load(entry_points)
+    finally:
+        _loading = None
+    return reg
+
+
+def _publish(reg: Registry) -> None:
+    global _registry
+    _registry = reg
+
+
+def _op_source() -> tuple[int, Mapping[str, OpDef]]:
+    reg = registry()
+    return reg.generation, reg.records("ops")
+
+
+_dispatch.install_op_source(_op_source)

@@ -1,0 +1,500 @@
+"""The Tensor's method vocabulary, grouped by family; mechanical methods come from small factories.
+
+Every method is a call into an op record, so ``t.exp()``, ``np.exp(t)`` and ``sadl.ops.exp(t)``
+are one code path. The families are mixins of ``sadl._tensor.Tensor`` (as tinygrad groups its
+method families, and as NumPy's ``NDArrayOperatorsMixin`` writes each dunder once through a
+factory). Signatures follow NumPy (``axis=``, ``keepdims=``) and accept torch's ``dim=``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import numpy as np
+
+from sadl._engine import apply as _apply
+from sadl._engine import is_tensor
+from sadl._ops import activations as _act
+from sadl._ops import arithmetic as _ar
+from sadl._ops import elementwise as _el
+from sadl._ops import indexing as _ix
+from sadl._ops import linalg as _la
+from sadl._ops import nondifferentiable as _nd
+from sadl._ops import reductions as _red
+from sadl._ops import shapes as _sh
+from sadl._ops import special as _sp
+from sadl._records import OpDef
+from sadl.backends import Device, device_of, parse_device
+
+if TYPE_CHECKING:
+    from sadl._tensor import Tensor
+
+__all__ = [
+    "ArithmeticMethods",
+    "TensorLike",
+    "ConversionMethods",
+    "ElementwiseMethods",
+    "ReductionMethods",
+    "ShapeMethods",
+]
+
+
+class TensorLike(Protocol):
+    """What the mixins need from the class they are mixed into (``sadl._tensor.Tensor``)."""
+
+    data: Any
+
+    @property
+    def shape(self) -> tuple[builtins.int, ...]: ...
+    @property
+    def ndim(self) -> builtins.int: ...
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+    def item(self) -> Any: ...
+    def _inplace(self, op: OpDef, *others: Any, **params: Any) -> Tensor: ...
+    def reshape(self, *shape: Any, order: str = "C") -> Tensor: ...
+    def swapaxes(self, axis1: builtins.int, axis2: builtins.int) -> Tensor: ...
+    def permute(self, *axes: Any) -> Tensor: ...
+    def broadcast_to(self, *shape: Any) -> Tensor: ...
+    def diagonal(
+        self, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
+    ) -> Tensor: ...
+    def take_along_axis(self, indices: Any, axis: builtins.int) -> Tensor: ...
+    def clip(self, a_min: Any = None, a_max: Any = None) -> Tensor: ...
+    def round(self, decimals: builtins.int = 0) -> Tensor: ...
+    def astype(self, dtype: Any, copy: builtins.bool = True) -> Tensor: ...
+    def to(self, device: str | Device | None = None, dtype: Any = None) -> Tensor: ...
+
+
+def _axis(axis: Any, dim: Any, name: str) -> Any:
+    """``axis=`` (NumPy) or its synonym ``dim=`` (torch), not both."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"{name}: give axis= or dim=, not both")
+        return dim
+    return axis
+
+
+def _plain(value: Any) -> Any:
+    """Tensors used as indices or bounds are constants: take their arrays."""
+    return value.data if is_tensor(value) else value
+
+
+def _shape_args(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean the shape ``(2, 3)``."""
+    if len(shape) == 1 and not isinstance(shape[0], builtins.int | np.integer):
+        return tuple(shape[0]) if shape[0] is not None else ()
+    return shape
+
+
+# -------------------------------------------------------------------------------- factories
+def _unary(op: OpDef, doc: str) -> Callable[[TensorLike], Tensor]:
+    def method(self: TensorLike) -> Tensor:
+        return _apply(op, (self,), {})
+
+    method.__doc__ = doc
+    return method
+
+
+def _binary(op: OpDef, doc: str | None = None) -> Callable[[TensorLike, Any], Tensor]:
+    def method(self: TensorLike, other: Any) -> Tensor:
+        return _apply(op, (self, other), {})
+
+    method.__doc__ = doc
+    return method
+
+
+def _reflected(op: OpDef) -> Callable[[TensorLike, Any], Tensor]:
+    def method(self: TensorLike, other: Any) -> Tensor:
+        return _apply(op, (other, self), {})
+
+    return method
+
+
+def _in_place(op: OpDef, doc: str | None = None) -> Callable[[TensorLike, Any], Tensor]:
+    def method(self: TensorLike, other: Any) -> Tensor:
+        return self._inplace(op, other)
+
+    method.__doc__ = doc
+    return method
+
+
+def _reduction(op: OpDef, doc: str) -> Callable[..., Tensor]:
+    def method(
+        self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
+    ) -> Tensor:
+        params = {"axis": _axis(axis, dim, op.name), "keepdims": keepdims}
+        return _apply(op, (self,), params)
+
+    method.__doc__ = doc
+    return method
+
+
+def _along(op: OpDef, doc: str, default: Any) -> Callable[..., Tensor]:
+    """A method taking one axis (``softmax``, ``sort``, ``cumsum`` ...)."""
+
+    def method(self: TensorLike, axis: Any = default, *, dim: Any = None) -> Tensor:
+        return _apply(op, (self,), {"axis": axis if dim is None else dim})
+
+    method.__doc__ = doc
+    return method
+
+
+def _cast(dtype: Any, doc: str) -> Callable[[TensorLike], Tensor]:
+    def method(self: TensorLike) -> Tensor:
+        return self.astype(dtype)
+
+    method.__doc__ = doc
+    return method
+
+
+# -------------------------------------------------------------------------------- families
+class ArithmeticMethods:
+    """Operators (``+ - * / ** @``, their reflected and in-place forms) and binary methods."""
+
+    __slots__ = ()
+
+    __add__ = _binary(_ar.ADD)
+    __radd__ = _reflected(_ar.ADD)
+    __sub__ = _binary(_ar.SUBTRACT)
+    __rsub__ = _reflected(_ar.SUBTRACT)
+    __mul__ = _binary(_ar.MULTIPLY)
+    __rmul__ = _reflected(_ar.MULTIPLY)
+    __truediv__ = _binary(_ar.DIVIDE)
+    __rtruediv__ = _reflected(_ar.DIVIDE)
+    __pow__ = _binary(_ar.POWER)
+    __rpow__ = _reflected(_ar.POWER)
+    __matmul__ = _binary(_la.MATMUL)
+    __rmatmul__ = _reflected(_la.MATMUL)
+    __neg__ = _unary(_el.NEGATIVE, "-x")
+    __pos__ = _unary(_el.POSITIVE, "+x")
+    __abs__ = _unary(_el.ABSOLUTE, "abs(x)")
+
+    # In-place operators really write into .data (views and aliases see the change).
+    __iadd__ = _in_place(_ar.ADD)
+    __isub__ = _in_place(_ar.SUBTRACT)
+    __imul__ = _in_place(_ar.MULTIPLY)
+    __itruediv__ = _in_place(_ar.DIVIDE)
+    __ipow__ = _in_place(_ar.POWER)
+    __imatmul__ = _in_place(_la.MATMUL)
+    add_ = _in_place(_ar.ADD, "In-place add.")
+    sub_ = _in_place(_ar.SUBTRACT, "In-place subtract.")
+    mul_ = _in_place(_ar.MULTIPLY, "In-place multiply.")
+    div_ = _in_place(_ar.DIVIDE, "In-place divide.")
+
+    pow = _binary(_ar.POWER, "Elementwise power.")
+    maximum = _binary(_ar.MAXIMUM, "Elementwise maximum.")
+    minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
+    matmul = _binary(_la.MATMUL, "Matrix product (NumPy's matmul rules).")
+
+    def dot(self: TensorLike, other: Any) -> Tensor:
+        """``np.dot`` semantics."""
+        return _la.DOT.forward(self, other)  # type: ignore[no-any-return]
+
+    def clamp_(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
+        """In-place clip to ``[min, max]``."""
+        return self._inplace(_ix.CLIP, a_min=min, a_max=max)
+
+
+class ElementwiseMethods:
+    """One value in, one value out: the math functions and activations."""
+
+    __slots__ = ()
+
+    exp = _unary(_el.EXP, "Elementwise e**x.")
+    exp2 = _unary(_el.EXP2, "Elementwise 2**x.")
+    expm1 = _unary(_el.EXPM1, "Elementwise e**x - 1, accurate near 0.")
+    log = _unary(_el.LOG, "Elementwise natural logarithm.")
+    log2 = _unary(_el.LOG2, "Elementwise base-2 logarithm.")
+    log10 = _unary(_el.LOG10, "Elementwise base-10 logarithm.")
+    log1p = _unary(_el.LOG1P, "Elementwise log(1 + x), accurate near 0.")
+    sqrt = _unary(_el.SQRT, "Elementwise square root.")
+    square = _unary(_el.SQUARE, "Elementwise x**2.")
+    reciprocal = _unary(_el.RECIPROCAL, "Elementwise 1 / x.")
+    abs = _unary(_el.ABSOLUTE, "Elementwise absolute value.")
+    absolute = _unary(_el.ABSOLUTE, "Elementwise absolute value (NumPy's name).")
+    negative = _unary(_el.NEGATIVE, "Elementwise -x.")
+    sin = _unary(_el.SIN, "Elementwise sine.")
+    cos = _unary(_el.COS, "Elementwise cosine.")
+    tan = _unary(_el.TAN, "Elementwise tangent.")
+    arcsin = _unary(_el.ARCSIN, "Elementwise inverse sine.")
+    arccos = _unary(_el.ARCCOS, "Elementwise inverse cosine.")
+    arctan = _unary(_el.ARCTAN, "Elementwise inverse tangent.")
+    sinh = _unary(_el.SINH, "Elementwise hyperbolic sine.")
+    cosh = _unary(_el.COSH, "Elementwise hyperbolic cosine.")
+    tanh = _unary(_el.TANH, "Elementwise hyperbolic tangent.")
+    arctanh = _unary(_el.ARCTANH, "Elementwise inverse hyperbolic tangent.")
+    sigmoid = _unary(_act.SIGMOID, "Elementwise logistic sigmoid, stable for any input.")
+    relu = _unary(_act.RELU, "Elementwise max(x, 0).")
+    softplus = _unary(_act.SOFTPLUS, "Elementwise log(1 + e**x), stable.")
+    sign = _unary(_nd.SIGN, "Elementwise sign (no gradient).")
+    floor = _unary(_nd.FLOOR, "Elementwise floor (no gradient).")
+    ceil = _unary(_nd.CEIL, "Elementwise ceiling (no gradient).")
+    isfinite = _unary(_nd.ISFINITE, "Elementwise finiteness test (no gradient).")
+    isnan = _unary(_nd.ISNAN, "Elementwise NaN test (no gradient).")
+    softmax = _along(_act.SOFTMAX, "Softmax along ``axis`` (default: last), stable.", -1)
+    log_softmax = _along(_act.LOG_SOFTMAX, "Log-softmax along ``axis`` (default: last).", -1)
+
+    def rsqrt(self: TensorLike) -> Tensor:
+        """Elementwise 1 / sqrt(x)."""
+        return _apply(_el.RECIPROCAL, (_apply(_el.SQRT, (self,), {}),), {})
+
+    def round(self: TensorLike, decimals: builtins.int = 0) -> Tensor:
+        """Round half to even (no gradient)."""
+        return _apply(_nd.ROUND, (self,), {"decimals": decimals})
+
+    def __round__(self: TensorLike, ndigits: builtins.int | None = None) -> Any:
+        if ndigits is None and self.data.size == 1:
+            return round(self.item())
+        return self.round(ndigits or 0)
+
+    def clip(self: TensorLike, a_min: Any = None, a_max: Any = None) -> Tensor:
+        """Limit values to ``[a_min, a_max]``."""
+        return _apply(_ix.CLIP, (self,), {"a_min": _plain(a_min), "a_max": _plain(a_max)})
+
+    def clamp(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
+        """Limit values to ``[min, max]`` (torch's name)."""
+        return self.clip(min, max)
+
+
+class ReductionMethods:
+    """Many values in, fewer out: reductions, arg-reductions, sorts and scans."""
+
+    __slots__ = ()
+
+    sum = _reduction(_red.SUM, "Sum over ``axis`` (all axes when None).")
+    mean = _reduction(_red.MEAN, "Mean over ``axis``.")
+    prod = _reduction(_red.PROD, "Product over ``axis``.")
+    max = _reduction(_red.MAX, "Largest values over ``axis`` (values only, as in NumPy).")
+    min = _reduction(_red.MIN, "Smallest values over ``axis`` (values only, as in NumPy).")
+    amax = _reduction(_red.AMAX, "Largest values over ``axis``.")
+    amin = _reduction(_red.AMIN, "Smallest values over ``axis``.")
+    argmax = _reduction(_nd.ARGMAX, "Index of the largest value over ``axis``.")
+    argmin = _reduction(_nd.ARGMIN, "Index of the smallest value over ``axis``.")
+    all = _reduction(_nd.ALL, "True where all elements over ``axis`` are truthy.")
+    any = _reduction(_nd.ANY, "True where any element over ``axis`` is truthy.")
+    logsumexp = _reduction(_act.LOGSUMEXP, "log(sum(exp(x))) over ``axis``, stable.")
+    argsort = _along(_nd.ARGSORT, "Indices that sort along ``axis``.", -1)
+    sort = _along(_ix.SORT, "Sorted values along ``axis`` (differentiable).", -1)
+    cumsum = _along(_red.CUMSUM, "Running sum along ``axis``.", None)
+    cumprod = _along(_red.CUMPROD, "Running product along ``axis``.", None)
+
+    def var(
+        self: TensorLike,
+        axis: Any = None,
+        ddof: builtins.int = 0,
+        keepdims: builtins.bool = False,
+        *,
+        dim: Any = None,
+    ) -> Tensor:
+        """Variance over ``axis`` (``ddof=0`` as in NumPy)."""
+        params = {"axis": _axis(axis, dim, "var"), "ddof": ddof, "keepdims": keepdims}
+        return _apply(_red.VAR, (self,), params)
+
+    def std(
+        self: TensorLike,
+        axis: Any = None,
+        ddof: builtins.int = 0,
+        keepdims: builtins.bool = False,
+        *,
+        dim: Any = None,
+    ) -> Tensor:
+        """Standard deviation over ``axis`` (``ddof=0`` as in NumPy)."""
+        params = {"axis": _axis(axis, dim, "std"), "ddof": ddof, "keepdims": keepdims}
+        return _apply(_red.STD, (self,), params)
+
+    def norm(
+        self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
+    ) -> Tensor:
+        """Euclidean (Frobenius) norm over ``axis``."""
+        return _la.NORM.forward(self, axis=_axis(axis, dim, "norm"), keepdims=keepdims)  # type: ignore[no-any-return]
+
+
+class ShapeMethods:
+    """Rearranging, selecting and repeating elements: the gradient undoes the rearrangement."""
+
+    __slots__ = ()
+
+    ravel = _unary(_sh.RAVEL, "Flatten to one dimension.")
+    copy = _unary(_sh.COPY, "A copy that owns its memory (differentiable).")
+    clone = _unary(_sh.COPY, "A copy that owns its memory (torch's name).")
+
+    @property
+    def T(self: TensorLike) -> Tensor:
+        """The transpose (all axes reversed)."""
+        return _apply(_sh.TRANSPOSE, (self,), {})
+
+    @property
+    def mT(self: TensorLike) -> Tensor:
+        """The last two axes swapped (a batch of transposed matrices)."""
+        return _apply(_sh.SWAPAXES, (self,), {"axis1": -1, "axis2": -2})
+
+    def __getitem__(self: TensorLike, key: Any) -> Tensor:
+        return _apply(_ix.GETITEM, (self,), {"key": _index_key(key)})
+
+    def reshape(self: TensorLike, *shape: Any, order: str = "C") -> Tensor:
+        """Same data with a new shape: ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
+        return _apply(_sh.RESHAPE, (self,), {"shape": _shape_args(shape), "order": order})
+
+    def view(self: TensorLike, *shape: Any) -> Tensor:
+        """Torch's name for reshape."""
+        return self.reshape(*shape)
+
+    def flatten(
+        self: TensorLike, start_dim: builtins.int = 0, end_dim: builtins.int = -1
+    ) -> Tensor:
+        """Merge axes ``start_dim..end_dim`` into one (all of them by default)."""
+        nd = max(self.ndim, 1)
+        start, end = start_dim % nd, end_dim % nd
+        return self.reshape(*self.shape[:start], -1, *self.shape[end + 1 :])
+
+    def transpose(self: TensorLike, *axes: Any) -> Tensor:
+        """Permute axes: ``t.transpose()``, ``t.transpose(1, 0, 2)`` or ``t.transpose((1, 0, 2))``.
+
+        With exactly two axes on a tensor of higher rank it swaps them, as in torch.
+        """
+        axes = _shape_args(axes)
+        if not axes:
+            return _apply(_sh.TRANSPOSE, (self,), {})
+        if len(axes) == 2 and self.ndim != 2:
+            return self.swapaxes(axes[0], axes[1])
+        return self.permute(*axes)
+
+    def permute(self: TensorLike, *axes: Any) -> Tensor:
+        """Reorder all axes (torch's name); negative axes count from the end."""
+        nd = self.ndim
+        normalized = tuple(int(a) % nd if nd else int(a) for a in _shape_args(axes))
+        return _apply(_sh.TRANSPOSE, (self,), {"axes": normalized})
+
+    def swapaxes(self: TensorLike, axis1: builtins.int, axis2: builtins.int) -> Tensor:
+        """Exchange two axes."""
+        return _apply(_sh.SWAPAXES, (self,), {"axis1": axis1, "axis2": axis2})
+
+    def moveaxis(self: TensorLike, source: Any, destination: Any) -> Tensor:
+        """Move axes to new positions."""
+        return _apply(_sh.MOVEAXIS, (self,), {"source": source, "destination": destination})
+
+    def squeeze(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Tensor:
+        """Drop length-1 axes."""
+        return _apply(_sh.SQUEEZE, (self,), {"axis": _axis(axis, dim, "squeeze")})
+
+    def expand_dims(self: TensorLike, axis: Any) -> Tensor:
+        """Insert a length-1 axis at ``axis``."""
+        return _apply(_sh.EXPAND_DIMS, (self,), {"axis": axis})
+
+    def unsqueeze(self: TensorLike, dim: builtins.int) -> Tensor:
+        """Insert a length-1 axis at ``dim`` (torch's name)."""
+        return _apply(_sh.EXPAND_DIMS, (self,), {"axis": dim})
+
+    def broadcast_to(self: TensorLike, *shape: Any) -> Tensor:
+        """Broadcast to ``shape``."""
+        return _apply(_sh.BROADCAST_TO, (self,), {"shape": _shape_args(shape)})
+
+    def expand(self: TensorLike, *shape: Any) -> Tensor:
+        """Broadcast to ``shape``; -1 keeps an axis (torch's name)."""
+        shape = _shape_args(shape)
+        lead = len(shape) - self.ndim
+        full = tuple(self.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
+        return self.broadcast_to(full)
+
+    def flip(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Tensor:
+        """Reverse the order of elements along ``axis``."""
+        return _apply(_sh.FLIP, (self,), {"axis": _axis(axis, dim, "flip")})
+
+    def roll(self: TensorLike, shift: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
+        """Shift elements cyclically."""
+        return _apply(_sh.ROLL, (self,), {"shift": shift, "axis": _axis(axis, dim, "roll")})
+
+    def repeat(self: TensorLike, repeats: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
+        """Repeat elements (NumPy semantics: ``np.repeat``)."""
+        params = {"repeats": repeats, "axis": _axis(axis, dim, "repeat")}
+        return _apply(_sh.REPEAT, (self,), params)
+
+    def tile(self: TensorLike, reps: Any) -> Tensor:
+        """Repeat the whole tensor ``reps`` times along each axis."""
+        return _apply(_sh.TILE, (self,), {"reps": reps})
+
+    def tril(self: TensorLike, k: builtins.int = 0) -> Tensor:
+        """Lower triangle of the last two axes."""
+        return _apply(_sh.TRIL, (self,), {"k": k})
+
+    def triu(self: TensorLike, k: builtins.int = 0) -> Tensor:
+        """Upper triangle of the last two axes."""
+        return _apply(_sh.TRIU, (self,), {"k": k})
+
+    def diagonal(
+        self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
+    ) -> Tensor:
+        """The diagonal of two axes."""
+        params = {"offset": offset, "axis1": axis1, "axis2": axis2}
+        return _apply(_sh.DIAGONAL, (self,), params)
+
+    def trace(
+        self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
+    ) -> Tensor:
+        """Sum of the diagonal."""
+        return self.diagonal(offset, axis1, axis2).sum(axis=-1)
+
+    def take(self: TensorLike, indices: Any, axis: Any = None) -> Tensor:
+        """Elements at ``indices`` along ``axis``."""
+        return _apply(_ix.TAKE, (self,), {"indices": _plain(indices), "axis": axis})
+
+    def take_along_axis(self: TensorLike, indices: Any, axis: builtins.int) -> Tensor:
+        """Values picked along ``axis`` by an index array of the same rank."""
+        params = {"indices": _plain(indices), "axis": axis}
+        return _apply(_ix.TAKE_ALONG_AXIS, (self,), params)
+
+    def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
+        """Torch's gather: values picked along ``dim`` by ``index``."""
+        return self.take_along_axis(index, dim)
+
+
+class ConversionMethods:
+    """Other dtypes and devices; casts between float dtypes and device moves are differentiable."""
+
+    __slots__ = ()
+
+    float = _cast(np.float32, "Cast to float32.")
+    double = _cast(np.float64, "Cast to float64.")
+    half = _cast(np.float16, "Cast to float16.")
+    long = _cast(np.int64, "Cast to int64.")
+    int = _cast(np.int32, "Cast to int32.")
+    bool = _cast(np.bool_, "Cast to bool.")
+
+    def astype(self: TensorLike, dtype: Any, copy: builtins.bool = True) -> Tensor:
+        """The values as ``dtype`` (differentiable between float dtypes)."""
+        dtype = np.dtype(dtype)
+        if not copy and dtype == self.dtype:
+            return cast("Tensor", self)
+        return _apply(_sp.ASTYPE, (self,), {"dtype": dtype})
+
+    def to(self: TensorLike, device: str | Device | None = None, dtype: Any = None) -> Tensor:
+        """A copy on ``device`` and/or as ``dtype``; differentiable."""
+        out = cast("Tensor", self)
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            out = out.astype(dtype)
+        if device is not None:
+            source, target = device_of(out.data), parse_device(device)
+            if source != target:
+                params = {"device": str(target), "source": str(source)}
+                out = _apply(_sp.TO_DEVICE, (out,), params)
+        return out
+
+    def cpu(self: TensorLike) -> Tensor:
+        """This tensor on the CPU."""
+        return self.to("cpu")
+
+    def cuda(self: TensorLike, index: builtins.int = 0) -> Tensor:
+        """This tensor on CUDA device ``index``."""
+        return self.to(f"cuda:{index}")
+
+
+def _index_key(key: Any) -> Any:
+    """An indexing key with Tensors replaced by their arrays (indices are constants)."""
+    if isinstance(key, tuple):
+        return tuple(_plain(k) for k in key)
+    if isinstance(key, list):
+        return np.asarray([_plain(k) for k in key])
+    return _plain(key)

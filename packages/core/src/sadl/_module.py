@@ -1,0 +1,262 @@
+"""``Function`` (alias ``Module``): the base class of layers and models.
+
+Parameters are found by looking at attributes, so a subclass needs no registration calls (and
+need not even call ``super().__init__()``): attributes that are Parameters, Functions, or
+lists/tuples/dicts of them are walked in definition order. A subclass defines its forward pass as
+``__call__`` (SADL's contract) or as ``forward`` (torch's; ``__call__`` then calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from sadl._tensor import Parameter, Tensor
+from sadl.backends import Device, is_array, to_device
+
+__all__ = ["Function", "IncompatibleKeys", "Module"]
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict(strict=False)`` skipped."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class Function:
+    """Base class of every layer and model: parameter traversal, modes, devices, state dicts."""
+
+    training: bool = True
+
+    def __init__(self) -> None:
+        self.training = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        forward = type(self).forward
+        if forward is Function.forward:
+            raise NotImplementedError(
+                f"{type(self).__name__} defines neither forward() nor __call__()"
+            )
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The forward pass (define this or ``__call__`` in a subclass)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ traversal
+    def named_children(self) -> Iterator[tuple[str, Function]]:
+        """Direct sub-Functions with their attribute names (``blocks.0`` for list items)."""
+        for name, value in _walk(self, "", include_tensors=False, recurse=False):
+            if isinstance(value, Function):
+                yield name, value
+
+    def children(self) -> Iterator[Function]:
+        """Direct sub-Functions."""
+        for _, child in self.named_children():
+            yield child
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Function]]:
+        """This Function and every sub-Function, depth first, each once."""
+        seen: set[int] = set()
+        stack: list[tuple[str, Function]] = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            kids = [(f"{name}.{n}" if name else n, m) for n, m in module.named_children()]
+            stack.extend(reversed(kids))
+
+    def modules(self) -> Iterator[Function]:
+        """This Function and every sub-Function."""
+        for _, module in self.named_modules():
+            yield module
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """Every Parameter with its dotted name; a parameter shared by two layers appears once."""
+        seen: set[int] = set()
+        for name, value in _walk(self, prefix, include_tensors=True, recurse=True):
+            if isinstance(value, Parameter) and id(value) not in seen:
+                seen.add(id(value))
+                yield name, value
+
+    def parameters(self) -> Iterator[Parameter]:
+        """Every Parameter, each once."""
+        for _, p in self.named_parameters():
+            yield p
+
+    def get_parameters(self) -> list[Parameter]:
+        """Every Parameter as a list (SADL's name)."""
+        return list(self.parameters())
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Registered buffers (running statistics and the like) with their dotted names."""
+        for mod_name, module in self.named_modules(prefix):
+            for name in getattr(module, "_buffer_names", ()):
+                value = getattr(module, name, None)
+                if isinstance(value, Tensor):
+                    yield (f"{mod_name}.{name}" if mod_name else name), value
+
+    def register_buffer(self, name: str, value: Tensor | None, persistent: bool = True) -> None:
+        """Keep a non-trainable tensor as state: moved by ``to()``, saved when ``persistent``."""
+        names = self.__dict__.setdefault("_buffer_names", [])
+        transient: set[str] = self.__dict__.setdefault("_transient_buffers", set())
+        if name not in names:
+            names.append(name)
+        if persistent:
+            transient.discard(name)
+        else:
+            transient.add(name)
+        object.__setattr__(self, name, value)
+
+    def num_parameters(self) -> int:
+        """Total number of trainable scalars."""
+        return sum(p.size for p in self.parameters())
+
+    # ------------------------------------------------------------------ modes and devices
+    def train(self, mode: bool = True) -> Function:
+        """Training mode (dropout active, batch norm uses batch statistics)."""
+        for module in self.modules():
+            module.training = mode
+        return self
+
+    def eval(self) -> Function:
+        """Evaluation mode."""
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient."""
+        for p in self.parameters():
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = p.grad * 0
+
+    def to(self, device: str | Device | None = None, dtype: Any = None) -> Function:
+        """Move (and/or cast) every parameter and buffer in place; returns self."""
+        for p in self.parameters():
+            _move(p, device, dtype, floating_only=False)
+        for module in self.modules():
+            for value in vars(module).values():
+                if isinstance(value, Tensor) and not isinstance(value, Parameter):
+                    _move(value, device, dtype, floating_only=True)
+        return self
+
+    def apply(self, fn: Callable[[Function], Any]) -> Function:
+        """Call ``fn`` on every sub-Function and on self (children first, as in torch)."""
+        for module in reversed(list(self.modules())):
+            fn(module)
+        return self
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Tensor]:
+        """Parameters and persistent buffers by dotted name (flat; detached, sharing memory)."""
+        state: dict[str, Tensor] = {}
+        for name, p in self.named_parameters():
+            state[name] = p.detach()
+        for mod_name, module in self.named_modules():
+            transient: set[str] = getattr(module, "_transient_buffers", set())
+            for name in getattr(module, "_buffer_names", ()):
+                value = getattr(module, name, None)
+                if isinstance(value, Tensor) and name not in transient:
+                    state[f"{mod_name}.{name}" if mod_name else name] = value.detach()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy values into the parameters and buffers by name (shapes must match).
+
+        Values may be Tensors, NumPy arrays or anything ``np.asarray`` accepts (a CPU
+        ``torch.Tensor`` too). With ``strict`` a missing or unexpected key raises.
+        """
+        own = self.state_dict()
+        targets: dict[str, Tensor] = dict(self.named_parameters())
+        targets.update(self.named_buffers())
+        missing = [k for k in own if k not in state]
+        unexpected = [k for k in state if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(
+                f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
+                f"unexpected keys {unexpected} (pass strict=False to skip them)"
+            )
+        for key, value in state.items():
+            if key not in targets:
+                continue
+            target = targets[key]
+            array = value.data if isinstance(value, Tensor) else value
+            if not is_array(array):
+                array = np.asarray(array)  # lists, NumPy scalars, CPU torch tensors
+            if tuple(array.shape) != target.shape:
+                raise ValueError(
+                    f"load_state_dict for {type(self).__name__}: {key!r} has shape "
+                    f"{tuple(array.shape)} in the state dict but {target.shape} in the model"
+                )
+            moved = to_device(array, target.device)
+            target.data[...] = moved.astype(target.dtype, copy=False)
+            target._version[0] += 1
+        return IncompatibleKeys(missing, unexpected)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}("]
+        for name, child in self.named_children():
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        extra = self.extra_repr()
+        if len(lines) == 1:
+            return f"{type(self).__name__}({extra})"
+        if extra:
+            lines.insert(1, f"  {extra}")
+        return "\n".join([*lines, ")"])
+
+    def extra_repr(self) -> str:
+        """Extra text for ``repr`` (layers show their sizes here)."""
+        return ""
+
+
+Module = Function
+
+
+_INTERNAL = frozenset({"_buffer_names", "_transient_buffers", "training"})
+
+
+def _walk(
+    owner: Any, prefix: str, *, include_tensors: bool, recurse: bool
+) -> Iterator[tuple[str, Any]]:
+    """(dotted name, value) for Functions and Parameters reachable from ``owner``'s attributes."""
+    seen_modules: set[int] = {id(owner)}
+    stack: list[tuple[str, Any]] = []
+    items = [(k, v) for k, v in vars(owner).items() if k not in _INTERNAL]
+    stack.extend((f"{prefix}.{k}" if prefix else k, v) for k, v in reversed(items))
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, Parameter):
+            if include_tensors:
+                yield name, value
+        elif isinstance(value, Function):
+            if id(value) in seen_modules:
+                continue
+            seen_modules.add(id(value))
+            yield name, value
+            if recurse:
+                sub = [(k, v) for k, v in vars(value).items() if k not in _INTERNAL]
+                stack.extend((f"{name}.{k}", v) for k, v in reversed(sub))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{name}.{i}", v) for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, dict):
+            stack.extend((f"{name}.{k}", v) for k, v in reversed(list(value.items())))
+
+
+def _move(t: Tensor, device: Any, dtype: Any, *, floating_only: bool) -> None:
+    data = t.data
+    if dtype is not None and (not floating_only or data.dtype.kind == "f"):
+        data = data.astype(dtype)
+    if device is not None:
+        data = to_device(data, device)
+    if data is not t.data:
+        t.data = data
+        if t.grad is not None and not isinstance(t.grad, Tensor):
+            grad = t.grad.astype(data.dtype) if dtype is not None else t.grad
+            t.grad = to_device(grad, device) if device is not None else grad

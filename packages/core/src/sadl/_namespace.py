@@ -1,0 +1,35 @@
+"""The attribute protocol shared by ``sadl.ops``, ``sadl.nn``, ``sadl.optim`` and ``sadl.models``.
+
+Each of those modules serves one registry kind through PEP 562 module ``__getattr__`` /
+``__dir__``; this class is that behaviour, written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sadl._host import registry
+
+
+class RegistryNamespace:
+    """Serve registry ``kind`` as module attributes (``attribute`` picks a field of the record)."""
+
+    def __init__(self, kind: str, module_globals: dict[str, Any], attribute: str | None) -> None:
+        self.kind = kind
+        self.module_globals = module_globals
+        self.attribute = attribute
+
+    def names(self) -> list[str]:
+        """Sorted names registered under this kind."""
+        return sorted(registry().records(self.kind))
+
+    def getattr(self, name: str) -> Any:
+        """The registered object called ``name`` (an error naming the provider if missing)."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        record = registry().lookup(self.kind, name)
+        return record if self.attribute is None else getattr(record, self.attribute)
+
+    def dir(self) -> list[str]:
+        """The module's own names plus every registered name (for tab completion)."""
+        return sorted(set(self.module_globals) | set(self.names()))

@@ -1,0 +1,154 @@
+"""Binary arithmetic: forward and the gradient for each input, one record per op.
+
+Each rule returns the gradient at the broadcast output shape; the engine sums it down to the
+input's shape. Rules are tuples with one function per input, so the engine only computes the
+gradients it needs (a constant operand costs nothing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sadl._records import Example, OpDef
+
+_SHAPES = (Example((3, 4), (3, 4)), Example((3, 4), (4,)), Example((2, 1, 3), (4, 1)))
+_POSITIVE = tuple(Example(*e.inputs, domain=(0.5, 2.0), **e.params) for e in _SHAPES)
+
+
+def _power_grad_base(g, out, a, b):
+    return g * b * a ** (b - 1)
+
+
+def _power_grad_exponent(g, out, a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # d(a**b)/db = a**b * log(a); at a == 0 (b > 0) the limit is 0, as in torch.
+        return g * np.where(a == 0, 0.0 * out, out * np.log(np.where(a == 0, 1.0, a)))
+
+
+def _maximum_share(g, a, b):
+    # Ties split the gradient evenly, which is what central differences measure there.
+    return g * (a > b) + (g * 0.5) * (a == b)
+
+
+ADD = OpDef(
+    "add",
+    np.add,
+    (lambda g, out, a, b: g, lambda g, out, a, b: g),
+    numpy_funcs=(np.add,),
+    examples=_SHAPES,
+)
+SUBTRACT = OpDef(
+    "subtract",
+    np.subtract,
+    (lambda g, out, a, b: g, lambda g, out, a, b: -g),
+    numpy_funcs=(np.subtract,),
+    examples=_SHAPES,
+)
+MULTIPLY = OpDef(
+    "multiply",
+    np.multiply,
+    (lambda g, out, a, b: g * b, lambda g, out, a, b: g * a),
+    numpy_funcs=(np.multiply,),
+    examples=_SHAPES,
+)
+DIVIDE = OpDef(
+    "divide",
+    np.divide,
+    (lambda g, out, a, b: g / b, lambda g, out, a, b: -g * out / b),
+    numpy_funcs=(np.divide,),
+    examples=_POSITIVE,
+)
+# np.true_divide *is* np.divide; the name is kept so code written against either reads the same.
+TRUE_DIVIDE = OpDef(
+    "true_divide",
+    np.true_divide,
+    DIVIDE.backward,
+    examples=_POSITIVE,
+    doc="Alias of divide (NumPy's true_divide).",
+)
+POWER = OpDef(
+    "power",
+    np.power,
+    (_power_grad_base, _power_grad_exponent),
+    numpy_funcs=(np.power,),
+    examples=_POSITIVE + (Example((3, 4), 3.0, domain=(-2, 2)),),
+)
+MAXIMUM = OpDef(
+    "maximum",
+    np.maximum,
+    (lambda g, out, a, b: _maximum_share(g, a, b), lambda g, out, a, b: _maximum_share(g, b, a)),
+    numpy_funcs=(np.maximum,),
+    examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
+)
+MINIMUM = OpDef(
+    "minimum",
+    np.minimum,
+    (lambda g, out, a, b: _maximum_share(g, b, a), lambda g, out, a, b: _maximum_share(g, a, b)),
+    numpy_funcs=(np.minimum,),
+    examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
+)
+ARCTAN2 = OpDef(
+    "arctan2",
+    np.arctan2,
+    (
+        lambda g, out, a, b: g * b / (a * a + b * b),
+        lambda g, out, a, b: -g * a / (a * a + b * b),
+    ),
+    numpy_funcs=(np.arctan2,),
+    examples=_POSITIVE,
+)
+HYPOT = OpDef(
+    "hypot",
+    np.hypot,
+    (lambda g, out, a, b: g * a / out, lambda g, out, a, b: g * b / out),
+    numpy_funcs=(np.hypot,),
+    examples=_POSITIVE,
+)
+LOGADDEXP = OpDef(
+    "logaddexp",
+    np.logaddexp,
+    (lambda g, out, a, b: g * np.exp(a - out), lambda g, out, a, b: g * np.exp(b - out)),
+    numpy_funcs=(np.logaddexp,),
+    examples=_SHAPES + (Example(np.array([1000.0, -1000.0]), np.array([999.0, -1000.0])),),
+)
+LOGADDEXP2 = OpDef(
+    "logaddexp2",
+    np.logaddexp2,
+    (
+        lambda g, out, a, b: g * np.exp2(a - out),
+        lambda g, out, a, b: g * np.exp2(b - out),
+    ),
+    numpy_funcs=(np.logaddexp2,),
+    examples=_SHAPES,
+)
+FMOD = OpDef(
+    "fmod",
+    np.fmod,
+    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)),
+    numpy_funcs=(np.fmod,),
+    examples=(Example((3, 4), np.full((3, 4), 0.7)),),
+)
+REMAINDER = OpDef(
+    "remainder",
+    np.remainder,
+    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)),
+    numpy_funcs=(np.remainder,),
+    examples=(Example((3, 4), np.full((3, 4), 0.7)),),
+)
+
+OPS = (
+    ADD,
+    SUBTRACT,
+    MULTIPLY,
+    DIVIDE,
+    TRUE_DIVIDE,
+    POWER,
+    MAXIMUM,
+    MINIMUM,
+    ARCTAN2,
+    HYPOT,
+    LOGADDEXP,
+    LOGADDEXP2,
+    FMOD,
+    REMAINDER,
+)

@@ -1,0 +1,87 @@
+"""Elementwise math: one line of forward, one line of gradient, per op."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sadl._records import Example, OpDef
+
+_ANY = (Example((3, 4)), Example((2, 3, 2)))
+_POSITIVE = tuple(Example(*e.inputs, domain=(0.5, 2.0)) for e in _ANY)
+_UNIT = tuple(Example(*e.inputs, domain=(-0.9, 0.9)) for e in _ANY)
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+def _unary(name, forward, rule, examples=_ANY, numpy_func=None):
+    """A one-input op; ``rule(g, out, x)`` is the gradient of the input."""
+    func = forward if numpy_func is None else numpy_func
+    return OpDef(name, forward, (rule,), numpy_funcs=(func,), examples=examples)
+
+
+NEGATIVE = _unary("negative", np.negative, lambda g, out, x: -g)
+POSITIVE = _unary("positive", np.positive, lambda g, out, x: g)
+ABSOLUTE = _unary("absolute", np.absolute, lambda g, out, x: g * np.sign(x))
+EXP = _unary("exp", np.exp, lambda g, out, x: g * out)
+EXP2 = _unary("exp2", np.exp2, lambda g, out, x: g * out * _LN2)
+EXPM1 = _unary("expm1", np.expm1, lambda g, out, x: g * (out + 1))
+LOG = _unary("log", np.log, lambda g, out, x: g / x, _POSITIVE)
+LOG2 = _unary("log2", np.log2, lambda g, out, x: g / (x * _LN2), _POSITIVE)
+LOG10 = _unary("log10", np.log10, lambda g, out, x: g / (x * _LN10), _POSITIVE)
+LOG1P = _unary("log1p", np.log1p, lambda g, out, x: g / (x + 1), _POSITIVE)
+SQRT = _unary("sqrt", np.sqrt, lambda g, out, x: g * 0.5 / out, _POSITIVE)
+CBRT = _unary("cbrt", np.cbrt, lambda g, out, x: g / (3 * out * out), _POSITIVE)
+SQUARE = _unary("square", np.square, lambda g, out, x: g * 2 * x)
+RECIPROCAL = _unary("reciprocal", np.reciprocal, lambda g, out, x: -g * out * out, _POSITIVE)
+SIN = _unary("sin", np.sin, lambda g, out, x: g * np.cos(x))
+COS = _unary("cos", np.cos, lambda g, out, x: -g * np.sin(x))
+TAN = _unary("tan", np.tan, lambda g, out, x: g * (1 + out * out), _UNIT)
+ARCSIN = _unary("arcsin", np.arcsin, lambda g, out, x: g / np.sqrt(1 - x * x), _UNIT)
+ARCCOS = _unary("arccos", np.arccos, lambda g, out, x: -g / np.sqrt(1 - x * x), _UNIT)
+ARCTAN = _unary("arctan", np.arctan, lambda g, out, x: g / (1 + x * x))
+SINH = _unary("sinh", np.sinh, lambda g, out, x: g * np.cosh(x))
+COSH = _unary("cosh", np.cosh, lambda g, out, x: g * np.sinh(x))
+TANH = _unary("tanh", np.tanh, lambda g, out, x: g * (1 - out * out))
+ARCSINH = _unary("arcsinh", np.arcsinh, lambda g, out, x: g / np.sqrt(x * x + 1))
+ARCCOSH = _unary(
+    "arccosh",
+    np.arccosh,
+    lambda g, out, x: g / np.sqrt(x * x - 1),
+    tuple(Example(*e.inputs, domain=(1.5, 3.0)) for e in _ANY),
+)
+ARCTANH = _unary("arctanh", np.arctanh, lambda g, out, x: g / (1 - x * x), _UNIT)
+DEG2RAD = _unary("deg2rad", np.deg2rad, lambda g, out, x: g * (math.pi / 180))
+RAD2DEG = _unary("rad2deg", np.rad2deg, lambda g, out, x: g * (180 / math.pi))
+
+OPS = (
+    NEGATIVE,
+    POSITIVE,
+    ABSOLUTE,
+    EXP,
+    EXP2,
+    EXPM1,
+    LOG,
+    LOG2,
+    LOG10,
+    LOG1P,
+    SQRT,
+    CBRT,
+    SQUARE,
+    RECIPROCAL,
+    SIN,
+    COS,
+    TAN,
+    ARCSIN,
+    ARCCOS,
+    ARCTAN,
+    SINH,
+    COSH,
+    TANH,
+    ARCSINH,
+    ARCCOSH,
+    ARCTANH,
+    DEG2RAD,
+    RAD2DEG,
+)

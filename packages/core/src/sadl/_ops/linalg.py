@@ -1,0 +1,233 @@
+"""Products: matmul (with NumPy's 1-D and batch rules), tensordot, einsum, and friends."""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from sadl._records import Example, OpDef
+
+
+def _matmul_grad_a(g, out, a, b):
+    if b.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
+        return np.expand_dims(g, -1) * b
+    if a.ndim == 1:  # (k,) @ (..., k, n) -> (..., n); the engine sums the batch axes
+        return np.squeeze(np.expand_dims(g, -2) @ np.swapaxes(b, -1, -2), -2)
+    return g @ np.swapaxes(b, -1, -2)
+
+
+def _matmul_grad_b(g, out, a, b):
+    if a.ndim == 1:  # (k,) @ (..., k, n): outer product of a with each g row
+        return g * a if b.ndim == 1 else np.expand_dims(a, -1) * np.expand_dims(g, -2)
+    if b.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
+        if a.ndim == 2:
+            return np.swapaxes(a, -1, -2) @ g
+        return np.reshape(a, (-1, a.shape[-1])).T @ np.reshape(g, (-1,))
+    if b.ndim == 2 and a.ndim > 2:
+        # A weight shared across a batch: one large GEMM instead of a batch of small ones.
+        return np.reshape(a, (-1, a.shape[-1])).T @ np.reshape(g, (-1, g.shape[-1]))
+    return np.swapaxes(a, -1, -2) @ g
+
+
+MATMUL = OpDef(
+    "matmul",
+    np.matmul,
+    (_matmul_grad_a, _matmul_grad_b),
+    numpy_funcs=(np.matmul,),
+    examples=(
+        Example((3, 4), (4, 5)),
+        Example((2, 3, 4), (4, 5)),
+        Example((2, 3, 4), (2, 4, 5)),
+        Example((2, 1, 3, 4), (5, 4, 2)),
+        Example((3, 4), (4,)),
+        Example((4,), (4, 5)),
+        Example((4,), (4,)),
+        Example((4,), (2, 4, 3)),
+        Example((2, 3, 4), (4,)),
+    ),
+)
+
+
+def _dot(a, b):
+    """np.dot: matmul for 1-D and 2-D, a sum product over a's last / b's second-to-last axis."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return a * b
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
+        return a @ b
+    return np.tensordot(a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
+
+
+def _normalize_tensordot_axes(axes, a_ndim, b_ndim):
+    if isinstance(axes, int | np.integer):
+        n = int(axes)
+        return list(range(a_ndim - n, a_ndim)), list(range(n))
+    a_axes, b_axes = axes
+    a_axes = [a_axes] if isinstance(a_axes, int | np.integer) else list(a_axes)
+    b_axes = [b_axes] if isinstance(b_axes, int | np.integer) else list(b_axes)
+    return [int(x) % a_ndim for x in a_axes], [int(x) % b_ndim for x in b_axes]
+
+
+def _tensordot(a, b, *, axes=2):
+    """Sum products over the given axes of ``a`` and ``b``."""
+    return np.tensordot(a, b, axes=axes)
+
+
+def _tensordot_grad_a(g, out, a, b, *, axes=2):
+    a_axes, b_axes = _normalize_tensordot_axes(axes, a.ndim, b.ndim)
+    a_free = [i for i in range(a.ndim) if i not in a_axes]
+    b_free = [i for i in range(b.ndim) if i not in b_axes]
+    # g's axes: a_free then b_free. Contract g's b_free part with b's free axes.
+    grad = np.tensordot(g, b, axes=(list(range(len(a_free), g.ndim)), b_free))
+    # grad's axes: a_free, then b's contracted axes in b order -> the paired a axes.
+    pairs = sorted(zip(b_axes, a_axes))
+    order = a_free + [ai for _, ai in pairs]
+    return np.transpose(grad, tuple(np.argsort(order)))
+
+
+def _tensordot_grad_b(g, out, a, b, *, axes=2):
+    a_axes, b_axes = _normalize_tensordot_axes(axes, a.ndim, b.ndim)
+    a_free = [i for i in range(a.ndim) if i not in a_axes]
+    b_free = [i for i in range(b.ndim) if i not in b_axes]
+    grad = np.tensordot(a, g, axes=(a_free, list(range(len(a_free)))))
+    pairs = sorted(zip(a_axes, b_axes))
+    order = [bi for _, bi in pairs] + b_free
+    return np.transpose(grad, tuple(np.argsort(order)))
+
+
+def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
+    """Explicit per-operand letters and output letters, with '...' spelled out."""
+    spec = subscripts.replace(" ", "")
+    lhs, arrow, rhs = spec.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum: {len(terms)} operand subscripts for {len(shapes)} operands")
+    used = set(spec)
+    spare = [c for c in string.ascii_letters if c not in used]
+    ell_ndim = 0
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            ell_ndim = max(ell_ndim, len(shape) - (len(term) - 3))
+    ell = "".join(spare[:ell_ndim])
+    full = []
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            k = len(shape) - (len(term) - 3)
+            term = term.replace("...", ell[ell_ndim - k :] if k else "")
+        full.append(term)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {c: "".join(full).count(c) for c in set("".join(full))}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return full, out
+
+
+def _einsum(subscripts, *operands):
+    """Einstein summation over the operands (``np.einsum`` semantics)."""
+    return np.einsum(subscripts, *operands)
+
+
+def _einsum_grad(g, out, subscripts, *operands):
+    terms, out_term = _parse_einsum(subscripts, [tuple(o.shape) for o in operands])
+    grads: list = [None]
+    for i, (term, x) in enumerate(zip(terms, operands)):
+        if len(set(term)) != len(term):
+            raise NotImplementedError(
+                f"einsum gradient: repeated index in operand {i} ({term!r}) is not supported"
+            )
+        others = [(t, o) for j, (t, o) in enumerate(zip(terms, operands)) if j != i]
+        available = set(out_term).union(*(set(t) for t, _ in others))
+        kept = "".join(c for c in term if c in available)
+        spec = ",".join([out_term, *(t for t, _ in others)]) + "->" + kept
+        partial = np.einsum(spec, g, *(o for _, o in others))
+        if kept != term:  # letters summed only inside this operand: broadcast back
+            view = [x.shape[k] if c in available else 1 for k, c in enumerate(term)]
+            partial = np.broadcast_to(np.reshape(partial, view), x.shape)
+        grads.append(partial)
+    return tuple(grads)
+
+
+def _outer(a, b):
+    """Outer product of two vectors (inputs are flattened)."""
+    return np.reshape(a, (-1, 1)) * np.reshape(b, (1, -1))
+
+
+def _inner(a, b):
+    """Inner product over the last axes."""
+    return (
+        np.tensordot(a, b, axes=([np.ndim(a) - 1], [np.ndim(b) - 1]))
+        if np.ndim(a) and np.ndim(b)
+        else a * b
+    )
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    """Vector 2-norm (or Frobenius norm): sqrt of the sum of squares."""
+    if ord not in (None, 2, "fro") or (ord == 2 and axis is None and np.ndim(x) > 1):
+        raise NotImplementedError(
+            f"linalg.norm: ord={ord!r} is not supported on Tensors; use the default 2-norm"
+        )
+    return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+
+
+DOT = OpDef(
+    "dot",
+    _dot,
+    numpy_funcs=(np.dot,),
+    composite=True,
+    examples=(
+        Example((3, 4), (4, 2)),
+        Example((4,), (4,)),
+        Example((2, 3, 4), (4, 5)),
+        Example((2, 3), 1.5),
+    ),
+)
+TENSORDOT = OpDef(
+    "tensordot",
+    _tensordot,
+    (_tensordot_grad_a, _tensordot_grad_b),
+    numpy_funcs=(np.tensordot,),
+    examples=(
+        Example((2, 3, 4), (3, 4, 5)),
+        Example((2, 3, 4), (4, 2), axes=([0, 2], [1, 0])),
+        Example((3, 4), (5,), axes=0),
+    ),
+)
+EINSUM = OpDef(
+    "einsum",
+    _einsum,
+    _einsum_grad,
+    numpy_funcs=(np.einsum,),
+    examples=(
+        Example("ij,jk->ik", (3, 4), (4, 2)),
+        Example("bij,bjk->bik", (2, 3, 4), (2, 4, 2)),
+        Example("ij->i", (3, 4)),
+        Example("i,j", (3,), (4,)),
+        Example("...ij,jk->...ik", (2, 3, 4), (4, 5)),
+        Example("ij,ij->", (3, 4), (3, 4)),
+    ),
+)
+OUTER = OpDef(
+    "outer",
+    _outer,
+    numpy_funcs=(np.outer,),
+    composite=True,
+    examples=(Example((3,), (4,)),),
+)
+INNER = OpDef(
+    "inner",
+    _inner,
+    numpy_funcs=(np.inner,),
+    composite=True,
+    examples=(Example((3,), (3,)), Example((2, 3), (4, 3))),
+)
+NORM = OpDef(
+    "norm",
+    _norm,
+    numpy_funcs=(np.linalg.norm,),
+    composite=True,
+    examples=(Example((5,)), Example((3, 4)), Example((3, 4), axis=1)),
+)
+
+OPS = (MATMUL, DOT, TENSORDOT, EINSUM, OUTER, INNER, NORM)

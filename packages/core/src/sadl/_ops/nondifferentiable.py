@@ -1,0 +1,144 @@
+"""Ops whose outputs carry no gradient: rounding, comparisons, arg-reductions, masks.
+
+They accept tensors that require grad and return tensors that do not, as in torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sadl._records import Example, OpDef
+
+_ONE = (Example((3, 4)),)
+_TWO = (Example((3, 4), (4,)),)
+
+
+def _nondiff(name, forward, numpy_funcs=None, examples=_ONE):
+    funcs = (forward,) if numpy_funcs is None else numpy_funcs
+    return OpDef(name, forward, numpy_funcs=funcs, differentiable=False, examples=examples)
+
+
+def _argmax(x, *, axis=None, keepdims=False):
+    """Index of the largest value along ``axis`` (of the flattened array when None)."""
+    return np.argmax(x, axis=axis, keepdims=keepdims)
+
+
+def _argmin(x, *, axis=None, keepdims=False):
+    """Index of the smallest value along ``axis`` (of the flattened array when None)."""
+    return np.argmin(x, axis=axis, keepdims=keepdims)
+
+
+def _argsort(x, *, axis=-1, kind=None):
+    """Indices that sort ``x`` along ``axis``."""
+    return np.argsort(x, axis=axis, kind=kind)
+
+
+def _round(x, *, decimals=0):
+    """Round to ``decimals`` places (half to even)."""
+    return np.round(x, decimals)
+
+
+def _all(x, *, axis=None, keepdims=False):
+    """True where every element along ``axis`` is truthy."""
+    return np.all(x, axis=axis, keepdims=keepdims)
+
+
+def _any(x, *, axis=None, keepdims=False):
+    """True where some element along ``axis`` is truthy."""
+    return np.any(x, axis=axis, keepdims=keepdims)
+
+
+def _count_nonzero(x, *, axis=None, keepdims=False):
+    """Number of nonzero elements along ``axis``."""
+    return np.count_nonzero(x, axis=axis, keepdims=keepdims)
+
+
+def _zeros_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
+    """Zeros with the shape, dtype and device of ``x``."""
+    return np.zeros_like(x, dtype=dtype, shape=shape)
+
+
+def _ones_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
+    """Ones with the shape, dtype and device of ``x``."""
+    return np.ones_like(x, dtype=dtype, shape=shape)
+
+
+def _full_like(x, *, fill_value, dtype=None, order="K", subok=True, shape=None, device=None):
+    """``fill_value`` everywhere, with the shape, dtype and device of ``x``."""
+    return np.full_like(x, fill_value, dtype=dtype, shape=shape)
+
+
+def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """Elementwise closeness within tolerances."""
+    return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+SIGN = _nondiff("sign", np.sign)
+FLOOR = _nondiff("floor", np.floor)
+CEIL = _nondiff("ceil", np.ceil)
+TRUNC = _nondiff("trunc", np.trunc, (np.trunc, np.fix))
+RINT = _nondiff("rint", np.rint)
+ROUND = _nondiff("round", _round, (np.round, *((np.around,) if np.around is not np.round else ())))
+FLOOR_DIVIDE = _nondiff("floor_divide", np.floor_divide, examples=_TWO)
+ARGMAX = _nondiff("argmax", _argmax, (np.argmax,))
+ARGMIN = _nondiff("argmin", _argmin, (np.argmin,))
+ARGSORT = _nondiff("argsort", _argsort, (np.argsort,))
+GREATER = _nondiff("greater", np.greater, examples=_TWO)
+GREATER_EQUAL = _nondiff("greater_equal", np.greater_equal, examples=_TWO)
+LESS = _nondiff("less", np.less, examples=_TWO)
+LESS_EQUAL = _nondiff("less_equal", np.less_equal, examples=_TWO)
+EQUAL = _nondiff("equal", np.equal, examples=_TWO)
+NOT_EQUAL = _nondiff("not_equal", np.not_equal, examples=_TWO)
+LOGICAL_AND = _nondiff("logical_and", np.logical_and, examples=_TWO)
+LOGICAL_OR = _nondiff("logical_or", np.logical_or, examples=_TWO)
+LOGICAL_XOR = _nondiff("logical_xor", np.logical_xor, examples=_TWO)
+LOGICAL_NOT = _nondiff("logical_not", np.logical_not)
+INVERT = _nondiff("invert", np.invert, examples=(Example(np.array([True, False])),))
+ISFINITE = _nondiff("isfinite", np.isfinite)
+ISNAN = _nondiff("isnan", np.isnan)
+ISINF = _nondiff("isinf", np.isinf)
+SIGNBIT = _nondiff("signbit", np.signbit)
+ISCLOSE = _nondiff("isclose", _isclose, (np.isclose,), examples=_TWO)
+ALL = _nondiff("all", _all, (np.all,))
+ANY = _nondiff("any", _any, (np.any,))
+COUNT_NONZERO = _nondiff("count_nonzero", _count_nonzero, (np.count_nonzero,))
+ZEROS_LIKE = _nondiff("zeros_like", _zeros_like, (np.zeros_like,))
+ONES_LIKE = _nondiff("ones_like", _ones_like, (np.ones_like,))
+FULL_LIKE = _nondiff(
+    "full_like", _full_like, (np.full_like,), examples=(Example((3, 4), fill_value=2.5),)
+)
+
+OPS = (
+    SIGN,
+    FLOOR,
+    CEIL,
+    TRUNC,
+    RINT,
+    ROUND,
+    FLOOR_DIVIDE,
+    ARGMAX,
+    ARGMIN,
+    ARGSORT,
+    GREATER,
+    GREATER_EQUAL,
+    LESS,
+    LESS_EQUAL,
+    EQUAL,
+    NOT_EQUAL,
+    LOGICAL_AND,
+    LOGICAL_OR,
+    LOGICAL_XOR,
+    LOGICAL_NOT,
+    INVERT,
+    ISFINITE,
+    ISNAN,
+    ISINF,
+    SIGNBIT,
+    ISCLOSE,
+    ALL,
+    ANY,
+    COUNT_NONZERO,
+    ZEROS_LIKE,
+    ONES_LIKE,
+    FULL_LIKE,
+)

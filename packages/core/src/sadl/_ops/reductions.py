@@ -1,0 +1,192 @@
+"""Reductions and scans: the gradient spreads back over the reduced axes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sadl._ops._rules import normalize_axes, reduced_count, unreduce
+from sadl._records import Example, OpDef
+
+_AXES = (
+    Example((3, 4)),
+    Example((3, 4), axis=1),
+    Example((2, 3, 4), axis=(0, 2), keepdims=True),
+    Example((2, 3, 4), axis=-1),
+)
+# Two-way ties only: at a k-way tie central differences see 1/2 per element, a proper gradient
+# (even split, as here and in torch) gives 1/k, and the two agree only for k = 2.
+_TIES = np.array([[1.0, 3.0, 3.0], [2.0, 0.5, 2.0]])
+
+
+def _sum(x, *, axis=None, keepdims=False):
+    """Sum over ``axis``."""
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+def _sum_grad(g, out, x, *, axis=None, keepdims=False):
+    return np.broadcast_to(unreduce(g, x.shape, axis, keepdims), x.shape)
+
+
+def _mean(x, *, axis=None, keepdims=False):
+    """Mean over ``axis``."""
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _mean_grad(g, out, x, *, axis=None, keepdims=False):
+    scale = 1.0 / max(reduced_count(x.shape, axis), 1)
+    return np.broadcast_to(unreduce(g, x.shape, axis, keepdims) * scale, x.shape)
+
+
+def _prod(x, *, axis=None, keepdims=False):
+    """Product over ``axis``."""
+    return np.prod(x, axis=axis, keepdims=keepdims)
+
+
+def _prod_grad(g, out, x, *, axis=None, keepdims=False):
+    g = unreduce(g, x.shape, axis, keepdims)
+    if not np.any(x == 0):
+        return g * (unreduce(out, x.shape, axis, keepdims) / x)
+    if not hasattr(x, "requires_grad"):
+        # d prod / d x_i = product of the others, computed without dividing by zero.
+        is_zero = x == 0
+        nonzero = np.where(is_zero, 1, x)
+        prod_nonzero = np.prod(nonzero, axis=axis, keepdims=True)
+        zeros = np.sum(is_zero, axis=axis, keepdims=True)
+        others = np.where(
+            is_zero,
+            np.where(zeros == 1, prod_nonzero, 0),
+            np.where(zeros == 0, prod_nonzero / nonzero, 0),
+        )
+        return g * others
+    return g * _product_of_others(x, axis)
+
+
+def _product_of_others(x, axis):
+    """prod_{j != i} x_j along ``axis`` as a smooth expression (for second derivatives at zeros).
+
+    Costs n times the memory of the reduced axis, so it is used only when differentiating twice
+    through a product that contains zeros.
+    """
+    axes = normalize_axes(axis, x.ndim)
+    last = list(range(x.ndim - len(axes), x.ndim))
+    moved = np.moveaxis(x, axes, last)
+    flat = np.reshape(moved, (*moved.shape[: x.ndim - len(axes)], -1))
+    n = flat.shape[-1]
+    expanded = np.where(np.eye(n, dtype=bool), 1.0, np.expand_dims(flat, -2))
+    others = np.reshape(np.prod(expanded, axis=-1), moved.shape)
+    return np.moveaxis(others, last, axes)
+
+
+def _var(x, *, axis=None, ddof=0, keepdims=False):
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom (NumPy's default 0)."""
+    return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+def _var_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
+    n = reduced_count(x.shape, axis) - ddof
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    return unreduce(g, x.shape, axis, keepdims) * centered * (2.0 / n)
+
+
+def _std(x, *, axis=None, ddof=0, keepdims=False):
+    """Standard deviation over ``axis`` with ``ddof`` delta degrees of freedom."""
+    return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+def _std_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
+    n = reduced_count(x.shape, axis) - ddof
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    return unreduce(g / out, x.shape, axis, keepdims) * centered * (1.0 / n)
+
+
+def _extreme_grad(g, out, x, *, axis=None, keepdims=False):
+    # Ties share the gradient evenly (the derivative central differences see there).
+    hit = (x == unreduce(out, x.shape, axis, keepdims)).astype(x.dtype)
+    return unreduce(g, x.shape, axis, keepdims) * hit / np.sum(hit, axis=axis, keepdims=True)
+
+
+def _max(x, *, axis=None, keepdims=False):
+    """Largest value over ``axis`` (values only)."""
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _min(x, *, axis=None, keepdims=False):
+    """Smallest value over ``axis`` (values only)."""
+    return np.min(x, axis=axis, keepdims=keepdims)
+
+
+def _cumsum(x, *, axis=None):
+    """Running sum along ``axis`` (flattened when None)."""
+    return np.cumsum(x, axis=axis)
+
+
+def _cumsum_grad(g, out, x, *, axis=None):
+    if axis is None:
+        return np.reshape(np.flip(np.cumsum(np.flip(g))), x.shape)
+    return np.flip(np.cumsum(np.flip(g, axis=axis), axis=axis), axis=axis)
+
+
+def _cumprod(x, *, axis=None):
+    """Running product along ``axis`` (flattened when None)."""
+    return np.cumprod(x, axis=axis)
+
+
+def _cumprod_grad(g, out, x, *, axis=None):
+    # d out_j / d x_i = out_j / x_i for j >= i (inputs here are nonzero), so the gradient is a
+    # reversed running sum of g * out, divided by x.
+    if axis is None:
+        flat = np.reshape(x, (-1,))
+        return np.reshape(np.flip(np.cumsum(np.flip(g * out))) / flat, x.shape)
+    return np.flip(np.cumsum(np.flip(g * out, axis=axis), axis=axis), axis=axis) / x
+
+
+_EXTREMES = _AXES + (Example(_TIES), Example(_TIES, axis=1), Example(_TIES, axis=0))
+
+SUM = OpDef("sum", _sum, (_sum_grad,), numpy_funcs=(np.sum,), examples=_AXES)
+MEAN = OpDef("mean", _mean, (_mean_grad,), numpy_funcs=(np.mean,), examples=_AXES)
+PROD = OpDef(
+    "prod",
+    _prod,
+    (_prod_grad,),
+    numpy_funcs=(np.prod,),
+    examples=_AXES
+    + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
+)
+VAR = OpDef(
+    "var",
+    _var,
+    (_var_grad,),
+    numpy_funcs=(np.var,),
+    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+)
+STD = OpDef(
+    "std",
+    _std,
+    (_std_grad,),
+    numpy_funcs=(np.std,),
+    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+)
+MAX = OpDef("max", _max, (_extreme_grad,), numpy_funcs=(np.max,), examples=_EXTREMES)
+MIN = OpDef("min", _min, (_extreme_grad,), numpy_funcs=(np.min,), examples=_EXTREMES)
+AMAX = OpDef("amax", _max, (_extreme_grad,), numpy_funcs=(np.amax,), examples=_EXTREMES)
+AMIN = OpDef("amin", _min, (_extreme_grad,), numpy_funcs=(np.amin,), examples=_EXTREMES)
+CUMSUM = OpDef(
+    "cumsum",
+    _cumsum,
+    (_cumsum_grad,),
+    numpy_funcs=(np.cumsum,),
+    examples=(Example((5,)), Example((3, 4), axis=1), Example((3, 4), axis=0), Example((2, 3))),
+)
+CUMPROD = OpDef(
+    "cumprod",
+    _cumprod,
+    (_cumprod_grad,),
+    numpy_funcs=(np.cumprod,),
+    examples=(
+        Example((5,), domain=(0.5, 1.5)),
+        Example((3, 4), axis=1, domain=(0.5, 1.5)),
+        Example((2, 3), domain=(0.5, 1.5)),
+    ),
+)
+
+OPS = (SUM, MEAN, PROD, VAR, STD, MAX, MIN, AMAX, AMIN, CUMSUM, CUMPROD)

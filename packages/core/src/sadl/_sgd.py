@@ -1,0 +1,64 @@
+"""Stochastic gradient descent with momentum, Nesterov momentum and weight decay (torch's rule)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sadl._optimizer import Optimizer
+from sadl._tensor import Tensor
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """``SGD(params, lr, momentum=0, nesterov=False, weight_decay=0, dampening=0)``.
+
+    With momentum ``b = momentum * b + (1 - dampening) * g``; the step is ``g + momentum * b``
+    (Nesterov) or ``b``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        weight_decay: float = 0.0,
+        dampening: float = 0.0,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "nesterov": nesterov,
+            "weight_decay": weight_decay,
+            "dampening": dampening,
+        }
+        super().__init__(params, defaults)
+
+    def check_hyperparameters(self, group: dict[str, Any]) -> None:
+        """Momentum must be >= 0; Nesterov needs momentum and no dampening."""
+        super().check_hyperparameters(group)
+        if group["momentum"] < 0:
+            raise ValueError(f"SGD: invalid momentum={group['momentum']!r} (need >= 0)")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: nesterov=True needs momentum > 0 and dampening = 0")
+
+    def update(
+        self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
+    ) -> None:
+        """One SGD step on ``param.data``."""
+        lr = float(group["lr"])
+        momentum = float(group["momentum"])
+        weight_decay = float(group["weight_decay"])
+        if weight_decay:
+            grad = grad + weight_decay * param.data
+        if momentum:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = grad.copy()
+            else:
+                buf *= momentum
+                buf += (1.0 - float(group["dampening"])) * grad
+            grad = grad + momentum * buf if group["nesterov"] else buf
+        param.data -= lr * grad

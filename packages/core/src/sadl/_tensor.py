@@ -1,0 +1,386 @@
+"""``Tensor``: an array with a gradient, reachable through NumPy functions and torch-like methods.
+
+This file holds the Tensor's state (five slots), its protocols (NumPy's dispatch, Python's
+conversions), the autograd entry (``backward``) and the in-place machinery. The method vocabulary
+(``t.exp()``, ``t.sum(axis)``, ``t + u``, ...) comes from the mixins of ``sadl._methods``; the
+graph work from ``sadl._engine``; NumPy's ``__array_ufunc__``/``__array_function__`` land in
+``sadl._dispatch``, which installs itself here (it is imported after this module).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from sadl import _engine
+from sadl._defaults import get_default_dtype
+from sadl._engine import new_tensor
+from sadl._grad_mode import _state as _grad_state
+from sadl._methods import (
+    ArithmeticMethods,
+    ConversionMethods,
+    ElementwiseMethods,
+    ReductionMethods,
+    ShapeMethods,
+    _index_key,
+)
+from sadl._ops import indexing as _ix
+from sadl.backends import Device, device_of, is_array, to_device
+
+__all__ = ["Parameter", "Tensor", "install_numpy_dispatch"]
+
+
+class Tensor(
+    ArithmeticMethods,
+    ElementwiseMethods,
+    ReductionMethods,
+    ShapeMethods,
+    ConversionMethods,
+    NDArrayOperatorsMixin,
+):
+    """An n-dimensional array that can record the operations applied to it and differentiate them.
+
+    ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps ``data`` (an array is
+    used as is, other data is converted; Python floats become the default dtype, float32).
+    """
+
+    __slots__ = ("__weakref__", "_node", "_version", "data", "grad", "requires_grad")
+    __array_priority__ = 1000
+
+    data: Any  #: the NumPy or CuPy array
+    grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
+    requires_grad: builtins.bool
+    _node: Any  #: the engine's record of the op that produced this tensor (None for leaves)
+    _version: list[builtins.int]  #: bumped by every in-place write; shared by views
+
+    def __new__(
+        cls,
+        data: Any,
+        dtype: Any = None,
+        device: str | Device | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
+        tensor = new_tensor(_as_array(data, dtype, device), cls=cls)
+        if requires_grad:
+            tensor.requires_grad_(True)
+        return tensor
+
+    # ---------------------------------------------------------------- attributes
+    @property
+    def shape(self) -> tuple[builtins.int, ...]:
+        """The shape of the data."""
+        return self.data.shape  # type: ignore[no-any-return]
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of the data."""
+        return self.data.dtype  # type: ignore[no-any-return]
+
+    @property
+    def ndim(self) -> builtins.int:
+        """Number of axes."""
+        return self.data.ndim  # type: ignore[no-any-return]
+
+    @property
+    def size(self) -> builtins.int:
+        """Number of elements."""
+        return self.data.size  # type: ignore[no-any-return]
+
+    @property
+    def device(self) -> Device:
+        """Where the data lives (``cpu`` or ``cuda:N``)."""
+        return device_of(self.data)
+
+    @property
+    def is_leaf(self) -> builtins.bool:
+        """True unless the tensor is the recorded result of an op."""
+        return self._node is None
+
+    @property
+    def grad_fn(self) -> Any:
+        """The graph node that produced this tensor (None for leaves)."""
+        return self._node
+
+    # ---------------------------------------------------------------- autograd
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
+        """Set ``requires_grad`` in place (leaves only; floating dtypes only)."""
+        if requires_grad and self.data.dtype.kind not in "fc":
+            raise TypeError(
+                f"only floating-point tensors can require grad; this one is {self.data.dtype}"
+            )
+        if not requires_grad and self._node is not None:
+            raise RuntimeError(
+                "requires_grad can only be turned off on leaf tensors; use .detach() instead"
+            )
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def backward(
+        self,
+        grad: Any = None,
+        retain_graph: builtins.bool = False,
+        create_graph: builtins.bool = False,
+    ) -> None:
+        """Accumulate the gradient of this tensor into every leaf's ``.grad``.
+
+        ``grad`` defaults to 1 for one-element tensors. Without ``retain_graph`` the graph's saved
+        arrays are freed, so a second backward through it raises. With ``create_graph`` the
+        gradients are Tensors that carry their own graph (higher-order derivatives).
+        """
+        _engine.backward(self, grad, retain_graph, create_graph)
+
+    def retain_grad(self) -> Tensor:
+        """Keep ``.grad`` for this non-leaf tensor during backward."""
+        _engine.retain_grad(self)
+        return self
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph (shares memory and version counter)."""
+        return new_tensor(self.data, None, self._version)
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place."""
+        self._node = None
+        self.requires_grad = False
+        return self
+
+    # ---------------------------------------------------------------- in place
+    def zero_(self) -> Tensor:
+        """Fill with zeros in place."""
+        return self._assign(Ellipsis, 0)
+
+    def fill_(self, value: Any) -> Tensor:
+        """Fill with ``value`` in place."""
+        return self._assign(Ellipsis, value)
+
+    def copy_(self, source: Any) -> Tensor:
+        """Overwrite the values with ``source`` (broadcast, cast to this dtype) in place."""
+        return self._assign(Ellipsis, source)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._assign(_index_key(key), value)
+
+    def _records_inplace(self, *others: Any) -> builtins.bool:
+        """Whether an in-place op on this tensor must be recorded on the graph.
+
+        A leaf that requires grad may not be overwritten while recording (its gradient would
+        describe a value that no longer exists); optimizers update under ``no_grad``.
+        """
+        if not _grad_state.enabled:
+            return False
+        if self.requires_grad and self._node is None:
+            raise RuntimeError(
+                "a leaf tensor that requires grad is used in an in-place operation; do the "
+                "update under sadl.no_grad() (as optimizers do) or use an out-of-place op"
+            )
+        return self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others)
+
+    def _inplace(self, op: Any, *others: Any, **params: Any) -> Tensor:
+        """``self = op(self, *others)`` in place: written into memory, recorded when needed."""
+        if self._records_inplace(*others):
+            return _engine.rebase_inplace(self, op, others, params)
+        datas = [o.data if isinstance(o, Tensor) else o for o in others]
+        _engine.write_into(self.data, op.forward(self.data, *datas, **params))
+        self._version[0] += 1
+        return self
+
+    def _assign(self, key: Any, value: Any) -> Tensor:
+        """``self[key] = value`` in place: written into memory, recorded when needed."""
+        if self._records_inplace(value):
+            return _engine.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
+        self.data[key] = value.data if isinstance(value, Tensor) else value
+        self._version[0] += 1
+        return self
+
+    # ---------------------------------------------------------------- conversions
+    def item(self) -> Any:
+        """The single value as a Python number."""
+        if self.data.size != 1:
+            raise ValueError(
+                f"item(): only one-element tensors can become a Python number, shape {self.shape}"
+            )
+        return self.data.item()
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU)."""
+        return to_device(self.data, "cpu")  # type: ignore[no-any-return]
+
+    def tolist(self) -> Any:
+        """The data as nested Python lists."""
+        return self.numpy().tolist()
+
+    def __array__(
+        self, dtype: Any = None, copy: builtins.bool | None = None
+    ) -> np.ndarray[Any, Any]:
+        if type(self.data) is not np.ndarray:
+            raise TypeError(
+                f"this tensor lives on {self.device}; call .numpy() or .to('cpu') to get a "
+                "NumPy array"
+            )
+        if copy:
+            return np.array(self.data, dtype=dtype, copy=True)
+        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _numpy_dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _numpy_dispatch.array_function(func, types, args, kwargs)
+
+    def __len__(self) -> builtins.int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self.data)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self.data)))
+
+    def __float__(self) -> builtins.float:
+        return float(self.item())
+
+    def __int__(self) -> builtins.int:
+        return int(self.item())
+
+    def __index__(self) -> builtins.int:
+        if self.data.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+        return int(self.item())
+
+    def __bool__(self) -> builtins.bool:
+        if self.data.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self.data.item())
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        body = np.array2string(
+            self.numpy(), separator=", ", prefix="Tensor(", threshold=200, edgeitems=3
+        )
+        extras = []
+        if self.data.dtype != get_default_dtype():
+            extras.append(f"dtype={self.data.dtype}")
+        if type(self.data) is not np.ndarray:
+            extras.append(f"device='{self.device}'")
+        if self._node is not None:
+            extras.append(f"grad_fn=<{self._node.op.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return f"{type(self).__name__}({body}{''.join(', ' + e for e in extras)})"
+
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
+        out = new_tensor(self.data.copy(), cls=type(self))
+        out.grad = None if self.grad is None else self.grad.copy()
+        out.requires_grad = self.requires_grad
+        memo[id(self)] = out
+        return out
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.numpy(), self.requires_grad))
+
+
+class Parameter(Tensor):
+    """A Tensor that is a trainable weight: always requires grad, floating dtypes only.
+
+    ``Parameter(data)`` keeps NumPy float arrays' dtype and turns Python floats into float32.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        data: Any,
+        dtype: Any = None,
+        device: str | Device | None = None,
+        requires_grad: builtins.bool = True,
+    ) -> Parameter:
+        arr = _as_array(data, dtype, device)
+        if arr.dtype.kind not in "fc":
+            raise TypeError(
+                f"Parameter needs a floating dtype, got {arr.dtype}; pass dtype=np.float32 "
+                "or float data"
+            )
+        param = new_tensor(arr, cls=cls)
+        param.requires_grad = True
+        return param  # type: ignore[return-value]
+
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
+        """Parameters always require grad; freezing is done by leaving them out of optimizers."""
+        if not requires_grad:
+            raise RuntimeError(
+                "a Parameter always requires grad; to freeze it, detach it or leave it out of "
+                "the optimizer"
+            )
+        return super().requires_grad_(True)
+
+
+def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) -> Any:
+    """Turn user data into an array of the requested dtype on the requested device."""
+    if isinstance(data, Tensor):
+        arr = data.data
+    elif is_array(data):
+        arr = data
+    else:
+        arr = np.asarray(data)
+        if dtype is None and arr.dtype == np.float64 and not _is_numpy_data(data):
+            arr = arr.astype(get_default_dtype())
+        if arr.dtype == object:
+            raise TypeError(
+                f"cannot make a Tensor from {type(data).__name__}: the values are not numeric "
+                "or the nested lists are ragged"
+            )
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if arr.dtype != dtype:
+            arr = arr.astype(dtype)
+    if device is not None:
+        arr = to_device(arr, device)
+    elif isinstance(arr, np.generic):
+        arr = np.asarray(arr)
+    return arr
+
+
+def _is_numpy_data(data: Any) -> builtins.bool:
+    """NumPy scalars and array-likes keep their dtype; Python floats take the default dtype."""
+    return hasattr(data, "__array__") or isinstance(data, np.generic)
+
+
+def _rebuild(cls: type, data: Any, requires_grad: builtins.bool) -> Tensor:
+    if cls is Parameter:
+        return Parameter(data)
+    return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]
+
+
+class _NumpyDispatch:
+    """Where ``__array_ufunc__``/``__array_function__`` go; filled by ``sadl._dispatch``."""
+
+    def __init__(self) -> None:
+        self.array_ufunc: Callable[..., Any] = _dispatch_missing
+        self.array_function: Callable[..., Any] = _dispatch_missing
+
+
+def _dispatch_missing(*args: Any) -> Any:
+    raise RuntimeError("sadl's NumPy dispatch is not loaded; import sadl first")
+
+
+_numpy_dispatch = _NumpyDispatch()
+
+
+def install_numpy_dispatch(
+    array_ufunc: Callable[..., Any], array_function: Callable[..., Any]
+) -> None:
+    """Called once by ``sadl._dispatch`` (imported after this module)."""
+    _numpy_dispatch.array_ufunc = array_ufunc
+    _numpy_dispatch.array_function = array_function
+
+
+_engine.install_tensor_class(Tensor)
