@@ -124,10 +124,13 @@ def thirdparty(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole tree."""
+    """ruff, the import-layer check (no cycles, nothing upward) and the private-name check."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/check_layers.py")
+    fixtures = sorted(str(p) for p in (ROOT / "tests/fixtures/plugins").iterdir() if p.is_dir())
+    session.run("python", "tools/check_imports.py", "--private-only", *fixtures)
 
 
 @nox.session

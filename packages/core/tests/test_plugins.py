@@ -203,3 +203,20 @@ def test_save_without_any_format_names_the_package(tmp_path):
         sadl.save(sadl.tensor([1.0]), tmp_path / "x.sadl")
     with pytest.raises(FileNotFoundError):
         sadl.load(tmp_path / "missing.bin")
+
+
+def test_the_import_check_knows_every_public_module():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("check_imports", root / "tools/check_imports.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = Path(sadl.__file__).parent
+    public = {"sadl"} | {
+        f"sadl.{p.stem}"
+        for p in src.iterdir()
+        if not p.name.startswith("_") and p.suffix == ".py"
+    }
+    assert tool.PUBLIC_SADL_MODULES == public
