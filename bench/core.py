@@ -3,6 +3,7 @@
 W1 per-op overhead: an (8, 8) float32 tensor, ``y = y * 1.0001 + 0.0001`` 200 times, sum,
 backward; reported as microseconds per op = total / 400.
 W2 an MLP 784-256-256-10 training step (ReLU, softmax cross-entropy, SGD) at batch 128.
+Graph depth: ``sadl.grad`` against ``backward()`` on one 20,000-op chain (both must be linear).
 """
 
 from __future__ import annotations
@@ -118,6 +119,32 @@ def make_w2_numpy():  # type: ignore[no-untyped-def]
     return step
 
 
+def make_chain(depth: int = 20_000):  # type: ignore[no-untyped-def]
+    """A fresh ``depth``-op chain on a small tensor: (leaf, output)."""
+    x = sadl.Tensor(np.full((4,), 0.5), requires_grad=True)
+    y = x
+    for _ in range(depth // 2):
+        y = y * 1.0001 + 0.0001
+    return x, y.sum()
+
+
+def grad_vs_backward(repeat: int) -> tuple[float, float]:
+    """Seconds for ``sadl.grad`` and for ``backward()`` through a 20,000-op chain (best of n)."""
+    import time
+
+    best_grad = best_backward = float("inf")
+    for _ in range(repeat):
+        x, out = make_chain()
+        start = time.perf_counter()
+        sadl.grad(out, x)
+        best_grad = min(best_grad, time.perf_counter() - start)
+        x, out = make_chain()
+        start = time.perf_counter()
+        out.backward()
+        best_backward = min(best_backward, time.perf_counter() - start)
+    return best_grad, best_backward
+
+
 def main() -> None:
     args = parse_args(__doc__ or "")
     torch = optional_torch()
@@ -136,6 +163,15 @@ def main() -> None:
         )
     else:
         row("W1 per-op overhead (µs/op)", f"{t_sadl:.2f}", "torch absent", "-")
+
+    t_grad, t_backward = grad_vs_backward(2 if args.quick else 5)
+    row(
+        "sadl.grad, 20,000-op chain (ms)",
+        f"{t_grad * 1e3:.1f}",
+        f"backward() {t_backward * 1e3:.1f}",
+        f"{t_grad / t_backward:.2f}x",
+        "budget <= 3x",
+    )
 
     number = 10 if args.quick else 60
     s_sadl = best_time(make_w2_sadl(), number=number, repeat=repeat)

@@ -9,6 +9,8 @@ docs/examples/test_examples.py.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,9 @@ def test_every_hook_is_documented_and_tested():
         name for name in dir(hookspecs) if getattr(getattr(hookspecs, name), "sadl_spec", None)
     ]
     assert len(hooks) == 7, hooks
+    generator = ROOT / "tools" / "gen_hooks_doc.py"
+    result = subprocess.run([sys.executable, str(generator), "--check"], capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
     reference = (DOCS / "hooks.md").read_text()
     tests = "\n".join(p.read_text() for p in ROOT.glob("**/tests/**/*.py") if ".nox" not in p.parts)
     for hook in hooks:

@@ -399,13 +399,15 @@ def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
     of lower rank or a bare scalar is a bug in the rule: it is never broadcast up.
     """
     arr = gi.data if isinstance(gi, _Tensor) else gi
-    if isinstance(arr, np.generic):
-        gi = arr = np.asarray(arr)  # NumPy turns 0-d results into scalars; gradients stay arrays
-    if not is_array(arr) or array_module(arr) is not array_module(data):
-        raise RuntimeError(
-            f"backward rule of op {op_name!r} returned {type(arr).__name__} as the gradient of "
-            f"input {index}; expected an array like the input ({type(data).__name__})"
-        )
+    if type(arr) is not type(data):
+        if isinstance(arr, np.generic):
+            # NumPy turns 0-d results into scalars; gradients stay arrays.
+            gi = arr = np.asarray(arr)
+        if not is_array(arr) or array_module(arr) is not array_module(data):
+            raise RuntimeError(
+                f"backward rule of op {op_name!r} returned {type(arr).__name__} as the gradient "
+                f"of input {index}; expected an array like the input ({type(data).__name__})"
+            )
     shape = data.shape
     if arr.shape != shape:
         gi = _sum_to_shape(gi, arr.shape, shape, op_name, index)
@@ -471,15 +473,22 @@ def _call_rule(
 
 
 def _check_versions(node: Node) -> None:
+    for counter, seen in zip(node.counters, node.versions):
+        if counter is not None and counter[0] != seen:
+            raise RuntimeError(_version_message(node))
+
+
+def _version_message(node: Node) -> str:
     for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
         if counter is not None and counter[0] != seen:
             which = "its output" if i == len(node.parents) else f"input {i}"
-            raise RuntimeError(
+            return (
                 f"one of the arrays needed to compute the gradient of op {node.op.name!r} "
                 f"({which}) was modified by an in-place operation after the op ran (version "
                 f"{seen} -> {counter[0]}); make a copy before modifying it, or modify it "
                 "out of place"
             )
+    return f"op {node.op.name!r}: a saved array was modified in place"
 
 
 def _saved_input(data: Any, parent: Any) -> Any:

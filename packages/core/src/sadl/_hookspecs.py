@@ -128,6 +128,9 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
     0). Core's own commands (``plugins``, ``ops``, ``info``, ``check-plugins``) come through this
     hook too. Example::
 
+        from sadl.plugins import hookimpl
+
+
         @hookimpl
         def register_commands(subparsers):
             parser = subparsers.add_parser("hello", help="say hello")
