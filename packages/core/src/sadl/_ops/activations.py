@@ -17,9 +17,20 @@ def _sigmoid(x):
     return 0.5 * np.tanh(0.5 * x) + 0.5
 
 
+SIGMOID = OpDef(
+    "sigmoid",
+    _sigmoid,
+    (lambda g, out, x: g * out * (1 - out),),
+    examples=(Example((3, 4)), Example(_EXTREME)),
+)
+
+
 def _relu(x):
     """max(x, 0)."""
     return np.maximum(x, 0)
+
+
+RELU = OpDef("relu", _relu, (lambda g, out, x: g * (x > 0),), examples=(Example((3, 4)),))
 
 
 def _softmax(x, *, axis=-1):
@@ -33,6 +44,9 @@ def _softmax_grad(g, out, x, *, axis=-1):
     return out * (g - np.sum(g * out, axis=axis, keepdims=True))
 
 
+SOFTMAX = OpDef("softmax", _softmax, (_softmax_grad,), examples=_ROWS)
+
+
 def _log_softmax(x, *, axis=-1):
     """X - logsumexp(x) along ``axis``, stable for any x."""
     shifted = x - np.max(x, axis=axis, keepdims=True)
@@ -41,6 +55,9 @@ def _log_softmax(x, *, axis=-1):
 
 def _log_softmax_grad(g, out, x, *, axis=-1):
     return g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)
+
+
+LOG_SOFTMAX = OpDef("log_softmax", _log_softmax, (_log_softmax_grad,), examples=_ROWS)
 
 
 def _logsumexp(x, *, axis=None, keepdims=False):
@@ -55,20 +72,6 @@ def _logsumexp_grad(g, out, x, *, axis=None, keepdims=False):
     return unreduce(g, x.shape, axis, keepdims) * np.exp(x - unreduce(out, x.shape, axis, keepdims))
 
 
-def _softplus(x):
-    """log(1 + exp(x)), stable for any x."""
-    return np.logaddexp(0, x)
-
-
-SIGMOID = OpDef(
-    "sigmoid",
-    _sigmoid,
-    (lambda g, out, x: g * out * (1 - out),),
-    examples=(Example((3, 4)), Example(_EXTREME)),
-)
-RELU = OpDef("relu", _relu, (lambda g, out, x: g * (x > 0),), examples=(Example((3, 4)),))
-SOFTMAX = OpDef("softmax", _softmax, (_softmax_grad,), examples=_ROWS)
-LOG_SOFTMAX = OpDef("log_softmax", _log_softmax, (_log_softmax_grad,), examples=_ROWS)
 LOGSUMEXP = OpDef(
     "logsumexp",
     _logsumexp,
@@ -79,6 +82,13 @@ LOGSUMEXP = OpDef(
         Example(_EXTREME, axis=-1),
     ),
 )
+
+
+def _softplus(x):
+    """log(1 + exp(x)), stable for any x."""
+    return np.logaddexp(0, x)
+
+
 SOFTPLUS = OpDef(
     "softplus",
     _softplus,

@@ -15,16 +15,6 @@ _SHAPES = (Example((3, 4), (3, 4)), Example((3, 4), (4,)), Example((2, 1, 3), (4
 _POSITIVE = tuple(Example(*e.inputs, domain=(0.5, 2.0), **e.params) for e in _SHAPES)
 
 
-def _power_grad_base(g, out, a, b):
-    return g * b * a ** (b - 1)
-
-
-def _power_grad_exponent(g, out, a, b):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # d(a**b)/db = a**b * log(a); at a == 0 (b > 0) the limit is 0, as in torch.
-        return g * np.where(a == 0, 0.0 * out, out * np.log(np.where(a == 0, 1.0, a)))
-
-
 def _maximum_share(g, a, b):
     # Ties split the gradient evenly, which is what central differences measure there.
     return g * (a > b) + (g * 0.5) * (a == b)
@@ -66,6 +56,18 @@ TRUE_DIVIDE = OpDef(
     examples=_POSITIVE,
     doc="Alias of divide (NumPy's true_divide).",
 )
+
+
+def _power_grad_base(g, out, a, b):
+    return g * b * a ** (b - 1)
+
+
+def _power_grad_exponent(g, out, a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # d(a**b)/db = a**b * log(a); at a == 0 (b > 0) the limit is 0, as in torch.
+        return g * np.where(a == 0, 0.0 * out, out * np.log(np.where(a == 0, 1.0, a)))
+
+
 POWER = OpDef(
     "power",
     np.power,

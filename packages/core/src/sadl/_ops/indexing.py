@@ -13,6 +13,20 @@ from sadl.backends import match_key
 from sadl.backends import scatter_add as _scatter_into
 
 
+def _along_axis_key(shape, indices, axis):
+    """The fancy index that ``take_along_axis(x, indices, axis)`` reads."""
+    ndim = len(shape)
+    key = []
+    for d in range(ndim):
+        if d == axis:
+            key.append(indices)
+        else:
+            view = [1] * ndim
+            view[d] = shape[d]
+            key.append(np.arange(shape[d]).reshape(view))
+    return tuple(key)
+
+
 def _is_basic(key) -> bool:
     """True when ``key`` selects without integer arrays, so no position can repeat."""
     parts = key if isinstance(key, tuple) else (key,)
@@ -23,11 +37,6 @@ def _is_basic(key) -> bool:
             continue
         return False
     return True
-
-
-def _getitem(x, *, key):
-    """``x[key]``: basic slicing, negative steps, integer arrays, boolean masks."""
-    return x[match_key(key, x)]
 
 
 def _scatter_add(values, *, shape, key):
@@ -50,6 +59,13 @@ SCATTER_ADD = OpDef(
         Example((2, 3), shape=(4, 5), key=(slice(1, 3), slice(0, 3))),
     ),
 )
+
+
+def _getitem(x, *, key):
+    """``x[key]``: basic slicing, negative steps, integer arrays, boolean masks."""
+    return x[match_key(key, x)]
+
+
 GETITEM = OpDef(
     "getitem",
     _getitem,
@@ -63,84 +79,6 @@ GETITEM = OpDef(
         Example((3, 4), key=(None, 1, slice(None))),
     ),
 )
-
-
-def _take(x, *, indices, axis=None):
-    """Elements at ``indices`` along ``axis`` (of the flattened array when None)."""
-    return np.take(x, match_key(indices, x), axis=axis)
-
-
-def _take_grad(g, out, x, *, indices, axis=None):
-    if axis is None:
-        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(indices,)), x.shape)
-    key = (slice(None),) * (axis % x.ndim) + (indices,)
-    return SCATTER_ADD(g, shape=x.shape, key=key)
-
-
-def _along_axis_key(shape, indices, axis):
-    """The fancy index that ``take_along_axis(x, indices, axis)`` reads."""
-    ndim = len(shape)
-    key = []
-    for d in range(ndim):
-        if d == axis:
-            key.append(indices)
-        else:
-            view = [1] * ndim
-            view[d] = shape[d]
-            key.append(np.arange(shape[d]).reshape(view))
-    return tuple(key)
-
-
-def _take_along_axis(x, *, indices, axis):
-    """Pick values along ``axis`` with an index array of the same rank (torch's gather)."""
-    return np.take_along_axis(x, match_key(indices, x), axis=axis)
-
-
-def _take_along_axis_grad(g, out, x, *, indices, axis):
-    if axis is None:
-        flat = SCATTER_ADD(g, shape=(x.size,), key=(indices,))
-        return np.reshape(flat, x.shape)
-    axis = axis % x.ndim
-    return SCATTER_ADD(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
-
-
-def _where(condition, x, y):
-    """Elements of ``x`` where ``condition`` holds, else of ``y``."""
-    return np.where(condition, x, y)
-
-
-def _clip(x, *, a_min=None, a_max=None, min=None, max=None):
-    """Limit values to ``[a_min, a_max]`` (either bound may be None)."""
-    lo = a_min if a_min is not None else min
-    hi = a_max if a_max is not None else max
-    if lo is None and hi is None:
-        raise ValueError("clip: give at least one of a_min / a_max")
-    # Bounds never change the dtype (float64 bounds on float32 data stay float32).
-    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
-
-
-def _clip_grad(g, out, x, *, a_min=None, a_max=None, min=None, max=None):
-    lo = a_min if a_min is not None else min
-    hi = a_max if a_max is not None else max
-    inside = g
-    if lo is not None:
-        inside = inside * (x >= lo)
-    if hi is not None:
-        inside = inside * (x <= hi)
-    return inside
-
-
-def _sort(x, *, axis=-1):
-    """Sorted copy along ``axis`` (flattened when None); ties keep their order."""
-    return np.sort(x, axis=axis, kind="stable")
-
-
-def _sort_grad(g, out, x, *, axis=-1):
-    if axis is None:
-        order = np.argsort(np.reshape(x, (-1,)), kind="stable")
-        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(order,)), x.shape)
-    order = np.argsort(x, axis=axis, kind="stable")
-    return SCATTER_ADD(g, shape=x.shape, key=_along_axis_key(x.shape, order, axis % x.ndim))
 
 
 def _setitem(x, value, *, key):
@@ -168,6 +106,20 @@ SETITEM = OpDef(
         Example((3, 4), (2, 2), key=(slice(1, 3), slice(0, 2))),
     ),
 )
+
+
+def _take(x, *, indices, axis=None):
+    """Elements at ``indices`` along ``axis`` (of the flattened array when None)."""
+    return np.take(x, match_key(indices, x), axis=axis)
+
+
+def _take_grad(g, out, x, *, indices, axis=None):
+    if axis is None:
+        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(indices,)), x.shape)
+    key = (slice(None),) * (axis % x.ndim) + (indices,)
+    return SCATTER_ADD(g, shape=x.shape, key=key)
+
+
 TAKE = OpDef(
     "take",
     _take,
@@ -179,6 +131,21 @@ TAKE = OpDef(
         Example((3, 4), indices=np.array([2, 0, 2]), axis=0),
     ),
 )
+
+
+def _take_along_axis(x, *, indices, axis):
+    """Pick values along ``axis`` with an index array of the same rank (torch's gather)."""
+    return np.take_along_axis(x, match_key(indices, x), axis=axis)
+
+
+def _take_along_axis_grad(g, out, x, *, indices, axis):
+    if axis is None:
+        flat = SCATTER_ADD(g, shape=(x.size,), key=(indices,))
+        return np.reshape(flat, x.shape)
+    axis = axis % x.ndim
+    return SCATTER_ADD(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
+
+
 TAKE_ALONG_AXIS = OpDef(
     "take_along_axis",
     _take_along_axis,
@@ -189,6 +156,13 @@ TAKE_ALONG_AXIS = OpDef(
         Example((3, 4), indices=np.array([[0, 1, 2, 2]]), axis=0),
     ),
 )
+
+
+def _where(condition, x, y):
+    """Elements of ``x`` where ``condition`` holds, else of ``y``."""
+    return np.where(condition, x, y)
+
+
 WHERE = OpDef(
     "where",
     _where,
@@ -203,6 +177,29 @@ WHERE = OpDef(
         Example(np.array([True, False, True]), (2, 3), (1,)),
     ),
 )
+
+
+def _clip(x, *, a_min=None, a_max=None, min=None, max=None):
+    """Limit values to ``[a_min, a_max]`` (either bound may be None)."""
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    if lo is None and hi is None:
+        raise ValueError("clip: give at least one of a_min / a_max")
+    # Bounds never change the dtype (float64 bounds on float32 data stay float32).
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+
+def _clip_grad(g, out, x, *, a_min=None, a_max=None, min=None, max=None):
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    inside = g
+    if lo is not None:
+        inside = inside * (x >= lo)
+    if hi is not None:
+        inside = inside * (x <= hi)
+    return inside
+
+
 CLIP = OpDef(
     "clip",
     _clip,
@@ -214,6 +211,21 @@ CLIP = OpDef(
         Example((3, 4), a_min=np.array([-1.0, 0.0, 0.5, -2.0])),
     ),
 )
+
+
+def _sort(x, *, axis=-1):
+    """Sorted copy along ``axis`` (flattened when None); ties keep their order."""
+    return np.sort(x, axis=axis, kind="stable")
+
+
+def _sort_grad(g, out, x, *, axis=-1):
+    if axis is None:
+        order = np.argsort(np.reshape(x, (-1,)), kind="stable")
+        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(order,)), x.shape)
+    order = np.argsort(x, axis=axis, kind="stable")
+    return SCATTER_ADD(g, shape=x.shape, key=_along_axis_key(x.shape, order, axis % x.ndim))
+
+
 SORT = OpDef(
     "sort",
     _sort,

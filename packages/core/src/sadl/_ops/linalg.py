@@ -58,6 +58,20 @@ def _dot(a, b):
     return np.tensordot(a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
 
 
+DOT = OpDef(
+    "dot",
+    _dot,
+    numpy_funcs=(np.dot,),
+    composite=True,
+    examples=(
+        Example((3, 4), (4, 2)),
+        Example((4,), (4,)),
+        Example((2, 3, 4), (4, 5)),
+        Example((2, 3), 1.5),
+    ),
+)
+
+
 def _normalize_tensordot_axes(axes, a_ndim, b_ndim):
     if isinstance(axes, int | np.integer):
         n = int(axes)
@@ -93,6 +107,19 @@ def _tensordot_grad_b(g, out, a, b, *, axes=2):
     pairs = sorted(zip(a_axes, b_axes))
     order = [bi for _, bi in pairs] + b_free
     return np.transpose(grad, tuple(np.argsort(order)))
+
+
+TENSORDOT = OpDef(
+    "tensordot",
+    _tensordot,
+    (_tensordot_grad_a, _tensordot_grad_b),
+    numpy_funcs=(np.tensordot,),
+    examples=(
+        Example((2, 3, 4), (3, 4, 5)),
+        Example((2, 3, 4), (4, 2), axes=([0, 2], [1, 0])),
+        Example((3, 4), (5,), axes=0),
+    ),
+)
 
 
 def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
@@ -148,52 +175,6 @@ def _einsum_grad(g, out, subscripts, *operands):
     return tuple(grads)
 
 
-def _outer(a, b):
-    """Outer product of two vectors (inputs are flattened)."""
-    return np.reshape(a, (-1, 1)) * np.reshape(b, (1, -1))
-
-
-def _inner(a, b):
-    """Inner product over the last axes."""
-    return (
-        np.tensordot(a, b, axes=([np.ndim(a) - 1], [np.ndim(b) - 1]))
-        if np.ndim(a) and np.ndim(b)
-        else a * b
-    )
-
-
-def _norm(x, ord=None, axis=None, keepdims=False):
-    """Vector 2-norm (or Frobenius norm): sqrt of the sum of squares."""
-    if ord not in (None, 2, "fro") or (ord == 2 and axis is None and np.ndim(x) > 1):
-        raise NotImplementedError(
-            f"linalg.norm: ord={ord!r} is not supported on Tensors; use the default 2-norm"
-        )
-    return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
-
-
-DOT = OpDef(
-    "dot",
-    _dot,
-    numpy_funcs=(np.dot,),
-    composite=True,
-    examples=(
-        Example((3, 4), (4, 2)),
-        Example((4,), (4,)),
-        Example((2, 3, 4), (4, 5)),
-        Example((2, 3), 1.5),
-    ),
-)
-TENSORDOT = OpDef(
-    "tensordot",
-    _tensordot,
-    (_tensordot_grad_a, _tensordot_grad_b),
-    numpy_funcs=(np.tensordot,),
-    examples=(
-        Example((2, 3, 4), (3, 4, 5)),
-        Example((2, 3, 4), (4, 2), axes=([0, 2], [1, 0])),
-        Example((3, 4), (5,), axes=0),
-    ),
-)
 EINSUM = OpDef(
     "einsum",
     _einsum,
@@ -208,6 +189,13 @@ EINSUM = OpDef(
         Example("ij,ij->", (3, 4), (3, 4)),
     ),
 )
+
+
+def _outer(a, b):
+    """Outer product of two vectors (inputs are flattened)."""
+    return np.reshape(a, (-1, 1)) * np.reshape(b, (1, -1))
+
+
 OUTER = OpDef(
     "outer",
     _outer,
@@ -215,6 +203,17 @@ OUTER = OpDef(
     composite=True,
     examples=(Example((3,), (4,)),),
 )
+
+
+def _inner(a, b):
+    """Inner product over the last axes."""
+    return (
+        np.tensordot(a, b, axes=([np.ndim(a) - 1], [np.ndim(b) - 1]))
+        if np.ndim(a) and np.ndim(b)
+        else a * b
+    )
+
+
 INNER = OpDef(
     "inner",
     _inner,
@@ -222,6 +221,17 @@ INNER = OpDef(
     composite=True,
     examples=(Example((3,), (3,)), Example((2, 3), (4, 3))),
 )
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    """Vector 2-norm (or Frobenius norm): sqrt of the sum of squares."""
+    if ord not in (None, 2, "fro") or (ord == 2 and axis is None and np.ndim(x) > 1):
+        raise NotImplementedError(
+            f"linalg.norm: ord={ord!r} is not supported on Tensors; use the default 2-norm"
+        )
+    return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+
+
 NORM = OpDef(
     "norm",
     _norm,

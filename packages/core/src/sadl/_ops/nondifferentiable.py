@@ -18,19 +18,11 @@ def _nondiff(name, forward, numpy_funcs=None, examples=_ONE):
     return OpDef(name, forward, numpy_funcs=funcs, differentiable=False, examples=examples)
 
 
-def _argmax(x, *, axis=None, keepdims=False):
-    """Index of the largest value along ``axis`` (of the flattened array when None)."""
-    return np.argmax(x, axis=axis, keepdims=keepdims)
-
-
-def _argmin(x, *, axis=None, keepdims=False):
-    """Index of the smallest value along ``axis`` (of the flattened array when None)."""
-    return np.argmin(x, axis=axis, keepdims=keepdims)
-
-
-def _argsort(x, *, axis=-1, kind=None):
-    """Indices that sort ``x`` along ``axis``."""
-    return np.argsort(x, axis=axis, kind=kind)
+SIGN = _nondiff("sign", np.sign)
+FLOOR = _nondiff("floor", np.floor)
+CEIL = _nondiff("ceil", np.ceil)
+TRUNC = _nondiff("trunc", np.trunc, (np.trunc, np.fix))
+RINT = _nondiff("rint", np.rint)
 
 
 def _round(x, *, decimals=0):
@@ -38,50 +30,31 @@ def _round(x, *, decimals=0):
     return np.round(x, decimals)
 
 
-def _all(x, *, axis=None, keepdims=False):
-    """True where every element along ``axis`` is truthy."""
-    return np.all(x, axis=axis, keepdims=keepdims)
-
-
-def _any(x, *, axis=None, keepdims=False):
-    """True where some element along ``axis`` is truthy."""
-    return np.any(x, axis=axis, keepdims=keepdims)
-
-
-def _count_nonzero(x, *, axis=None, keepdims=False):
-    """Number of nonzero elements along ``axis``."""
-    return np.count_nonzero(x, axis=axis, keepdims=keepdims)
-
-
-def _zeros_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
-    """Zeros with the shape, dtype and device of ``x``."""
-    return np.zeros_like(x, dtype=dtype, shape=shape)
-
-
-def _ones_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
-    """Ones with the shape, dtype and device of ``x``."""
-    return np.ones_like(x, dtype=dtype, shape=shape)
-
-
-def _full_like(x, *, fill_value, dtype=None, order="K", subok=True, shape=None, device=None):
-    """``fill_value`` everywhere, with the shape, dtype and device of ``x``."""
-    return np.full_like(x, fill_value, dtype=dtype, shape=shape)
-
-
-def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
-    """Elementwise closeness within tolerances."""
-    return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-
-
-SIGN = _nondiff("sign", np.sign)
-FLOOR = _nondiff("floor", np.floor)
-CEIL = _nondiff("ceil", np.ceil)
-TRUNC = _nondiff("trunc", np.trunc, (np.trunc, np.fix))
-RINT = _nondiff("rint", np.rint)
 ROUND = _nondiff("round", _round, (np.round, *((np.around,) if np.around is not np.round else ())))
 FLOOR_DIVIDE = _nondiff("floor_divide", np.floor_divide, examples=_TWO)
+
+
+def _argmax(x, *, axis=None, keepdims=False):
+    """Index of the largest value along ``axis`` (of the flattened array when None)."""
+    return np.argmax(x, axis=axis, keepdims=keepdims)
+
+
 ARGMAX = _nondiff("argmax", _argmax, (np.argmax,))
+
+
+def _argmin(x, *, axis=None, keepdims=False):
+    """Index of the smallest value along ``axis`` (of the flattened array when None)."""
+    return np.argmin(x, axis=axis, keepdims=keepdims)
+
+
 ARGMIN = _nondiff("argmin", _argmin, (np.argmin,))
+
+
+def _argsort(x, *, axis=-1, kind=None):
+    """Indices that sort ``x`` along ``axis``."""
+    return np.argsort(x, axis=axis, kind=kind)
+
+
 ARGSORT = _nondiff("argsort", _argsort, (np.argsort,))
 GREATER = _nondiff("greater", np.greater, examples=_TWO)
 GREATER_EQUAL = _nondiff("greater_equal", np.greater_equal, examples=_TWO)
@@ -98,12 +71,61 @@ ISFINITE = _nondiff("isfinite", np.isfinite)
 ISNAN = _nondiff("isnan", np.isnan)
 ISINF = _nondiff("isinf", np.isinf)
 SIGNBIT = _nondiff("signbit", np.signbit)
+
+
+def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """Elementwise closeness within tolerances."""
+    return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
 ISCLOSE = _nondiff("isclose", _isclose, (np.isclose,), examples=_TWO)
+
+
+def _all(x, *, axis=None, keepdims=False):
+    """True where every element along ``axis`` is truthy."""
+    return np.all(x, axis=axis, keepdims=keepdims)
+
+
 ALL = _nondiff("all", _all, (np.all,))
+
+
+def _any(x, *, axis=None, keepdims=False):
+    """True where some element along ``axis`` is truthy."""
+    return np.any(x, axis=axis, keepdims=keepdims)
+
+
 ANY = _nondiff("any", _any, (np.any,))
+
+
+def _count_nonzero(x, *, axis=None, keepdims=False):
+    """Number of nonzero elements along ``axis``."""
+    return np.count_nonzero(x, axis=axis, keepdims=keepdims)
+
+
 COUNT_NONZERO = _nondiff("count_nonzero", _count_nonzero, (np.count_nonzero,))
+
+
+def _zeros_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
+    """Zeros with the shape, dtype and device of ``x``."""
+    return np.zeros_like(x, dtype=dtype, shape=shape)
+
+
 ZEROS_LIKE = _nondiff("zeros_like", _zeros_like, (np.zeros_like,))
+
+
+def _ones_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
+    """Ones with the shape, dtype and device of ``x``."""
+    return np.ones_like(x, dtype=dtype, shape=shape)
+
+
 ONES_LIKE = _nondiff("ones_like", _ones_like, (np.ones_like,))
+
+
+def _full_like(x, *, fill_value, dtype=None, order="K", subok=True, shape=None, device=None):
+    """``fill_value`` everywhere, with the shape, dtype and device of ``x``."""
+    return np.full_like(x, fill_value, dtype=dtype, shape=shape)
+
+
 FULL_LIKE = _nondiff(
     "full_like", _full_like, (np.full_like,), examples=(Example((3, 4), fill_value=2.5),)
 )

@@ -16,6 +16,13 @@ _AXES = (
 # Two-way ties only: at a k-way tie central differences see 1/2 per element, a proper gradient
 # (even split, as here and in torch) gives 1/k, and the two agree only for k = 2.
 _TIES = np.array([[1.0, 3.0, 3.0], [2.0, 0.5, 2.0]])
+_EXTREMES = _AXES + (Example(_TIES), Example(_TIES, axis=1), Example(_TIES, axis=0))
+
+
+def _extreme_grad(g, out, x, *, axis=None, keepdims=False):
+    # Ties share the gradient evenly (the derivative central differences see there).
+    hit = (x == unreduce(out, x.shape, axis, keepdims)).astype(x.dtype)
+    return unreduce(g, x.shape, axis, keepdims) * hit / np.sum(hit, axis=axis, keepdims=True)
 
 
 def _sum(x, *, axis=None, keepdims=False):
@@ -27,6 +34,9 @@ def _sum_grad(g, out, x, *, axis=None, keepdims=False):
     return np.broadcast_to(unreduce(g, x.shape, axis, keepdims), x.shape)
 
 
+SUM = OpDef("sum", _sum, (_sum_grad,), numpy_funcs=(np.sum,), examples=_AXES)
+
+
 def _mean(x, *, axis=None, keepdims=False):
     """Mean over ``axis``."""
     return np.mean(x, axis=axis, keepdims=keepdims)
@@ -35,6 +45,9 @@ def _mean(x, *, axis=None, keepdims=False):
 def _mean_grad(g, out, x, *, axis=None, keepdims=False):
     scale = 1.0 / max(reduced_count(x.shape, axis), 1)
     return np.broadcast_to(unreduce(g, x.shape, axis, keepdims) * scale, x.shape)
+
+
+MEAN = OpDef("mean", _mean, (_mean_grad,), numpy_funcs=(np.mean,), examples=_AXES)
 
 
 def _prod(x, *, axis=None, keepdims=False):
@@ -77,6 +90,16 @@ def _product_of_others(x, axis):
     return np.moveaxis(others, last, axes)
 
 
+PROD = OpDef(
+    "prod",
+    _prod,
+    (_prod_grad,),
+    numpy_funcs=(np.prod,),
+    examples=_AXES
+    + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
+)
+
+
 def _var(x, *, axis=None, ddof=0, keepdims=False):
     """Variance over ``axis`` with ``ddof`` delta degrees of freedom (NumPy's default 0)."""
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
@@ -86,6 +109,15 @@ def _var_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
     n = reduced_count(x.shape, axis) - ddof
     centered = x - np.mean(x, axis=axis, keepdims=True)
     return unreduce(g, x.shape, axis, keepdims) * centered * (2.0 / n)
+
+
+VAR = OpDef(
+    "var",
+    _var,
+    (_var_grad,),
+    numpy_funcs=(np.var,),
+    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+)
 
 
 def _std(x, *, axis=None, ddof=0, keepdims=False):
@@ -99,10 +131,13 @@ def _std_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
     return unreduce(g / out, x.shape, axis, keepdims) * centered * (1.0 / n)
 
 
-def _extreme_grad(g, out, x, *, axis=None, keepdims=False):
-    # Ties share the gradient evenly (the derivative central differences see there).
-    hit = (x == unreduce(out, x.shape, axis, keepdims)).astype(x.dtype)
-    return unreduce(g, x.shape, axis, keepdims) * hit / np.sum(hit, axis=axis, keepdims=True)
+STD = OpDef(
+    "std",
+    _std,
+    (_std_grad,),
+    numpy_funcs=(np.std,),
+    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+)
 
 
 def _max(x, *, axis=None, keepdims=False):
@@ -110,9 +145,17 @@ def _max(x, *, axis=None, keepdims=False):
     return np.max(x, axis=axis, keepdims=keepdims)
 
 
+MAX = OpDef("max", _max, (_extreme_grad,), numpy_funcs=(np.max,), examples=_EXTREMES)
+
+
 def _min(x, *, axis=None, keepdims=False):
     """Smallest value over ``axis`` (values only)."""
     return np.min(x, axis=axis, keepdims=keepdims)
+
+
+MIN = OpDef("min", _min, (_extreme_grad,), numpy_funcs=(np.min,), examples=_EXTREMES)
+AMAX = OpDef("amax", _max, (_extreme_grad,), numpy_funcs=(np.amax,), examples=_EXTREMES)
+AMIN = OpDef("amin", _min, (_extreme_grad,), numpy_funcs=(np.amin,), examples=_EXTREMES)
 
 
 def _cumsum(x, *, axis=None):
@@ -124,6 +167,15 @@ def _cumsum_grad(g, out, x, *, axis=None):
     if axis is None:
         return np.reshape(np.flip(np.cumsum(np.flip(g))), x.shape)
     return np.flip(np.cumsum(np.flip(g, axis=axis), axis=axis), axis=axis)
+
+
+CUMSUM = OpDef(
+    "cumsum",
+    _cumsum,
+    (_cumsum_grad,),
+    numpy_funcs=(np.cumsum,),
+    examples=(Example((5,)), Example((3, 4), axis=1), Example((3, 4), axis=0), Example((2, 3))),
+)
 
 
 def _cumprod(x, *, axis=None):
@@ -140,43 +192,6 @@ def _cumprod_grad(g, out, x, *, axis=None):
     return np.flip(np.cumsum(np.flip(g * out, axis=axis), axis=axis), axis=axis) / x
 
 
-_EXTREMES = _AXES + (Example(_TIES), Example(_TIES, axis=1), Example(_TIES, axis=0))
-
-SUM = OpDef("sum", _sum, (_sum_grad,), numpy_funcs=(np.sum,), examples=_AXES)
-MEAN = OpDef("mean", _mean, (_mean_grad,), numpy_funcs=(np.mean,), examples=_AXES)
-PROD = OpDef(
-    "prod",
-    _prod,
-    (_prod_grad,),
-    numpy_funcs=(np.prod,),
-    examples=_AXES
-    + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
-)
-VAR = OpDef(
-    "var",
-    _var,
-    (_var_grad,),
-    numpy_funcs=(np.var,),
-    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
-)
-STD = OpDef(
-    "std",
-    _std,
-    (_std_grad,),
-    numpy_funcs=(np.std,),
-    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
-)
-MAX = OpDef("max", _max, (_extreme_grad,), numpy_funcs=(np.max,), examples=_EXTREMES)
-MIN = OpDef("min", _min, (_extreme_grad,), numpy_funcs=(np.min,), examples=_EXTREMES)
-AMAX = OpDef("amax", _max, (_extreme_grad,), numpy_funcs=(np.amax,), examples=_EXTREMES)
-AMIN = OpDef("amin", _min, (_extreme_grad,), numpy_funcs=(np.amin,), examples=_EXTREMES)
-CUMSUM = OpDef(
-    "cumsum",
-    _cumsum,
-    (_cumsum_grad,),
-    numpy_funcs=(np.cumsum,),
-    examples=(Example((5,)), Example((3, 4), axis=1), Example((3, 4), axis=0), Example((2, 3))),
-)
 CUMPROD = OpDef(
     "cumprod",
     _cumprod,

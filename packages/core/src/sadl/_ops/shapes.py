@@ -9,10 +9,21 @@ import numpy as np
 from sadl._ops.indexing import SCATTER_ADD
 from sadl._records import Example, OpDef
 
+_SQUARES = (Example((4, 4)), Example((2, 3, 4), k=1), Example((3, 5), k=-1))
+
 
 def _reshape(x, *, shape, order="C"):
     """Same data, new ``shape`` (one entry may be -1)."""
     return np.reshape(x, shape, order=order)
+
+
+RESHAPE = OpDef(
+    "reshape",
+    _reshape,
+    (lambda g, out, x, *, shape, order="C": np.reshape(g, x.shape, order=order),),
+    numpy_funcs=(np.reshape,),
+    examples=(Example((3, 4), shape=(2, 6)), Example((2, 3, 4), shape=(-1, 4))),
+)
 
 
 def _transpose(x, *, axes=None):
@@ -24,9 +35,27 @@ def _transpose_grad(g, out, x, *, axes=None):
     return np.transpose(g, None if axes is None else tuple(np.argsort(axes)))
 
 
+TRANSPOSE = OpDef(
+    "transpose",
+    _transpose,
+    (_transpose_grad,),
+    numpy_funcs=(np.transpose,),
+    examples=(Example((3, 4)), Example((2, 3, 4), axes=(1, 2, 0))),
+)
+
+
 def _swapaxes(x, *, axis1, axis2):
     """Exchange two axes."""
     return np.swapaxes(x, axis1, axis2)
+
+
+SWAPAXES = OpDef(
+    "swapaxes",
+    _swapaxes,
+    (lambda g, out, x, *, axis1, axis2: np.swapaxes(g, axis1, axis2),),
+    numpy_funcs=(np.swapaxes,),
+    examples=(Example((2, 3, 4), axis1=0, axis2=2),),
+)
 
 
 def _moveaxis(x, *, source, destination):
@@ -34,9 +63,30 @@ def _moveaxis(x, *, source, destination):
     return np.moveaxis(x, source, destination)
 
 
+MOVEAXIS = OpDef(
+    "moveaxis",
+    _moveaxis,
+    (lambda g, out, x, *, source, destination: np.moveaxis(g, destination, source),),
+    numpy_funcs=(np.moveaxis,),
+    examples=(
+        Example((2, 3, 4), source=0, destination=-1),
+        Example((2, 3, 4), source=(0, 1), destination=(2, 0)),
+    ),
+)
+
+
 def _squeeze(x, *, axis=None):
     """Drop length-1 axes."""
     return np.squeeze(x, axis=axis)
+
+
+SQUEEZE = OpDef(
+    "squeeze",
+    _squeeze,
+    (lambda g, out, x, *, axis=None: np.reshape(g, x.shape),),
+    numpy_funcs=(np.squeeze,),
+    examples=(Example((3, 1, 4, 1)), Example((3, 1, 4), axis=1)),
+)
 
 
 def _expand_dims(x, *, axis):
@@ -44,14 +94,41 @@ def _expand_dims(x, *, axis):
     return np.expand_dims(x, axis)
 
 
+EXPAND_DIMS = OpDef(
+    "expand_dims",
+    _expand_dims,
+    (lambda g, out, x, *, axis: np.reshape(g, x.shape),),
+    numpy_funcs=(np.expand_dims,),
+    examples=(Example((3, 4), axis=1), Example((3,), axis=(0, 2))),
+)
+
+
 def _broadcast_to(x, *, shape):
     """Broadcast to ``shape`` (a read-only view)."""
     return np.broadcast_to(x, shape)
 
 
+BROADCAST_TO = OpDef(
+    "broadcast_to",
+    _broadcast_to,
+    (lambda g, out, x, *, shape: g,),
+    numpy_funcs=(np.broadcast_to,),
+    examples=(Example((3, 1), shape=(2, 3, 4)), Example((4,), shape=(3, 4))),
+)
+
+
 def _ravel(x, *, order="C"):
     """Flatten to one dimension."""
     return np.ravel(x, order=order)
+
+
+RAVEL = OpDef(
+    "ravel",
+    _ravel,
+    (lambda g, out, x, *, order="C": np.reshape(g, x.shape, order=order),),
+    numpy_funcs=(np.ravel,),
+    examples=(Example((3, 4)),),
+)
 
 
 def _concatenate(*arrays, axis=0):
@@ -68,6 +145,19 @@ def _concatenate_grad(g, out, *arrays, axis=0):
     return tuple(np.split(g, np.cumsum(sizes)[:-1].tolist(), axis=axis))
 
 
+CONCATENATE = OpDef(
+    "concatenate",
+    _concatenate,
+    _concatenate_grad,
+    numpy_funcs=(np.concatenate,),
+    examples=(
+        Example((2, 3), (4, 3)),
+        Example((2, 3), (2, 1), (2, 2), axis=1),
+        Example((2, 3), (4,), axis=None),
+    ),
+)
+
+
 def _stack(*arrays, axis=0):
     """Join arrays along a new axis."""
     return np.stack(arrays, axis=axis)
@@ -76,6 +166,15 @@ def _stack(*arrays, axis=0):
 def _stack_grad(g, out, *arrays, axis=0):
     moved = np.moveaxis(g, axis, 0)
     return tuple(moved[i] for i in range(len(arrays)))
+
+
+STACK = OpDef(
+    "stack",
+    _stack,
+    _stack_grad,
+    numpy_funcs=(np.stack,),
+    examples=(Example((2, 3), (2, 3)), Example((2, 3), (2, 3), (2, 3), axis=-1)),
+)
 
 
 def _split(x, indices_or_sections, axis=0):
@@ -94,6 +193,15 @@ def _split(x, indices_or_sections, axis=0):
     return [x[(*lead, slice(lo, max(lo, hi)))] for lo, hi in itertools.pairwise(bounds)]
 
 
+SPLIT = OpDef(
+    "split",
+    _split,
+    numpy_funcs=(np.split,),
+    composite=True,
+    examples=(Example((6, 2), 3), Example((2, 7), [2, 5], axis=1)),
+)
+
+
 def _array_split(x, indices_or_sections, axis=0):
     """Split into nearly equal sections (or at the given indices) along ``axis``."""
     n = x.shape[axis]
@@ -107,9 +215,27 @@ def _array_split(x, indices_or_sections, axis=0):
     return _split(x, indices_or_sections, axis=axis)
 
 
+ARRAY_SPLIT = OpDef(
+    "array_split",
+    _array_split,
+    numpy_funcs=(np.array_split,),
+    composite=True,
+    examples=(Example((7, 2), 3),),
+)
+
+
 def _flip(x, *, axis=None):
     """Reverse the order of elements along ``axis`` (all axes when None)."""
     return np.flip(x, axis=axis)
+
+
+FLIP = OpDef(
+    "flip",
+    _flip,
+    (lambda g, out, x, *, axis=None: np.flip(g, axis=axis),),
+    numpy_funcs=(np.flip,),
+    examples=(Example((3, 4)), Example((2, 3, 4), axis=(0, 2))),
+)
 
 
 def _roll(x, *, shift, axis=None):
@@ -120,6 +246,19 @@ def _roll(x, *, shift, axis=None):
 def _roll_grad(g, out, x, *, shift, axis=None):
     back = -np.asarray(shift)
     return np.roll(g, back.tolist() if back.ndim else int(back), axis=axis)
+
+
+ROLL = OpDef(
+    "roll",
+    _roll,
+    (_roll_grad,),
+    numpy_funcs=(np.roll,),
+    examples=(
+        Example((5,), shift=2),
+        Example((3, 4), shift=(1, -1), axis=(0, 1)),
+        Example((3, 4), shift=1),
+    ),
+)
 
 
 def _pad(x, *, pad_width, mode="constant", constant_values=0):
@@ -137,6 +276,15 @@ def _pad_grad(g, out, x, *, pad_width, mode="constant", constant_values=0):
     return g[key]
 
 
+PAD = OpDef(
+    "pad",
+    _pad,
+    (_pad_grad,),
+    numpy_funcs=(np.pad,),
+    examples=(Example((3, 4), pad_width=1), Example((2, 3), pad_width=((0, 1), (2, 0)))),
+)
+
+
 def _repeat(x, *, repeats, axis=None):
     """Repeat each element ``repeats`` times along ``axis`` (flattened when None)."""
     return np.repeat(x, repeats, axis=axis)
@@ -150,6 +298,19 @@ def _repeat_grad(g, out, x, *, repeats, axis=None):
     source = np.repeat(np.arange(x.shape[axis]), repeats)
     key = (slice(None),) * axis + (source,)
     return SCATTER_ADD(g, shape=x.shape, key=key)
+
+
+REPEAT = OpDef(
+    "repeat",
+    _repeat,
+    (_repeat_grad,),
+    numpy_funcs=(np.repeat,),
+    examples=(
+        Example((3, 2), repeats=2),
+        Example((3, 2), repeats=[1, 0, 3], axis=0),
+        Example((2, 3), repeats=3, axis=1),
+    ),
+)
 
 
 def _tile(x, *, reps):
@@ -167,14 +328,41 @@ def _tile_grad(g, out, x, *, reps):
     return np.reshape(summed, x.shape)
 
 
+TILE = OpDef(
+    "tile",
+    _tile,
+    (_tile_grad,),
+    numpy_funcs=(np.tile,),
+    examples=(Example((3, 2), reps=2), Example((2, 3), reps=(2, 1, 2))),
+)
+
+
 def _tril(x, *, k=0):
     """Lower triangle of the last two axes (zeros above diagonal ``k``)."""
     return np.tril(x, k)
 
 
+TRIL = OpDef(
+    "tril",
+    _tril,
+    (lambda g, out, x, *, k=0: np.tril(g, k),),
+    numpy_funcs=(np.tril,),
+    examples=_SQUARES,
+)
+
+
 def _triu(x, *, k=0):
     """Upper triangle of the last two axes (zeros below diagonal ``k``)."""
     return np.triu(x, k)
+
+
+TRIU = OpDef(
+    "triu",
+    _triu,
+    (lambda g, out, x, *, k=0: np.triu(g, k),),
+    numpy_funcs=(np.triu,),
+    examples=_SQUARES,
+)
 
 
 def _diagonal(x, *, offset=0, axis1=0, axis2=1):
@@ -195,166 +383,6 @@ def _diagonal_grad(g, out, x, *, offset=0, axis1=0, axis2=1):
     return np.moveaxis(placed, (-2, -1), (a1, a2))
 
 
-def _trace(x, offset=0, axis1=0, axis2=1):
-    """Sum of the diagonal."""
-    return np.sum(np.diagonal(x, offset, axis1, axis2), axis=-1)
-
-
-def _copy(x):
-    """A copy that owns its memory."""
-    return np.array(x, copy=True)
-
-
-_SQUARES = (Example((4, 4)), Example((2, 3, 4), k=1), Example((3, 5), k=-1))
-
-RESHAPE = OpDef(
-    "reshape",
-    _reshape,
-    (lambda g, out, x, *, shape, order="C": np.reshape(g, x.shape, order=order),),
-    numpy_funcs=(np.reshape,),
-    examples=(Example((3, 4), shape=(2, 6)), Example((2, 3, 4), shape=(-1, 4))),
-)
-TRANSPOSE = OpDef(
-    "transpose",
-    _transpose,
-    (_transpose_grad,),
-    numpy_funcs=(np.transpose,),
-    examples=(Example((3, 4)), Example((2, 3, 4), axes=(1, 2, 0))),
-)
-SWAPAXES = OpDef(
-    "swapaxes",
-    _swapaxes,
-    (lambda g, out, x, *, axis1, axis2: np.swapaxes(g, axis1, axis2),),
-    numpy_funcs=(np.swapaxes,),
-    examples=(Example((2, 3, 4), axis1=0, axis2=2),),
-)
-MOVEAXIS = OpDef(
-    "moveaxis",
-    _moveaxis,
-    (lambda g, out, x, *, source, destination: np.moveaxis(g, destination, source),),
-    numpy_funcs=(np.moveaxis,),
-    examples=(
-        Example((2, 3, 4), source=0, destination=-1),
-        Example((2, 3, 4), source=(0, 1), destination=(2, 0)),
-    ),
-)
-SQUEEZE = OpDef(
-    "squeeze",
-    _squeeze,
-    (lambda g, out, x, *, axis=None: np.reshape(g, x.shape),),
-    numpy_funcs=(np.squeeze,),
-    examples=(Example((3, 1, 4, 1)), Example((3, 1, 4), axis=1)),
-)
-EXPAND_DIMS = OpDef(
-    "expand_dims",
-    _expand_dims,
-    (lambda g, out, x, *, axis: np.reshape(g, x.shape),),
-    numpy_funcs=(np.expand_dims,),
-    examples=(Example((3, 4), axis=1), Example((3,), axis=(0, 2))),
-)
-BROADCAST_TO = OpDef(
-    "broadcast_to",
-    _broadcast_to,
-    (lambda g, out, x, *, shape: g,),
-    numpy_funcs=(np.broadcast_to,),
-    examples=(Example((3, 1), shape=(2, 3, 4)), Example((4,), shape=(3, 4))),
-)
-RAVEL = OpDef(
-    "ravel",
-    _ravel,
-    (lambda g, out, x, *, order="C": np.reshape(g, x.shape, order=order),),
-    numpy_funcs=(np.ravel,),
-    examples=(Example((3, 4)),),
-)
-CONCATENATE = OpDef(
-    "concatenate",
-    _concatenate,
-    _concatenate_grad,
-    numpy_funcs=(np.concatenate,),
-    examples=(
-        Example((2, 3), (4, 3)),
-        Example((2, 3), (2, 1), (2, 2), axis=1),
-        Example((2, 3), (4,), axis=None),
-    ),
-)
-STACK = OpDef(
-    "stack",
-    _stack,
-    _stack_grad,
-    numpy_funcs=(np.stack,),
-    examples=(Example((2, 3), (2, 3)), Example((2, 3), (2, 3), (2, 3), axis=-1)),
-)
-SPLIT = OpDef(
-    "split",
-    _split,
-    numpy_funcs=(np.split,),
-    composite=True,
-    examples=(Example((6, 2), 3), Example((2, 7), [2, 5], axis=1)),
-)
-ARRAY_SPLIT = OpDef(
-    "array_split",
-    _array_split,
-    numpy_funcs=(np.array_split,),
-    composite=True,
-    examples=(Example((7, 2), 3),),
-)
-FLIP = OpDef(
-    "flip",
-    _flip,
-    (lambda g, out, x, *, axis=None: np.flip(g, axis=axis),),
-    numpy_funcs=(np.flip,),
-    examples=(Example((3, 4)), Example((2, 3, 4), axis=(0, 2))),
-)
-ROLL = OpDef(
-    "roll",
-    _roll,
-    (_roll_grad,),
-    numpy_funcs=(np.roll,),
-    examples=(
-        Example((5,), shift=2),
-        Example((3, 4), shift=(1, -1), axis=(0, 1)),
-        Example((3, 4), shift=1),
-    ),
-)
-PAD = OpDef(
-    "pad",
-    _pad,
-    (_pad_grad,),
-    numpy_funcs=(np.pad,),
-    examples=(Example((3, 4), pad_width=1), Example((2, 3), pad_width=((0, 1), (2, 0)))),
-)
-REPEAT = OpDef(
-    "repeat",
-    _repeat,
-    (_repeat_grad,),
-    numpy_funcs=(np.repeat,),
-    examples=(
-        Example((3, 2), repeats=2),
-        Example((3, 2), repeats=[1, 0, 3], axis=0),
-        Example((2, 3), repeats=3, axis=1),
-    ),
-)
-TILE = OpDef(
-    "tile",
-    _tile,
-    (_tile_grad,),
-    numpy_funcs=(np.tile,),
-    examples=(Example((3, 2), reps=2), Example((2, 3), reps=(2, 1, 2))),
-)
-TRIL = OpDef(
-    "tril",
-    _tril,
-    (lambda g, out, x, *, k=0: np.tril(g, k),),
-    numpy_funcs=(np.tril,),
-    examples=_SQUARES,
-)
-TRIU = OpDef(
-    "triu",
-    _triu,
-    (lambda g, out, x, *, k=0: np.triu(g, k),),
-    numpy_funcs=(np.triu,),
-    examples=_SQUARES,
-)
 DIAGONAL = OpDef(
     "diagonal",
     _diagonal,
@@ -362,6 +390,13 @@ DIAGONAL = OpDef(
     numpy_funcs=(np.diagonal,),
     examples=(Example((4, 4)), Example((3, 5), offset=1), Example((2, 3, 4), axis1=1, axis2=2)),
 )
+
+
+def _trace(x, offset=0, axis1=0, axis2=1):
+    """Sum of the diagonal."""
+    return np.sum(np.diagonal(x, offset, axis1, axis2), axis=-1)
+
+
 TRACE = OpDef(
     "trace",
     _trace,
@@ -369,6 +404,13 @@ TRACE = OpDef(
     composite=True,
     examples=(Example((4, 4)),),
 )
+
+
+def _copy(x):
+    """A copy that owns its memory."""
+    return np.array(x, copy=True)
+
+
 COPY = OpDef(
     "copy", _copy, (lambda g, out, x: g,), numpy_funcs=(np.copy,), examples=(Example((3, 4)),)
 )

@@ -15,6 +15,15 @@ def _astype(x, *, dtype, copy=True):
     return x.astype(dtype, copy=copy)
 
 
+ASTYPE = OpDef(
+    "astype",
+    _astype,
+    (lambda g, out, x, *, dtype, copy=True: g.astype(x.dtype),),
+    numpy_funcs=(np.astype,) if hasattr(np, "astype") else (),
+    examples=(Example((3, 4), dtype=np.float64),),
+)
+
+
 def _to(x, *, device, source="cpu"):
     """The same values on ``device`` (differentiable: the gradient moves back to ``source``)."""
     return to_device(x, device)
@@ -22,6 +31,14 @@ def _to(x, *, device, source="cpu"):
 
 def _to_grad(g, out, x, *, device, source="cpu"):
     return TO_DEVICE(g, device=source, source=device)
+
+
+TO_DEVICE = OpDef(
+    "to_device",
+    _to,
+    (_to_grad,),
+    examples=(Example((3, 4), device="cpu"),),
+)
 
 
 def _no_double_backward(*inputs: Any, value: Any, op_name: str) -> Any:
@@ -36,19 +53,6 @@ def _refuse_double_backward(g, out, *inputs, value, op_name):
     )
 
 
-ASTYPE = OpDef(
-    "astype",
-    _astype,
-    (lambda g, out, x, *, dtype, copy=True: g.astype(x.dtype),),
-    numpy_funcs=(np.astype,) if hasattr(np, "astype") else (),
-    examples=(Example((3, 4), dtype=np.float64),),
-)
-TO_DEVICE = OpDef(
-    "to_device",
-    _to,
-    (_to_grad,),
-    examples=(Example((3, 4), device="cpu"),),
-)
 NO_DOUBLE_BACKWARD = OpDef(
     "no_double_backward",
     _no_double_backward,
