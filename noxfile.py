@@ -129,6 +129,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/check_layers.py")
+    session.run("python", "tools/check_file_sizes.py")
+    session.run("python", "tools/op_record_distance.py", "packages/core/src/sadl/_ops")
     fixtures = sorted(str(p) for p in (ROOT / "tests/fixtures/plugins").iterdir() if p.is_dir())
     session.run("python", "tools/check_imports.py", "--private-only", *fixtures)
 

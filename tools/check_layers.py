@@ -26,7 +26,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["_version", "_errors", "_records", "_hookspecs", "_known"]),
     ("arrays and state", ["backends", "cuda", "_grad_mode", "_defaults", "random"]),
     ("op tables", ["_ops", "_ops.*"]),
-    ("tensor and engine", ["_engine", "_methods", "_tensor", "_dispatch"]),
+    ("tensor and engine", ["_engine", "_backward", "_methods", "_tensor", "_dispatch"]),
     (
         "library",
         ["_creation", "data", "_module", "_optimizer", "_sgd", "_adam", "testing", "_builtin"],

@@ -215,8 +215,6 @@ def test_the_import_check_knows_every_public_module():
     spec.loader.exec_module(tool)
     src = Path(sadl.__file__).parent
     public = {"sadl"} | {
-        f"sadl.{p.stem}"
-        for p in src.iterdir()
-        if not p.name.startswith("_") and p.suffix == ".py"
+        f"sadl.{p.stem}" for p in src.iterdir() if not p.name.startswith("_") and p.suffix == ".py"
     }
-    assert tool.PUBLIC_SADL_MODULES == public
+    assert public == tool.PUBLIC_SADL_MODULES

@@ -27,6 +27,7 @@ from sadl import (  # noqa: F401
     testing,
 )
 from sadl._adam import Adam
+from sadl._backward import grad
 from sadl._creation import (
     arange,
     empty,
@@ -43,7 +44,6 @@ from sadl._creation import (
     zeros_like,
 )
 from sadl._defaults import get_default_dtype, set_default_dtype
-from sadl._engine import grad
 from sadl._errors import MissingGradientError, PluginConflictError, UnknownNameError
 from sadl._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from sadl._host import registry as _registry

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from sadl import _engine
+from sadl import _backward, _engine
 from sadl._defaults import get_default_dtype
 from sadl._engine import new_tensor
 from sadl._grad_mode import _state as _grad_state
@@ -131,7 +131,7 @@ class Tensor(
         arrays are freed, so a second backward through it raises. With ``create_graph`` the
         gradients are Tensors that carry their own graph (higher-order derivatives).
         """
-        _engine.backward(self, grad, retain_graph, create_graph)
+        _backward.backward(self, grad, retain_graph, create_graph)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` for this non-leaf tensor during backward."""
@@ -384,3 +384,4 @@ def install_numpy_dispatch(
 
 
 _engine.install_tensor_class(Tensor)
+_backward.install_tensor_class(Tensor)

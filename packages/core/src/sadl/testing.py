@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl._engine import grad as _grad
+from sadl._backward import grad as _grad
 from sadl._grad_mode import no_grad
 from sadl._records import Example, OpDef
 from sadl._tensor import Tensor

@@ -1,0 +1,402 @@
+"""The autograd engine, backward half: walk the recorded nodes from the output to the leaves.
+
+``run_backward`` sorts the nodes ``sadl._engine.apply`` recorded (iteratively, so a 100,000-op
+chain is fine), calls each op's backward rule, checks what the rule returned, sums away
+broadcasting, and accumulates into the leaves' ``.grad``; ``grad`` returns the gradients instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sadl._engine import Node, apply, new_tensor
+from sadl._grad_mode import enable_grad
+from sadl._ops.special import NO_DOUBLE_BACKWARD
+from sadl._records import OpDef
+from sadl.backends import array_module, is_array
+
+if TYPE_CHECKING:
+    from sadl._tensor import Tensor
+
+__all__ = ["backward", "grad", "install_tensor_class", "run_backward"]
+
+_Tensor: Any = None  # the Tensor class, handed down by sadl._tensor
+
+
+def install_tensor_class(cls: type) -> None:
+    """Called once by ``sadl._tensor`` (which imports this module): the class of gradients."""
+    global _Tensor
+    _Tensor = cls
+
+
+# --------------------------------------------------------------------------------------------
+# Backward
+# --------------------------------------------------------------------------------------------
+
+
+def backward(tensor: Tensor, grad: Any, retain_graph: bool, create_graph: bool) -> None:
+    """``tensor.backward(...)``: accumulate its gradient into every leaf's ``.grad``."""
+    seed = _seed_grad(tensor, grad, create_graph, "backward()")
+    run_backward(
+        [tensor], [seed], retain_graph=retain_graph or create_graph, create_graph=create_graph
+    )
+
+
+def run_backward(
+    roots: Sequence[Tensor],
+    root_grads: Sequence[Any],
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    targets: Sequence[Tensor] | None = None,
+) -> list[Any] | None:
+    """Push ``root_grads`` from ``roots`` down the graph.
+
+    Without ``targets`` the gradients accumulate into the leaves' ``.grad`` (``Tensor.backward``);
+    with ``targets`` their gradients are returned instead and no ``.grad`` is touched
+    (``sadl.grad``), and only nodes that lead to a target run their rules.
+    """
+    grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
+    for tensor, g in zip(roots, root_grads):
+        key = tensor._node if tensor._node is not None else tensor
+        grads[key] = grads[key] + g if key in grads else g
+    pending = _count_consumers(grads)
+    wanted = _nodes_leading_to(targets, pending) if targets is not None else None
+
+    ready = [n for n, count in pending.items() if count == 0]
+    while ready:
+        node = ready.pop()
+        g = grads.pop(node, None)
+        if g is not None and (wanted is None or node in wanted):
+            if node.datas is None:
+                raise RuntimeError(
+                    f"trying to backward through the graph a second time (op {node.op.name!r}): "
+                    "its saved arrays were freed by the first backward; pass retain_graph=True "
+                    "to the first call if you need to go through it again"
+                )
+            if node.retained is not None:
+                _store_retained(node, g)
+            if targets is not None:
+                grads[("target", node)] = g
+            if wanted is None or any(p in wanted for p in node.parents):
+                for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
+                    if gi is not None:
+                        grads[p] = grads[p] + gi if p in grads else gi
+            if not retain_graph:
+                node.datas = None
+                node.out = None
+        for p in node.parents:
+            if type(p) is Node:
+                pending[p] -= 1
+                if pending[p] == 0:
+                    ready.append(p)
+
+    if targets is not None:
+        return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
+    _accumulate_into_leaves(grads)
+    return None
+
+
+def _count_consumers(roots: dict[Any, Any]) -> dict[Node, int]:
+    """Every node reachable from ``roots``, with how many recorded consumers it has."""
+    pending: dict[Node, int] = {}
+    stack = [key for key in roots if type(key) is Node]
+    for node in stack:
+        pending[node] = 0
+    while stack:
+        for p in stack.pop().parents:
+            if type(p) is Node:
+                if p in pending:
+                    pending[p] += 1
+                else:
+                    pending[p] = 1
+                    stack.append(p)
+    return pending
+
+
+def _nodes_leading_to(targets: Sequence[Tensor], nodes: dict[Node, int]) -> set[Any]:
+    """The nodes (and target leaves) whose backward can reach one of ``targets``: one pass.
+
+    A node is wanted when it is a target's producer or one of its parents is wanted. Visiting
+    every node after its parents (an iterative post-order walk) decides each one exactly once.
+    """
+    wanted: set[Any] = {t._node if t._node is not None else t for t in targets}
+    done: set[Node] = set()
+    for start in nodes:
+        if start in done:
+            continue
+        stack: list[tuple[Node, bool]] = [(start, False)]
+        while stack:
+            node, parents_done = stack.pop()
+            if parents_done:
+                if node not in wanted and any(p in wanted for p in node.parents):
+                    wanted.add(node)
+                done.add(node)
+                continue
+            if node in done:
+                continue
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if type(p) is Node and p not in done)
+    return wanted
+
+
+def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None) -> list[Any]:
+    """Call the op's backward rule and check, shape and cast each gradient to its input."""
+    op = node.op
+    datas = node.datas
+    assert datas is not None
+    _check_versions(node)
+    if create_graph:
+        if not op.double_backward:
+            return _no_double_backward(node, g)
+        inputs: tuple[Any, ...] = tuple(_saved_input(d, p) for d, p in zip(datas, node.parents))
+        out = new_tensor(node.out, node)
+        if not isinstance(g, _Tensor):
+            g = new_tensor(g)
+        with enable_grad():
+            raw = _call_rule(op, node, g, out, inputs, wanted)
+    else:
+        if isinstance(g, _Tensor):
+            g = g.data
+        raw = _call_rule(op, node, g, node.out, datas, wanted)
+
+    result: list[Any] = []
+    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
+        if gi is None or p is None:
+            result.append(None)
+            continue
+        result.append(_fit_gradient(gi, d, op.name, i))
+    return result
+
+
+def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
+    """A rule's gradient for input ``index``, checked against the input and shaped like it.
+
+    It must be an array (or, under create_graph, a Tensor) of the input's backend, with the
+    input's shape or a shape that broadcasting the input produced (summed back here). A gradient
+    of lower rank or a bare scalar is a bug in the rule: it is never broadcast up.
+    """
+    arr = gi.data if isinstance(gi, _Tensor) else gi
+    if type(arr) is not type(data):
+        if isinstance(arr, np.generic):
+            # NumPy turns 0-d results into scalars; gradients stay arrays.
+            gi = arr = np.asarray(arr)
+        if not is_array(arr) or array_module(arr) is not array_module(data):
+            raise RuntimeError(
+                f"backward rule of op {op_name!r} returned {type(arr).__name__} as the gradient "
+                f"of input {index}; expected an array like the input ({type(data).__name__})"
+            )
+    shape = data.shape
+    if arr.shape != shape:
+        gi = _sum_to_shape(gi, arr.shape, shape, op_name, index)
+    if arr.dtype != data.dtype:
+        if arr.dtype.kind not in "fc":
+            raise RuntimeError(
+                f"backward rule of op {op_name!r} returned a {arr.dtype} gradient for input "
+                f"{index} ({data.dtype}); gradients are floating point"
+            )
+        gi = gi.astype(data.dtype)
+    return gi
+
+
+def _sum_to_shape(
+    g: Any, g_shape: tuple[int, ...], shape: tuple[int, ...], op_name: str, index: int
+) -> Any:
+    """Undo broadcasting: sum ``g`` over the axes that broadcasting added or stretched."""
+    lead = len(g_shape) - len(shape)
+    if lead < 0 or any(n != 1 and g_shape[lead + i] != n for i, n in enumerate(shape)):
+        raise RuntimeError(
+            f"backward rule of op {op_name!r} returned a gradient of shape {g_shape} for input "
+            f"{index} of shape {shape}; it must have the input's shape or the broadcast "
+            "output's shape"
+        )
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g_shape[lead + i] != 1
+    )
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    return np.reshape(g, shape) if lead else g
+
+
+def _call_rule(
+    op: OpDef, node: Node, g: Any, out: Any, inputs: Sequence[Any], wanted: set[Any] | None
+) -> Sequence[Any]:
+    rule = op.backward
+    parents = node.parents
+    if type(rule) is tuple:
+        # Extra trailing rules are allowed: they belong to optional inputs left out of this call.
+        if len(rule) < len(inputs):
+            raise RuntimeError(
+                f"op {op.name!r} has {len(rule)} per-input backward rules for {len(inputs)} inputs"
+            )
+        return [
+            f(g, out, *inputs, **node.params)
+            if p is not None and (wanted is None or p in wanted)
+            else None
+            for f, p in zip(rule, parents)
+        ]
+    assert rule is not None and not isinstance(rule, tuple)
+    if op.accepts_needs_input_grad:
+        needs = tuple(p is not None and (wanted is None or p in wanted) for p in parents)
+        raw = rule(g, out, *inputs, needs_input_grad=needs, **node.params)
+    else:
+        raw = rule(g, out, *inputs, **node.params)
+    if type(raw) is not tuple or len(raw) != len(inputs):
+        got = f"{len(raw)} gradients" if type(raw) is tuple else f"a {type(raw).__name__}"
+        raise RuntimeError(
+            f"backward rule of op {op.name!r} must return a tuple with one gradient (or None) "
+            f"per input: expected {len(inputs)}, got {got}"
+        )
+    return raw
+
+
+def _check_versions(node: Node) -> None:
+    for counter, seen in zip(node.counters, node.versions):
+        if counter is not None and counter[0] != seen:
+            raise RuntimeError(_version_message(node))
+
+
+def _version_message(node: Node) -> str:
+    for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
+        if counter is not None and counter[0] != seen:
+            which = "its output" if i == len(node.parents) else f"input {i}"
+            return (
+                f"one of the arrays needed to compute the gradient of op {node.op.name!r} "
+                f"({which}) was modified by an in-place operation after the op ran (version "
+                f"{seen} -> {counter[0]}); make a copy before modifying it, or modify it "
+                "out of place"
+            )
+    return f"op {node.op.name!r}: a saved array was modified in place"
+
+
+def _saved_input(data: Any, parent: Any) -> Any:
+    """An input as a Tensor on the original graph (for create_graph), or the constant itself."""
+    if isinstance(parent, _Tensor):
+        return parent
+    if type(parent) is Node:
+        return new_tensor(data, parent)
+    return data
+
+
+def _no_double_backward(node: Node, g: Any) -> list[Any]:
+    """First-order gradients from an op whose rule is not differentiable, marked as such.
+
+    The gradients are right; differentiating them once more raises a clear error (never a
+    silently missing term).
+    """
+    assert node.datas is not None
+    plain = _call_rule(node.op, node, g.data, node.out, node.datas, None)
+    on_graph = tuple(_saved_input(d, p) for d, p in zip(node.datas, node.parents) if p is not None)
+    if g.requires_grad:
+        on_graph += (g,)
+    params = {"op_name": node.op.name}
+    return [
+        None if gi is None else apply(NO_DOUBLE_BACKWARD, on_graph, {**params, "value": gi})
+        for gi in plain
+    ]
+
+
+def _store_retained(node: Node, g: Any) -> None:
+    tensor = node.retained()
+    if tensor is not None:
+        tensor.grad = g if tensor.grad is None else tensor.grad + g
+
+
+def _accumulate_into_leaves(grads: dict[Any, Any]) -> None:
+    seen: set[int] = set()
+    Tensor = _Tensor
+    for leaf, g in grads.items():
+        if not isinstance(leaf, Tensor):
+            continue
+        if not isinstance(g, Tensor):
+            # A rule may hand the same array to several inputs, or a read-only broadcast view:
+            # give each leaf its own writable array, as optimizers update .grad in place.
+            if id(g) in seen or not _owns_writable_memory(g):
+                g = g.copy()
+            seen.add(id(g))
+        g = g if leaf.grad is None else leaf.grad + g
+        leaf.grad = np.asarray(g) if isinstance(g, np.generic) else g
+
+
+def _owns_writable_memory(array: Any) -> bool:
+    flags = array.flags
+    return bool(flags.owndata and getattr(flags, "writeable", True))
+
+
+# --------------------------------------------------------------------------------------------
+# sadl.grad
+# --------------------------------------------------------------------------------------------
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[Any, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs``, returned as Tensors.
+
+    Like ``torch.autograd.grad``: ``.grad`` attributes are left untouched, ``grad_outputs`` defaults
+    to ones for scalar outputs, ``retain_graph`` defaults to ``create_graph``. With
+    ``create_graph=True`` the returned gradients carry their own graph, so they can be
+    differentiated again. An input that the outputs do not depend on raises, unless
+    ``allow_unused=True`` (then its gradient is None).
+    """
+    Tensor = _Tensor
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for i, t in enumerate(ins):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"sadl.grad: input {i} is not a Tensor that requires grad")
+    if grad_outputs is None or isinstance(grad_outputs, Tensor) or is_array(grad_outputs):
+        grad_outputs = [grad_outputs] * len(outs) if grad_outputs is None else [grad_outputs]
+    seeds = [_seed_grad(o, g, create_graph, "sadl.grad") for o, g in zip(outs, grad_outputs)]
+    keep = create_graph if retain_graph is None else retain_graph
+    found = run_backward(outs, seeds, retain_graph=keep, create_graph=create_graph, targets=ins)
+    assert found is not None
+    result: list[Any] = []
+    for i, g in enumerate(found):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"sadl.grad: input {i} was not used to compute the outputs; pass "
+                    "allow_unused=True to get None for it"
+                )
+            result.append(None)
+        else:
+            result.append(g if isinstance(g, Tensor) else new_tensor(g))
+    return tuple(result)
+
+
+def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
+    if not out.requires_grad:
+        raise RuntimeError(
+            f"{where}: the output does not require grad (no input requires grad, or it was "
+            "computed under no_grad), so there is nothing to differentiate"
+        )
+    if g is None:
+        if out.data.size != 1:
+            raise RuntimeError(
+                f"{where}: grad can be created implicitly only for outputs with one element; "
+                f"this one has shape {out.shape}, so pass a gradient of that shape"
+            )
+        return array_module(out.data).ones_like(out.data)
+    if isinstance(g, _Tensor):
+        seed = g if create_graph else g.data
+    elif is_array(g):
+        seed = g
+    else:
+        seed = np.asarray(g)
+    shape = seed.shape if hasattr(seed, "shape") else np.shape(seed)
+    if tuple(shape) != out.shape:
+        raise RuntimeError(
+            f"{where}: gradient has shape {tuple(shape)} but the output has shape {out.shape}"
+        )
+    if not isinstance(seed, _Tensor) and seed.dtype != out.dtype:
+        seed = seed.astype(out.dtype)
+    return seed
