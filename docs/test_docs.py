@@ -57,3 +57,10 @@ def test_every_hook_is_documented_and_tested():
     for hook in hooks:
         assert f"## `{hook}" in reference, f"hook {hook} has no section in docs/hooks.md"
         assert hook in tests, f"hook {hook} is not exercised by any test"
+
+
+def test_links_into_the_source_land_on_what_they_name():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "doc_links.py")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr

@@ -142,3 +142,30 @@ def test_blocking_one_plugin_keeps_the_others(blocked):
     # models depends on layers/optim/serialize: blocking one of those only hides their names;
     # sadl-models still imports them as libraries, so it loads.
     assert all(status[n] == "ok" for n in others), status
+
+
+def test_known_providers_name_exactly_what_first_party_plugins_register():
+    # A missing name's hint ("provided by sadl-optim") comes from core's static table; it must
+    # list every first-party name, and nothing that is no longer provided.
+    known = sadl.plugins.known_providers()
+    plugins = [p for p in sadl.plugins.plugins() if p["distribution"] in FIRST_PARTY.values()]
+    hooks = {
+        "register_ops": "ops",
+        "register_layers": "layers",
+        "register_optimizers": "optimizers",
+    }
+    hooks |= {"register_models": "models", "register_formats": "formats"}
+    registered = {
+        (kind, name, p["distribution"])
+        for p in plugins
+        for hook, kind in hooks.items()
+        for name in p["provides"].get(hook, [])
+    }
+    listed = {
+        (kind, name, dist)
+        for kind, names in known.items()
+        for name, dist in names.items()
+        if dist in FIRST_PARTY.values()
+    }
+    assert registered - listed == set(), "missing from sadl/_known.py"
+    assert listed - registered == set(), "listed in sadl/_known.py but not registered"

@@ -13,7 +13,7 @@ cross_entropy nll_loss mse_loss l1_loss binary_cross_entropy_with_logits gelu si
 layer_norm rms_norm scaled_dot_product_attention conv2d max_pool2d avg_pool2d dropout linear
 embedding batch_norm
 """
-_OPTIM = "AdamW RMSprop Adagrad Lion StepLR CosineWithWarmup LinearWarmup OneCycle"
+_OPTIM = "AdamW RMSprop Adagrad Lion LRScheduler StepLR CosineWithWarmup LinearWarmup OneCycle"
 
 KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "layers": {**dict.fromkeys(_LAYERS.split(), "sadl-layers"), "GPT": "sadl-models"},
