@@ -644,7 +644,7 @@ def train(
 
 
 def _to(array: np.ndarray[Any, Any], device: str) -> Any:
-    from sadl.backend import to_device
+    from sadl.backends import to_device
 
     return to_device(array, device)
 

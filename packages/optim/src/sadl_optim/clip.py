@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Module, Tensor, no_grad
-from sadl.backend import array_module
+from sadl.backends import array_module
 
 from sadl_optim._checks import check_number
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 from sadl import Adam, Optimizer, Tensor
-from sadl.backend import array_module
-from sadl.optim.adam import adam_step
+from sadl.backends import array_module
+from sadl.optim import adam_update
 
 from sadl_optim._checks import check_bool, check_number, is_number
 
@@ -87,8 +87,8 @@ class AdamW(Adam):
     def update(
         self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
     ) -> None:
-        """One AdamW step on ``param.data`` (core's ``adam_step`` with decoupled decay)."""
-        adam_step(param.data, grad, state, group, decoupled_weight_decay=True)
+        """One AdamW step on ``param.data`` (core's ``adam_update`` with decoupled decay)."""
+        adam_update(param.data, grad, state, group, decoupled_weight_decay=True)
 
 
 class RMSprop(Optimizer):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Tensor
-from sadl.backend import is_array
+from sadl.backends import is_array
 
 from sadl_serialize.errors import SadlFormatError
 from sadl_serialize.sadl_format import load, save

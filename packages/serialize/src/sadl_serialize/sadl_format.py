@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, Protocol
 import numpy as np
 import sadl
 from sadl import Device, Tensor
-from sadl.backend import is_array, to_device
+from sadl.backends import is_array, to_device
 
 from sadl_serialize.atomic import atomic_write
 from sadl_serialize.errors import SadlFormatError
