@@ -32,6 +32,8 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, plain, shape_of
 
+__all__ = ["scaled_dot_product_attention"]
+
 _FN = "scaled_dot_product_attention"
 #: Score elements per slab: (slab heads) x Tq x Tk stays within the L2 cache.
 _SLAB = 1 << 16
@@ -282,7 +284,7 @@ def _sdpa_grad(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_
     return dq, dk, dv
 
 
-SCALED_DOT_PRODUCT_ATTENTION = OpDef(
+scaled_dot_product_attention = OpDef(
     "scaled_dot_product_attention",
     _sdpa,
     _sdpa_grad,
@@ -408,5 +410,4 @@ ATTENTION_QKV = OpDef(
     ),
 )
 
-OPS = (SCALED_DOT_PRODUCT_ATTENTION,)
 INTERNAL_OPS = (ATTENTION_QKV,)

@@ -29,6 +29,8 @@ from sadl_layers.ops._common import (
     shape_of,
 )
 
+__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
+
 _EXTREME = np.array([[1000.0, -1000.0, 0.5], [-1000.0, -999.0, 1000.0], [3.0, 3.0, -1000.0]])
 
 
@@ -162,7 +164,7 @@ def _ce_grad(g, out, logits, targets, **params):
     return CROSS_ENTROPY_BACKWARD(g, logits, targets, **params)
 
 
-CROSS_ENTROPY = OpDef(
+cross_entropy = OpDef(
     "cross_entropy",
     _cross_entropy,
     (_ce_grad, no_grad_rule),
@@ -210,7 +212,7 @@ def _nll_grad(g, out, log_probs, targets, *, ignore_index=-100, reduction="mean"
     return -(w * onehot.astype(const(log_probs).dtype))
 
 
-NLL_LOSS = OpDef(
+nll_loss = OpDef(
     "nll_loss",
     _nll_loss,
     (_nll_grad, no_grad_rule),
@@ -248,7 +250,7 @@ def _mse_grad_target(g, out, input, target, *, reduction="mean"):
     return (target - input) * (2.0 * loss_scale(g, reduction, int(np.size(const(input)))))
 
 
-MSE_LOSS = OpDef(
+mse_loss = OpDef(
     "mse_loss",
     _mse_loss,
     (_mse_grad_input, _mse_grad_target),
@@ -281,7 +283,7 @@ def _l1_grad_target(g, out, input, target, *, reduction="mean"):
     )
 
 
-L1_LOSS = OpDef(
+l1_loss = OpDef(
     "l1_loss",
     _l1_loss,
     (_l1_grad_input, _l1_grad_target),
@@ -335,7 +337,7 @@ def _bce_grad_targets(g, out, logits, targets, *, reduction="mean", pos_weight=N
     return ((_pos_weight(pos_weight, logits) - 1.0) * _softplus_neg(logits) - logits) * scale
 
 
-BCE_WITH_LOGITS = OpDef(
+binary_cross_entropy_with_logits = OpDef(
     "binary_cross_entropy_with_logits",
     _bce_with_logits,
     (_bce_grad_logits, _bce_grad_targets),
@@ -349,5 +351,4 @@ BCE_WITH_LOGITS = OpDef(
     ),
 )
 
-OPS = (CROSS_ENTROPY, NLL_LOSS, MSE_LOSS, L1_LOSS, BCE_WITH_LOGITS)
 INTERNAL_OPS = (CROSS_ENTROPY_BACKWARD,)

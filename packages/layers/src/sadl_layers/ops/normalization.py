@@ -15,6 +15,8 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, plain, shape_of
 
+__all__ = ["layer_norm", "rms_norm", "batch_norm"]
+
 # ------------------------------------------------------------------------------ layer norm
 
 
@@ -124,7 +126,7 @@ def _layer_norm_grad(g, out, x, weight, bias, *, eps=1e-5, normalized_shape=None
     return _layer_norm_grads_graph(g, x, weight, bias, eps, ns, D)
 
 
-LAYER_NORM = OpDef(
+layer_norm = OpDef(
     "layer_norm",
     _layer_norm,
     _layer_norm_grad,
@@ -175,7 +177,7 @@ def _rms_norm_grad(g, out, x, weight, *, eps=None, normalized_shape=None):
     return np.reshape(gx, shape_of(x)), gw
 
 
-RMS_NORM = OpDef(
+rms_norm = OpDef(
     "rms_norm",
     _rms_norm,
     _rms_norm_grad,
@@ -314,7 +316,7 @@ def _batch_norm_grad(
     return gx, gw, gb
 
 
-BATCH_NORM = OpDef(
+batch_norm = OpDef(
     "batch_norm",
     _batch_norm,
     _batch_norm_grad,
@@ -333,5 +335,4 @@ BATCH_NORM = OpDef(
     ),
 )
 
-OPS = (LAYER_NORM, RMS_NORM, BATCH_NORM)
 INTERNAL_OPS: tuple[OpDef, ...] = ()
