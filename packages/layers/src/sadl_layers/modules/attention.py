@@ -105,7 +105,7 @@ class MultiHeadAttention(Layer):
             qkv = self.call_op(_dense.linear, q_in, self.in_proj_weight, self.in_proj_bias)
             dm = _attention_dropout(self.attn_dropout, (B, H, T, T), q_in.dtype)
             y = self.call_op(
-                _attn.ATTENTION_QKV, qkv, n_head=H, causal=causal, mask=mask, dropout_mask=dm
+                _attn.attention_qkv, qkv, n_head=H, causal=causal, mask=mask, dropout_mask=dm
             )
         else:
             k_in = self._check("key", as_tensor(query if key is None else key))
@@ -201,7 +201,7 @@ class CausalSelfAttention(Layer):
             B, T, _ = x.shape
             dm = _attention_dropout(self.attn_dropout, (B, self.n_head, T, T), x.dtype)
             y = self.call_op(
-                _attn.ATTENTION_QKV, qkv, n_head=self.n_head, causal=True, dropout_mask=dm
+                _attn.attention_qkv, qkv, n_head=self.n_head, causal=True, dropout_mask=dm
             )
         else:
             y = self._with_cache(qkv, cache)

@@ -24,7 +24,6 @@ from sadl_layers.ops._common import (
     const,
     loss_scale,
     no_grad_rule,
-    plain,
     reduce_loss,
     shape_of,
 )
@@ -146,8 +145,6 @@ def _ce_backward_grad_logits(gg, out, g, logits, targets, **params):
     return w * p * (gg - np.sum(gg * p, axis=-1, keepdims=True))
 
 
-_CE_PARAMS = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
-
 CROSS_ENTROPY_BACKWARD: OpDef = OpDef(
     "cross_entropy_backward",
     _ce_backward,
@@ -196,23 +193,34 @@ def _nll_loss(log_probs, targets, *, ignore_index=-100, reduction="mean"):
     return reduce_loss(loss, reduction, count)
 
 
-def _nll_grad(g, out, log_probs, targets, *, ignore_index=-100, reduction="mean"):
-    C = log_probs.shape[-1]
+def _nll_backward(g, targets, *, num_classes, ignore_index=-100, reduction="mean"):
+    """The gradient of nll_loss: -g (scaled) at each row's target class, zero elsewhere."""
     valid = targets != ignore_index
-    count = int(np.count_nonzero(valid))
-    scale = loss_scale(g, reduction, count)
-    safe = np.where(valid, targets, 0)
-    if plain(g):
-        w = np.broadcast_to(-scale * valid, targets.shape).reshape(-1)
-        grad = np.zeros((safe.size, C), dtype=log_probs.dtype)
-        grad[np.arange(safe.size), safe.reshape(-1)] = w
-        return grad.reshape(log_probs.shape)
-    onehot = (np.arange(C) == safe[..., None]) & valid[..., None]
-    w = np.expand_dims(scale, -1) if reduction == "none" else scale
-    return -(w * onehot.astype(const(log_probs).dtype))
+    scale = loss_scale(g, reduction, int(np.count_nonzero(valid)))
+    w = np.broadcast_to(-scale * valid, targets.shape).reshape(-1)
+    grad = np.zeros((targets.size, num_classes), dtype=g.dtype)
+    grad[np.arange(targets.size), np.where(valid, targets, 0).reshape(-1)] = w
+    return grad.reshape(*targets.shape, num_classes)
 
 
-nll_loss = OpDef(
+#: nll_loss is linear in its input, so the gradient of its backward (w.r.t. g) is nll_loss.
+NLL_LOSS_BACKWARD: OpDef = OpDef(
+    "nll_loss_backward",
+    _nll_backward,
+    (lambda gg, out, g, targets, *, num_classes, **p: nll_loss(gg, targets, **p), no_grad_rule),
+    examples=(
+        Example((), np.array([0, 3, 4, 1]), num_classes=5),
+        Example((2, 3), np.array([[0, 3, 1], [2, -100, 3]]), num_classes=4, reduction="none"),
+        Example((), np.array([0, -100, 2, 1, 1]), num_classes=3, reduction="sum"),
+    ),
+)
+
+
+def _nll_grad(g, out, log_probs, targets, **params):
+    return NLL_LOSS_BACKWARD(g, targets, num_classes=shape_of(log_probs)[-1], **params)
+
+
+nll_loss: OpDef = OpDef(
     "nll_loss",
     _nll_loss,
     (_nll_grad, no_grad_rule),
@@ -351,4 +359,4 @@ binary_cross_entropy_with_logits = OpDef(
     ),
 )
 
-INTERNAL_OPS = (CROSS_ENTROPY_BACKWARD,)
+INTERNAL_OPS = (CROSS_ENTROPY_BACKWARD, NLL_LOSS_BACKWARD)
