@@ -52,7 +52,7 @@ def unpack(flat: Any, *shapes: tuple[int, ...] | None) -> list[Any]:
             parts.append(None)
             continue
         size = math.prod(shape)
-        parts.append(np.reshape(flat[start : start + size], shape))
+        parts.append(flat[start : start + size].reshape(shape))
         start += size
     return parts
 

@@ -313,8 +313,8 @@ def _sdpa_grad(g, out, q, k, v, **params):
 def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
-    dtype = np.result_type(g, q, k, v)
-    packed, (dq, dk, dv) = packed_empty(dtype, *_grad_shapes(q, k, v))
+    shapes = ((*lead, *a.shape[-2:]) for a in (q, k, v))
+    packed, (dq, dk, dv) = packed_empty(np.result_type(g, q, k, v), *shapes)
     _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
     return packed
 
