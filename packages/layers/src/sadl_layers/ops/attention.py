@@ -328,7 +328,8 @@ def _sdpa_backward_grad(
     return _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask)
 
 
-_KEEP_SOME = np.array([[True, False, True, True], [False, False, False, False], [1, 1, 0, 0]])
+_KEEP_SOME = np.array([[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0]], dtype=bool)  # row 1 sees none
+_ADDITIVE = np.array([[0.0, -1.0, -np.inf]] * 3)
 _DROP_3x3 = np.array([[2.0, 0.0, 2.0], [2.0, 2.0, 0.0], [0.0, 2.0, 2.0]])
 
 scaled_dot_product_attention: OpDef = OpDef(
@@ -341,8 +342,8 @@ scaled_dot_product_attention: OpDef = OpDef(
         Example((2, 2, 3), (2, 5, 3), (2, 5, 4), causal=True),  # a block after a KV cache
         Example((1, 2, 1, 3), (1, 2, 4, 3), (1, 2, 4, 3), causal=True),  # one new token, heads
         Example((2, 1, 3, 4), (1, 2, 3, 4), (2, 2, 3, 2), scale=0.3),
-        Example((1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME.astype(bool)),
-        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=np.array([[0.0, -1.0, -np.inf]] * 3)),
+        Example((1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME),
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=_ADDITIVE),
         Example((2, 3, 2), (2, 3, 2), (2, 3, 3), causal=True, dropout_mask=_DROP_3x3),
     ),
 )
@@ -354,9 +355,8 @@ SDPA_BACKWARD: OpDef = OpDef(
         Example((2, 3, 3), (2, 3, 3), (2, 3, 4), (2, 5, 4), (2, 5, 3)),
         Example((1, 2, 2, 3), (1, 2, 2, 3), (1, 2, 2, 3), (1, 2, 4, 3), (1, 2, 4, 3), causal=True),
         Example((2, 2, 3, 2), (2, 2, 3, 2), (2, 1, 3, 4), (1, 2, 3, 4), (2, 2, 3, 2), scale=0.3),
-        Example(
-            (1, 3, 2), (1, 3, 2), (1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME.astype(bool)
-        ),
+        Example((1, 3, 2), (1, 3, 2), (1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME),
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), (2, 3, 2), (2, 3, 2), mask=_ADDITIVE),
         Example(
             (2, 3, 3),
             (2, 3, 3),
