@@ -256,13 +256,13 @@ def _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask):
     p = e / np.sum(e, axis=-1, keepdims=True)
     if row_ok is not None:
         p = p * row_ok
-    dp = g @ vt  # d<out, g>/dP, times the mask below
-    gu = g @ np.swapaxes(uv, -1, -2)
+    dp = g @ vt  # d<g, out>/dP (with the dropout mask applied below)
+    gu = g @ np.swapaxes(uv, -1, -2)  # d<uv, dv>/dP
     if dmask is not None:
         dp, gu = dp * dmask, gu * dmask
     dp_centered = dp - np.sum(g * out, axis=-1, keepdims=True)
-    ds = p * dp_centered
-    h = (uq @ kt + q @ np.swapaxes(uk, -1, -2)) * scale  # dS's coefficient in the product
+    ds = p * dp_centered  # dS / scale of the first-order backward
+    h = (uq @ kt + q @ np.swapaxes(uk, -1, -2)) * scale  # <uq, dq> + <uk, dk> = <h, dS>
     w = h * p
     w_rows = np.sum(w, axis=-1, keepdims=True)
     wm = w if dmask is None else w * dmask
