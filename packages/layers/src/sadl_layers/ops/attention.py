@@ -261,7 +261,7 @@ def _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask):
     if dmask is not None:
         dp, gu = dp * dmask, gu * dmask
     dp_centered = dp - np.sum(g * out, axis=-1, keepdims=True)
-    ds = p * dp_centered  # dS / scale of the first-order backward
+    ds = p * dp_centered  # dS: the first-order gradient of the scores S
     h = (uq @ kt + q @ np.swapaxes(uk, -1, -2)) * scale  # <uq, dq> + <uk, dk> = <h, dS>
     w = h * p
     w_rows = np.sum(w, axis=-1, keepdims=True)
