@@ -1,5 +1,5 @@
-"""Every op of sadl-layers passes core's conformance battery, and its create_graph path agrees
-with its fast path."""
+"""Every op of sadl-layers passes core's conformance battery, and its gradient is the same on
+arrays and on Tensors (create_graph=True)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 import sadl
 import sadl_layers
+<<<<<<< HEAD
 from sadl.testing import check_op, materialize
+=======
+from sadl.plugins import UnknownNameError, reload_plugins
+from sadl.testing import check_op
+>>>>>>> i11-plugins
 from sadl_layers.ops import INTERNAL_OPS, OPS
 from sadl_layers.ops.activations import normal_cdf
 
@@ -26,13 +31,23 @@ def test_check_op(op):
     assert op.double_backward, f"{op.name} declares no double backward"
 
 
+def _inputs(example, rng):
+    """The example's inputs: a shape becomes random float64 values from its domain."""
+    return [
+        rng.uniform(*example.domain, size=x)
+        if isinstance(x, tuple) and all(isinstance(n, int) for n in x)
+        else x
+        for x in example.inputs
+    ]
+
+
 @pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: op.name)
-def test_create_graph_gradient_equals_plain_gradient(op):
-    """The NumPy-vocabulary rule (Tensors, create_graph=True) gives the same first-order
-    gradient as the array fast path."""
+def test_create_graph_gradient_equals_array_gradient(op):
+    """The rule gives the same first-order gradient on Tensors (create_graph=True, where a
+    backward op is recorded and packed gradients are sliced on the graph) as on arrays."""
     rng = np.random.default_rng(1)
     for example in op.examples:
-        inputs, params = materialize(example, rng)
+        inputs, params = _inputs(example, rng), example.params
         results = []
         for create_graph in (False, True):
             xs = [
@@ -58,21 +73,25 @@ def test_every_public_op_is_registered_under_its_name():
     for op in OPS:
         assert sadl.ops.get(op.name) is op
         assert getattr(sadl_layers, op.name) is op
-        assert KNOWN_PROVIDERS["ops"].get(op.name) == "sadl-layers", op.name
+        assert getattr(sadl_layers.ops, op.name) is op
+    assert {op.name for op in OPS} <= set(sadl_layers.__all__)
     registered = set(sadl.ops.names())
     for op in INTERNAL_OPS:
         assert op.name not in registered  # backward ops are not public names
 
 
-def test_known_provider_names_are_all_provided():
-    names = {op.name for op in OPS}
-    for name, package in KNOWN_PROVIDERS["ops"].items():
-        if package == "sadl-layers":
-            assert name in names
-    for name, package in KNOWN_PROVIDERS["layers"].items():
-        if package == "sadl-layers":
-            assert isinstance(getattr(sadl.nn, name), type)
-            assert getattr(sadl_layers, name) is getattr(sadl.nn, name)
+def test_without_sadl_layers_a_missing_name_says_to_install_it(monkeypatch):
+    monkeypatch.setenv("SADL_DISABLE_PLUGINS", "layers")
+    reload_plugins()
+    try:
+        with pytest.raises(UnknownNameError, match="sadl-layers"):
+            sadl.ops.get("cross_entropy")
+        with pytest.raises(UnknownNameError, match="sadl-layers"):
+            sadl.nn.Linear  # noqa: B018
+    finally:
+        monkeypatch.delenv("SADL_DISABLE_PLUGINS")
+        reload_plugins()
+    assert sadl.nn.Linear is sadl_layers.Linear
 
 
 # ------------------------------------------------------------------------- numerics

@@ -13,110 +13,29 @@ here::
 
 from __future__ import annotations
 
-from sadl_layers.modules import (
-    GELU,
-    AvgPool2d,
-    BatchNorm1d,
-    BatchNorm2d,
-    BCEWithLogitsLoss,
-    CausalSelfAttention,
-    Conv2d,
-    CrossEntropyLoss,
-    Dropout,
-    Embedding,
-    Flatten,
-    Identity,
-    L1Loss,
-    LayerNorm,
-    LeakyReLU,
-    Linear,
-    LogSoftmax,
-    MaxPool2d,
-    Mlp,
-    ModuleDict,
-    ModuleList,
-    MSELoss,
-    MultiHeadAttention,
-    NLLLoss,
-    ReLU,
-    RMSNorm,
-    Sequential,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Tanh,
-)
-from sadl_layers.ops import (
-    avg_pool2d,
-    batch_norm,
-    binary_cross_entropy_with_logits,
-    conv2d,
-    cross_entropy,
-    dropout,
-    embedding,
-    gelu,
-    l1_loss,
-    layer_norm,
-    leaky_relu,
-    linear,
-    max_pool2d,
-    mse_loss,
-    nll_loss,
-    rms_norm,
-    scaled_dot_product_attention,
-    silu,
-)
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 
-__version__ = "0.1.0"
+from sadl_layers.modules import LAYERS
+from sadl_layers.modules.activations import *  # noqa: F403
+from sadl_layers.modules.attention import *  # noqa: F403
+from sadl_layers.modules.containers import *  # noqa: F403
+from sadl_layers.modules.conv import *  # noqa: F403
+from sadl_layers.modules.dense import *  # noqa: F403
+from sadl_layers.modules.losses import *  # noqa: F403
+from sadl_layers.modules.normalization import *  # noqa: F403
+from sadl_layers.ops import OPS
+from sadl_layers.ops.activations import *  # noqa: F403
+from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.conv import *  # noqa: F403
+from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.losses import *  # noqa: F403
+from sadl_layers.ops.normalization import *  # noqa: F403
 
-__all__ = [
-    "GELU",
-    "AvgPool2d",
-    "BCEWithLogitsLoss",
-    "BatchNorm1d",
-    "BatchNorm2d",
-    "CausalSelfAttention",
-    "Conv2d",
-    "CrossEntropyLoss",
-    "Dropout",
-    "Embedding",
-    "Flatten",
-    "Identity",
-    "L1Loss",
-    "LayerNorm",
-    "LeakyReLU",
-    "Linear",
-    "LogSoftmax",
-    "MSELoss",
-    "MaxPool2d",
-    "Mlp",
-    "ModuleDict",
-    "ModuleList",
-    "MultiHeadAttention",
-    "NLLLoss",
-    "RMSNorm",
-    "ReLU",
-    "Sequential",
-    "SiLU",
-    "Sigmoid",
-    "Softmax",
-    "Tanh",
-    "avg_pool2d",
-    "batch_norm",
-    "binary_cross_entropy_with_logits",
-    "conv2d",
-    "cross_entropy",
-    "dropout",
-    "embedding",
-    "gelu",
-    "l1_loss",
-    "layer_norm",
-    "leaky_relu",
-    "linear",
-    "max_pool2d",
-    "mse_loss",
-    "nll_loss",
-    "rms_norm",
-    "scaled_dot_product_attention",
-    "silu",
-]
+try:
+    __version__ = _dist_version("sadl-layers")
+except PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "0.0.0+unknown"
+
+# The names of every layer class and op, as their modules list them (one list each).
+__all__ = [*LAYERS, *(op.name for op in OPS)]

@@ -7,9 +7,14 @@ Names are loaded on first use (PEP 562), so discovering the plugin stays cheap: 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:
+    __version__ = _dist_version("sadl-models")
+except PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "0.0.0+unknown"
 
 _WHERE = {
     "GPT": "sadl_models.gpt",

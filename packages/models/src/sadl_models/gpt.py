@@ -19,14 +19,19 @@ import numpy as np
 from sadl import Tensor, no_grad
 from sadl.backends import array_module, is_array, to_device
 from sadl.nn import Module
-from sadl.plugins import OpDef
 from sadl.random import resolve_generator
 from sadl_layers import Dropout, Embedding, LayerNorm, Linear
-from sadl_layers.ops import cross_entropy, gelu, layer_norm, linear, scaled_dot_product_attention
+from sadl_layers.ops import (
+    attention_qkv,
+    cross_entropy,
+    gelu,
+    layer_norm,
+    linear,
+    scaled_dot_product_attention,
+)
 
 __all__ = [
     "GPT",
-    "PACKED_CAUSAL_ATTENTION",
     "Block",
     "CausalSelfAttention",
     "KVCache",
@@ -64,81 +69,13 @@ class KVCache:
         return Tensor(self.keys[layer][:, :, :stop]), Tensor(self.values[layer][:, :, :stop])
 
 
-# ------------------------------------------------------------------ packed causal attention
-def _split_heads(qkv: Any, n_head: int) -> tuple[Any, Any, Any]:
-    """(B, T, 3C) -> q, k, v, each (B * n_head, T, C / n_head) and contiguous."""
-    B, T, C3 = qkv.shape
-    D = C3 // (3 * n_head)
-    parts = np.transpose(np.reshape(qkv, (B, T, 3, n_head, D)), (2, 0, 3, 1, 4))
-    parts = np.reshape(parts, (3, B * n_head, T, D))  # one copy into head-major order
-    return parts[0], parts[1], parts[2]
-
-
-def _to_heads(a: Any, n_head: int) -> Any:
-    """(B, T, C) -> (B * n_head, T, C / n_head)."""
-    B, T, C = a.shape
-    a = np.transpose(np.reshape(a, (B, T, n_head, C // n_head)), (0, 2, 1, 3))
-    return np.reshape(a, (B * n_head, T, C // n_head))
-
-
-def _from_heads(a: Any, B: int) -> Any:
-    """(B * n_head, T, D) -> (B, T, n_head * D)."""
-    BH, T, D = a.shape
-    a = np.transpose(np.reshape(a, (B, BH // B, T, D)), (0, 2, 1, 3))
-    return np.reshape(a, (B, T, (BH // B) * D))
-
-
-def _merge_mask(mask: Any) -> Any:
-    return None if mask is None else np.reshape(mask, (-1, *mask.shape[-2:]))
-
-
-def _packed_attention(qkv: Any, *, n_head: int, dropout_mask: Any = None) -> Any:
-    """Causal multi-head self-attention of a packed (B, T, 3C) q|k|v projection -> (B, T, C)."""
-    if qkv.ndim != 3 or qkv.shape[-1] % (3 * n_head):
-        raise ValueError(
-            f"packed attention: qkv has shape {tuple(qkv.shape)}, expected (B, T, 3 * C) with C "
-            f"divisible by n_head={n_head}"
-        )
-    q, k, v = _split_heads(qkv, n_head)
-    y = scaled_dot_product_attention.forward(
-        q, k, v, causal=True, dropout_mask=_merge_mask(dropout_mask)
-    )
-    return _from_heads(y, qkv.shape[0])
-
-
-def _packed_attention_grad(
-    g: Any, out: Any, qkv: Any, *, n_head: int, dropout_mask: Any = None
-) -> tuple[Any]:
-    """The gradient of ``_packed_attention``: sdpa's own backward rule, run per head."""
-    B, T, C3 = qkv.shape
-    q, k, v = _split_heads(qkv, n_head)
-    rule = scaled_dot_product_attention.backward
-    assert callable(rule)
-    dq, dk, dv = rule(
-        _to_heads(g, n_head),
-        _to_heads(out, n_head),
-        q,
-        k,
-        v,
-        causal=True,
-        dropout_mask=_merge_mask(dropout_mask),
-    )
-    d = np.reshape(np.stack([dq, dk, dv]), (3, B, n_head, T, C3 // (3 * n_head)))
-    return (np.reshape(np.transpose(d, (1, 3, 0, 2, 4)), (B, T, C3)),)
-
-
-#: GPT-2's attention as one graph node between ``c_attn`` and ``c_proj``: the heads are split,
-#: attended (sadl-layers' fused ``scaled_dot_product_attention`` forward and backward rules) and
-#: merged inside it, so the gradient reaches ``c_attn`` as one contiguous array.
-PACKED_CAUSAL_ATTENTION = OpDef(
-    "packed_causal_attention",
-    _packed_attention,
-    _packed_attention_grad,
-)
-
-
 class CausalSelfAttention(Module):
-    """Multi-head causal self-attention: ``c_attn`` (C -> 3C), heads, ``c_proj`` (C -> C)."""
+    """Multi-head causal self-attention: ``c_attn`` (C -> 3C), heads, ``c_proj`` (C -> C).
+
+    The attention itself is sadl-layers': ``attention_qkv`` on the packed projection in training
+    (one graph node that splits, attends and merges the heads), and, with a :class:`KVCache`,
+    ``scaled_dot_product_attention`` of the new queries over every cached key (Tq < Tk).
+    """
 
     def __init__(
         self,
@@ -175,7 +112,7 @@ class CausalSelfAttention(Module):
         qkv = linear(x, self.c_attn.weight, self.c_attn.bias)  # (B, T, 3C)
         if cache is None:
             dropout_mask = self._attention_dropout((B, H, T, T))
-            y = PACKED_CAUSAL_ATTENTION(qkv, n_head=H, dropout_mask=dropout_mask)  # (B, T, C)
+            y = attention_qkv(qkv, n_head=H, causal=True, dropout_mask=dropout_mask)  # (B, T, C)
         else:  # generation (no gradient): the new queries attend to every cached position
             heads = qkv.data.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
             k, v = cache.store(layer, heads[1], heads[2])
@@ -382,9 +319,8 @@ class GPT(Module):
                 values = np.zeros(data.shape)
             else:  # linear and embedding weights
                 values = gen.normal(0.0, 0.02, size=data.shape)
-            xp = array_module(data)
-            data[...] = xp.asarray(values, dtype=data.dtype)
-            p._version[0] += 1
+            with no_grad():
+                p.copy_(array_module(data).asarray(values, dtype=data.dtype))
 
     # ------------------------------------------------------------------ forward
     def _check_ids(self, ids: Any, what: str) -> np.ndarray[Any, Any]:

@@ -10,12 +10,18 @@ Installed next to ``sadl-core``, its classes are also served as ``sadl.optim.<Na
 * Utilities: ``clip_grad_norm``, ``clip_grad_value``, ``param_groups_for_weight_decay``.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+
 from sadl_optim.clip import clip_grad_norm, clip_grad_value
 from sadl_optim.groups import param_groups_for_weight_decay
 from sadl_optim.optimizers import Adagrad, AdamW, Lion, RMSprop
 from sadl_optim.schedulers import CosineWithWarmup, LinearWarmup, LRScheduler, OneCycle, StepLR
 
-__version__ = "0.1.0"
+try:
+    __version__ = _dist_version("sadl-optim")
+except PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "Adagrad",

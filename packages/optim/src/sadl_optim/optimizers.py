@@ -87,7 +87,7 @@ class AdamW(Adam):
     def update(
         self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
     ) -> None:
-        """One AdamW step on ``param.data`` (core's ``adam_step`` with decoupled decay)."""
+        """One AdamW step on ``param.data`` (core's ``adam_update`` with decoupled decay)."""
         adam_update(param.data, grad, state, group, decoupled_weight_decay=True)
 
 

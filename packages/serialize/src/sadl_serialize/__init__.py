@@ -7,6 +7,9 @@ dispatch here by suffix (``.sadl``, ``.safetensors``) or magic bytes. Directly::
     from sadl_serialize import save, load, save_checkpoint, load_checkpoint, atomic_write
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+
 from sadl_serialize.atomic import atomic_path, atomic_write
 from sadl_serialize.checkpoint import META_KEY, load_checkpoint, save_checkpoint
 from sadl_serialize.errors import SadlFormatError
@@ -29,7 +32,10 @@ from sadl_serialize.safetensors_format import (
     save_safetensors,
 )
 
-__version__ = "0.1.0"
+try:
+    __version__ = _dist_version("sadl-serialize")
+except PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "DTYPE_NAMES",

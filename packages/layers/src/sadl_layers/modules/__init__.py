@@ -1,100 +1,34 @@
 """The layer classes of sadl-layers (``torch.nn`` names, parameter names and shapes).
 
-Each is registered through the ``register_layers`` hook (``sadl.nn.<Name>``, ``sadl.<Name>``)
-and importable from ``sadl_layers``.
+Each module here lists its layer classes in ``__all__``; that list is the only place their names
+are written. ``LAYERS`` gathers them for the ``register_layers`` hook (``sadl.nn.<Name>``,
+``sadl.<Name>``), and they are importable from here and from ``sadl_layers``.
 """
 
 from __future__ import annotations
 
-from sadl_layers.modules.activations import (
-    GELU,
-    LeakyReLU,
-    LogSoftmax,
-    ReLU,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Tanh,
+from sadl_layers.modules import (
+    activations,
+    attention,
+    containers,
+    conv,
+    dense,
+    losses,
+    normalization,
 )
-from sadl_layers.modules.attention import CausalSelfAttention, MultiHeadAttention
-from sadl_layers.modules.containers import Mlp, ModuleDict, ModuleList, Sequential
-from sadl_layers.modules.conv import AvgPool2d, Conv2d, MaxPool2d
-from sadl_layers.modules.dense import Dropout, Embedding, Flatten, Identity, Linear
-from sadl_layers.modules.losses import (
-    BCEWithLogitsLoss,
-    CrossEntropyLoss,
-    L1Loss,
-    MSELoss,
-    NLLLoss,
-)
-from sadl_layers.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
+from sadl_layers.modules.activations import *  # noqa: F403
+from sadl_layers.modules.attention import *  # noqa: F403
+from sadl_layers.modules.containers import *  # noqa: F403
+from sadl_layers.modules.conv import *  # noqa: F403
+from sadl_layers.modules.dense import *  # noqa: F403
+from sadl_layers.modules.losses import *  # noqa: F403
+from sadl_layers.modules.normalization import *  # noqa: F403
+
+_TABLES = (containers, dense, normalization, activations, attention, conv, losses)
 
 #: Registered name -> class (``Mlp`` is ``Sequential`` under SADL's name).
 LAYERS: dict[str, type] = {
-    "Sequential": Sequential,
-    "Mlp": Mlp,
-    "ModuleList": ModuleList,
-    "ModuleDict": ModuleDict,
-    "Linear": Linear,
-    "Embedding": Embedding,
-    "LayerNorm": LayerNorm,
-    "RMSNorm": RMSNorm,
-    "BatchNorm1d": BatchNorm1d,
-    "BatchNorm2d": BatchNorm2d,
-    "Dropout": Dropout,
-    "Flatten": Flatten,
-    "Identity": Identity,
-    "ReLU": ReLU,
-    "GELU": GELU,
-    "SiLU": SiLU,
-    "Tanh": Tanh,
-    "Sigmoid": Sigmoid,
-    "Softmax": Softmax,
-    "LogSoftmax": LogSoftmax,
-    "LeakyReLU": LeakyReLU,
-    "MultiHeadAttention": MultiHeadAttention,
-    "CausalSelfAttention": CausalSelfAttention,
-    "Conv2d": Conv2d,
-    "MaxPool2d": MaxPool2d,
-    "AvgPool2d": AvgPool2d,
-    "CrossEntropyLoss": CrossEntropyLoss,
-    "MSELoss": MSELoss,
-    "L1Loss": L1Loss,
-    "NLLLoss": NLLLoss,
-    "BCEWithLogitsLoss": BCEWithLogitsLoss,
+    name: getattr(table, name) for table in _TABLES for name in table.__all__
 }
 
-__all__ = [
-    "GELU",
-    "LAYERS",
-    "AvgPool2d",
-    "BCEWithLogitsLoss",
-    "BatchNorm1d",
-    "BatchNorm2d",
-    "CausalSelfAttention",
-    "Conv2d",
-    "CrossEntropyLoss",
-    "Dropout",
-    "Embedding",
-    "Flatten",
-    "Identity",
-    "L1Loss",
-    "LayerNorm",
-    "LeakyReLU",
-    "Linear",
-    "LogSoftmax",
-    "MSELoss",
-    "MaxPool2d",
-    "Mlp",
-    "ModuleDict",
-    "ModuleList",
-    "MultiHeadAttention",
-    "NLLLoss",
-    "RMSNorm",
-    "ReLU",
-    "Sequential",
-    "SiLU",
-    "Sigmoid",
-    "Softmax",
-    "Tanh",
-]
+__all__ = ["LAYERS", *LAYERS]

@@ -13,7 +13,7 @@ from sadl import Tensor
 from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import activations as _ops
 
-__all__ = ["GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh"]
+__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "LeakyReLU"]
 
 
 class ReLU(Layer):
@@ -51,7 +51,7 @@ class GELU(Layer):
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = _ops.GELU(as_tensor(x), approximate=self.approximate)
+        out: Tensor = _ops.gelu(as_tensor(x), approximate=self.approximate)
         return out
 
     def extra_repr(self) -> str:
@@ -64,7 +64,7 @@ class SiLU(Layer):
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = _ops.SILU(as_tensor(x))
+        out: Tensor = _ops.silu(as_tensor(x))
         return out
 
 
@@ -77,7 +77,7 @@ class LeakyReLU(Layer):
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = _ops.LEAKY_RELU(as_tensor(x), negative_slope=self.negative_slope)
+        out: Tensor = _ops.leaky_relu(as_tensor(x), negative_slope=self.negative_slope)
         return out
 
     def extra_repr(self) -> str:

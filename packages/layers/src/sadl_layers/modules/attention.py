@@ -19,7 +19,7 @@ from sadl_layers.modules.dense import Dropout, Linear
 from sadl_layers.ops import attention as _attn
 from sadl_layers.ops import dense as _dense
 
-__all__ = ["CausalSelfAttention", "MultiHeadAttention"]
+__all__ = ["MultiHeadAttention", "CausalSelfAttention"]
 
 
 def _heads(x: Tensor, n_head: int) -> Tensor:
@@ -102,10 +102,10 @@ class MultiHeadAttention(Layer):
             mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
         if self_attention:
             B, T, _ = q_in.shape
-            qkv = self.call_op(_dense.LINEAR, q_in, self.in_proj_weight, self.in_proj_bias)
+            qkv = self.call_op(_dense.linear, q_in, self.in_proj_weight, self.in_proj_bias)
             dm = _attention_dropout(self.attn_dropout, (B, H, T, T), q_in.dtype)
             y = self.call_op(
-                _attn.ATTENTION_QKV, qkv, n_head=H, causal=causal, mask=mask, dropout_mask=dm
+                _attn.attention_qkv, qkv, n_head=H, causal=causal, mask=mask, dropout_mask=dm
             )
         else:
             k_in = self._check("key", as_tensor(query if key is None else key))
@@ -119,7 +119,7 @@ class MultiHeadAttention(Layer):
             projected = [
                 _heads(
                     self.call_op(
-                        _dense.LINEAR,
+                        _dense.linear,
                         x,
                         w[i * E : (i + 1) * E],
                         None if b is None else b[i * E : (i + 1) * E],
@@ -134,7 +134,7 @@ class MultiHeadAttention(Layer):
             )
             y = _merge(
                 self.call_op(
-                    _attn.SCALED_DOT_PRODUCT_ATTENTION,
+                    _attn.scaled_dot_product_attention,
                     q,
                     k,
                     v,
@@ -201,7 +201,7 @@ class CausalSelfAttention(Layer):
             B, T, _ = x.shape
             dm = _attention_dropout(self.attn_dropout, (B, self.n_head, T, T), x.dtype)
             y = self.call_op(
-                _attn.ATTENTION_QKV, qkv, n_head=self.n_head, causal=True, dropout_mask=dm
+                _attn.attention_qkv, qkv, n_head=self.n_head, causal=True, dropout_mask=dm
             )
         else:
             y = self._with_cache(qkv, cache)
@@ -224,7 +224,7 @@ class CausalSelfAttention(Layer):
             v = cast(Tensor, np.concatenate([past_v, v], axis=2))
         cache["k"], cache["v"] = k.data, v.data
         dm = _attention_dropout(self.attn_dropout, (B, H, T, k.shape[2]), qkv.dtype)
-        y = self.call_op(_attn.SCALED_DOT_PRODUCT_ATTENTION, q, k, v, causal=True, dropout_mask=dm)
+        y = self.call_op(_attn.scaled_dot_product_attention, q, k, v, causal=True, dropout_mask=dm)
         return _merge(y)
 
     def extra_repr(self) -> str:

@@ -13,7 +13,7 @@ from sadl.nn import Module
 
 from sadl_layers.modules._base import Layer
 
-__all__ = ["Mlp", "ModuleDict", "ModuleList", "Sequential"]
+__all__ = ["Sequential", "Mlp", "ModuleList", "ModuleDict"]
 
 
 def _check_module(owner: str, where: str, value: Any) -> Module:

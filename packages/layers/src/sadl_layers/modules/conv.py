@@ -17,7 +17,7 @@ from sadl_layers.modules._base import (
 )
 from sadl_layers.ops import conv as _ops
 
-__all__ = ["AvgPool2d", "Conv2d", "MaxPool2d"]
+__all__ = ["Conv2d", "MaxPool2d", "AvgPool2d"]
 
 IntPair = int | tuple[int, int]
 
@@ -83,7 +83,7 @@ class Conv2d(Layer):
         """Convolve ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
         x, added = _batched(self, as_tensor(x), self.in_channels)
         out: Tensor = self.call_op(
-            _ops.CONV2D,
+            _ops.conv2d,
             x,
             self.weight,
             self.bias,
@@ -127,7 +127,7 @@ class MaxPool2d(Layer):
         if x.ndim not in (3, 4):
             raise self.fail(f"input has shape {x.shape}, expected (N, C, H, W) or (C, H, W)")
         out: Tensor = self.call_op(
-            _ops.MAX_POOL2D,
+            _ops.max_pool2d,
             x,
             kernel_size=self.kernel_size,
             stride=self.stride,
@@ -168,7 +168,7 @@ class AvgPool2d(Layer):
         if x.ndim not in (3, 4):
             raise self.fail(f"input has shape {x.shape}, expected (N, C, H, W) or (C, H, W)")
         out: Tensor = self.call_op(
-            _ops.AVG_POOL2D,
+            _ops.avg_pool2d,
             x,
             kernel_size=self.kernel_size,
             stride=self.stride,

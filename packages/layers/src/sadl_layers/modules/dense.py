@@ -17,7 +17,7 @@ from sadl_layers.modules._base import (
 )
 from sadl_layers.ops import dense as _ops
 
-__all__ = ["Dropout", "Embedding", "Flatten", "Identity", "Linear"]
+__all__ = ["Linear", "Embedding", "Dropout", "Flatten", "Identity"]
 
 
 class Linear(Layer):
@@ -55,7 +55,7 @@ class Linear(Layer):
         shape = np.shape(x) if not isinstance(x, Tensor) else x.shape
         if not shape or shape[-1] != self.in_features:
             raise self.fail(f"input has shape {tuple(shape)}, expected (..., {self.in_features})")
-        out: Tensor = self.call_op(_ops.LINEAR, x, self.weight, self.bias)
+        out: Tensor = self.call_op(_ops.linear, x, self.weight, self.bias)
         return out
 
     def extra_repr(self) -> str:
@@ -110,7 +110,7 @@ class Embedding(Layer):
     def forward(self, ids: Any) -> Tensor:
         """The rows of ``weight`` at ``ids`` (an int array or int Tensor): shape ``(*ids, dim)``."""
         data = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
-        out: Tensor = self.call_op(_ops.EMBEDDING, self.weight, data, padding_idx=self.padding_idx)
+        out: Tensor = self.call_op(_ops.embedding, self.weight, data, padding_idx=self.padding_idx)
         return out
 
     def extra_repr(self) -> str:
@@ -145,7 +145,7 @@ class Dropout(Layer):
         t = as_tensor(x)
         if not self.training or self.p == 0.0:
             return t
-        out: Tensor = self.call_op(_ops.DROPOUT, t, p=self.p, mask=self.keep_mask(t.shape))
+        out: Tensor = self.call_op(_ops.dropout, t, p=self.p, mask=self.keep_mask(t.shape))
         return out
 
     def extra_repr(self) -> str:

@@ -17,7 +17,7 @@ from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import losses as _ops
 from sadl_layers.ops._common import check_reduction
 
-__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss"]
+__all__ = ["CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss", "BCEWithLogitsLoss"]
 
 
 def _target_like(target: Any, x: Tensor) -> Any:
@@ -64,7 +64,7 @@ class CrossEntropyLoss(_Loss):
     def forward(self, logits: Any, targets: Any) -> Tensor:
         """The loss of ``logits`` at ``targets``."""
         out: Tensor = self.call_op(
-            _ops.CROSS_ENTROPY,
+            _ops.cross_entropy,
             as_tensor(logits),
             targets,
             ignore_index=self.ignore_index,
@@ -91,7 +91,7 @@ class NLLLoss(_Loss):
     def forward(self, log_probs: Any, targets: Any) -> Tensor:
         """The loss of ``log_probs`` at ``targets``."""
         out: Tensor = self.call_op(
-            _ops.NLL_LOSS,
+            _ops.nll_loss,
             as_tensor(log_probs),
             targets,
             ignore_index=self.ignore_index,
@@ -111,7 +111,7 @@ class MSELoss(_Loss):
         """The loss."""
         x = as_tensor(input)
         out: Tensor = self.call_op(
-            _ops.MSE_LOSS, x, _target_like(target, x), reduction=self.reduction
+            _ops.mse_loss, x, _target_like(target, x), reduction=self.reduction
         )
         return out
 
@@ -123,7 +123,7 @@ class L1Loss(_Loss):
         """The loss."""
         x = as_tensor(input)
         out: Tensor = self.call_op(
-            _ops.L1_LOSS, x, _target_like(target, x), reduction=self.reduction
+            _ops.l1_loss, x, _target_like(target, x), reduction=self.reduction
         )
         return out
 
@@ -146,7 +146,7 @@ class BCEWithLogitsLoss(_Loss):
         """The loss."""
         x = as_tensor(logits)
         out: Tensor = self.call_op(
-            _ops.BCE_WITH_LOGITS,
+            _ops.binary_cross_entropy_with_logits,
             x,
             _target_like(targets, x),
             reduction=self.reduction,

@@ -10,7 +10,7 @@ from sadl import Parameter, Tensor
 from sadl_layers.modules._base import Layer, as_tensor, check_count
 from sadl_layers.ops import normalization as _ops
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm"]
+__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
 
 
 def _shape(layer: str, normalized_shape: Any) -> tuple[int, ...]:
@@ -69,7 +69,7 @@ class LayerNorm(_Norm):
         x = as_tensor(x)
         self._check(x)
         out: Tensor = self.call_op(
-            _ops.LAYER_NORM,
+            _ops.layer_norm,
             x,
             self.weight,
             self.bias,
@@ -109,7 +109,7 @@ class RMSNorm(_Norm):
         x = as_tensor(x)
         self._check(x)
         out: Tensor = self.call_op(
-            _ops.RMS_NORM, x, self.weight, eps=self.eps, normalized_shape=self.normalized_shape
+            _ops.rms_norm, x, self.weight, eps=self.eps, normalized_shape=self.normalized_shape
         )
         return out
 
@@ -179,7 +179,7 @@ class _BatchNorm(Layer):
                 running_mean = self.running_mean.data.copy()
                 running_var = self.running_var.data.copy()
         out: Tensor = self.call_op(
-            _ops.BATCH_NORM,
+            _ops.batch_norm,
             x,
             self.weight,
             self.bias,

@@ -1,13 +1,23 @@
 """Helpers shared by the op tables: argument checks with clear messages, and small rule pieces.
 
 Every check names the function, the argument and what was expected, so a bad call fails at the
-line that made it rather than deep inside NumPy. Rules run on NumPy arrays (first-order
-gradients) and on Tensors (``create_graph=True``); :func:`plain` tells the two apart so a rule
-can take an in-place fast path on arrays.
+line that made it rather than deep inside NumPy.
+
+A backward rule runs on arrays (first-order gradients) and on Tensors (``create_graph=True``),
+and never has one path for each. A short rule is written in NumPy vocabulary and runs on both.
+A fused op whose gradient deserves a fused pass uses *backward-as-op*: its rule only calls a
+backward op (``gelu_backward``, ``layer_norm_backward``, ...). That op's forward always receives
+plain arrays, so it may work in place, block by block; its own backward is written in NumPy
+vocabulary (or calls the forward op again), so higher derivatives work too.
+
+An op has one output. A backward op that computes several gradients in one pass returns them
+back to back in one flat array (:func:`packed_empty`); the rule splits it again with
+:func:`unpack`, which works on arrays (views, no copy) and on Tensors (differentiable slices).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,14 +26,35 @@ from sadl import Tensor
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def plain(*values: Any) -> bool:
-    """True when no value is a Tensor: the rule runs on arrays and may work in place."""
-    return all(not isinstance(v, Tensor) for v in values)
-
-
 def const(value: Any) -> Any:
     """The array behind ``value`` (a Tensor's data), for quantities that need no gradient."""
     return value.data if isinstance(value, Tensor) else value
+
+
+def packed_empty(dtype: Any, *shapes: tuple[int, ...]) -> tuple[Any, list[Any]]:
+    """A flat array with room for arrays of ``shapes`` back to back, and those arrays (views)."""
+    sizes = [math.prod(shape) for shape in shapes]
+    flat = np.empty(sum(sizes), dtype=dtype)
+    views: list[Any] = []
+    start = 0
+    for shape, size in zip(shapes, sizes):
+        views.append(flat[start : start + size].reshape(shape))
+        start += size
+    return flat, views
+
+
+def unpack(flat: Any, *shapes: tuple[int, ...] | None) -> list[Any]:
+    """The arrays (or Tensors) of ``shapes`` stored back to back in ``flat``; None stays None."""
+    parts: list[Any] = []
+    start = 0
+    for shape in shapes:
+        if shape is None:
+            parts.append(None)
+            continue
+        size = math.prod(shape)
+        parts.append(flat[start : start + size].reshape(shape))
+        start += size
+    return parts
 
 
 def no_grad_rule(g, out, *inputs, **params):

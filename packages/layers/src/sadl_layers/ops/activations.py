@@ -20,6 +20,8 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import blockwise, const
 
+__all__ = ["gelu", "silu", "leaky_relu"]
+
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C = math.sqrt(2.0 / math.pi)
@@ -167,7 +169,7 @@ GELU_BACKWARD: OpDef = OpDef(
         Example((3, 4), (3, 4), approximate="tanh", domain=(-3.0, 3.0)),
     ),
 )
-GELU: OpDef = OpDef(
+gelu: OpDef = OpDef(
     "gelu",
     _gelu,
     (lambda g, out, x, *, approximate="none": GELU_BACKWARD(g, x, approximate=approximate),),
@@ -227,7 +229,7 @@ SILU_BACKWARD: OpDef = OpDef(
     ),
     examples=(Example((3, 4), (3, 4), domain=(-4.0, 4.0)),),
 )
-SILU: OpDef = OpDef(
+silu: OpDef = OpDef(
     "silu",
     _silu,
     (lambda g, out, x: SILU_BACKWARD(g, x),),
@@ -250,7 +252,7 @@ def _leaky_relu_grad(g, out, x, *, negative_slope=0.01):
     return np.where(const(x) > 0, g, g * negative_slope)
 
 
-LEAKY_RELU = OpDef(
+leaky_relu = OpDef(
     "leaky_relu",
     _leaky_relu,
     (_leaky_relu_grad,),
@@ -261,5 +263,4 @@ LEAKY_RELU = OpDef(
     ),
 )
 
-OPS = (GELU, SILU, LEAKY_RELU)
 INTERNAL_OPS = (GELU_BACKWARD, SILU_BACKWARD)

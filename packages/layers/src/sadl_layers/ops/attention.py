@@ -17,9 +17,16 @@ of a slab stays in the CPU cache and the full (..., Tq, Tk) probability tensor i
 the backward recomputes each slab's probabilities from q and k (as flash attention does), which
 keeps peak memory at the size of q, k, v and the output.
 
+The backward is an op of its own (``scaled_dot_product_attention_backward``: dq, dk and dv in
+one pass, packed into one array), whose gradient :func:`_second_order` writes in NumPy
+vocabulary, so second and higher derivatives work.
+
 ``attention_qkv`` is the same computation on a packed ``(B, T, 3 * C)`` projection (GPT-2's
 ``c_attn`` output) returning ``(B, T, C)`` with the heads merged, so a causal self-attention
-layer is one node between its two linear layers, with no split/transpose/merge nodes.
+layer is one node between its two linear layers, with no split/transpose/merge nodes. Its
+backward op ``attention_qkv_backward`` writes dq, dk, dv straight into one ``(B, T, 3 * C)``
+gradient. GPT (sadl-models) and ``CausalSelfAttention`` use it for training; a generation step
+over a KV cache calls ``scaled_dot_product_attention`` with fewer queries than keys.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ import math
 import numpy as np
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, const, plain, shape_of
+from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
+
+__all__ = ["scaled_dot_product_attention", "attention_qkv"]
 
 _FN = "scaled_dot_product_attention"
 #: Score elements per slab: (slab heads) x Tq x Tk stays within the L2 cache.
@@ -230,22 +239,42 @@ def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dma
         np.matmul(dst, qs, out=dk[idx])
 
 
-def _attention_grads_graph(g, out, q, k, v, bias, row_ok, scale, dmask):
-    """The same gradients in NumPy vocabulary (Tensors under create_graph)."""
-    s = (q @ np.swapaxes(k, -1, -2)) * scale
+def _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask):
+    """The gradient of ``<uq, dq> + <uk, dk> + <uv, dv>`` w.r.t. g, out, q, k and v.
+
+    ``dq, dk, dv`` are the attention's gradients for the upstream ``g``, as
+    :func:`_attend_backward` computes them: with ``S = scale q k^T + bias``, ``P = softmax(S)``,
+    ``M`` the dropout mask, ``D = rowsum(g * out)`` and ``dS = P * ((g v^T) M - D)``:
+    ``dq = scale dS k``, ``dk = scale dS^T q``, ``dv = (P M)^T g``. Written in NumPy vocabulary,
+    so it runs on Tensors as well (third derivatives).
+    """
+    kt, vt = np.swapaxes(k, -1, -2), np.swapaxes(v, -1, -2)
+    s = (q @ kt) * scale
     if bias is not None:
         s = s + bias
     e = np.exp(s - np.max(const(s), axis=-1, keepdims=True))
     p = e / np.sum(e, axis=-1, keepdims=True)
     if row_ok is not None:
         p = p * row_ok
-    pd = p * dmask if dmask is not None else p
-    dv = np.swapaxes(pd, -1, -2) @ g
-    dp = g @ np.swapaxes(v, -1, -2)
+    dp = g @ vt  # d<g, out>/dP (with the dropout mask applied below)
+    gu = g @ np.swapaxes(uv, -1, -2)  # d<uv, dv>/dP
     if dmask is not None:
-        dp = dp * dmask
-    ds = p * (dp - np.sum(g * out, axis=-1, keepdims=True)) * scale
-    return ds @ k, np.swapaxes(ds, -1, -2) @ q, dv
+        dp, gu = dp * dmask, gu * dmask
+    dp_centered = dp - np.sum(g * out, axis=-1, keepdims=True)
+    ds = p * dp_centered  # dS: the first-order gradient of the scores S
+    h = (uq @ kt + q @ np.swapaxes(uk, -1, -2)) * scale  # <uq, dq> + <uk, dk> = <h, dS>
+    w = h * p
+    w_rows = np.sum(w, axis=-1, keepdims=True)
+    wm = w if dmask is None else w * dmask
+    pm = p if dmask is None else p * dmask
+    z = h * dp_centered + gu  # d(product)/dP
+    ds2 = p * (z - np.sum(z * p, axis=-1, keepdims=True))  # d(product)/dS, through P
+    d_g = wm @ v - w_rows * out + pm @ uv
+    d_out = -w_rows * g
+    d_q = (ds @ uk + ds2 @ k) * scale
+    d_k = (np.swapaxes(ds, -1, -2) @ uq + np.swapaxes(ds2, -1, -2) @ q) * scale
+    d_v = np.swapaxes(wm, -1, -2) @ g
+    return d_g, d_out, d_q, d_k, d_v
 
 
 def _prepare(q, k, v, causal, mask, scale, dropout_mask):
@@ -262,6 +291,12 @@ def _prepare(q, k, v, causal, mask, scale, dropout_mask):
     return lead, bias, row_ok, scale, dmask
 
 
+def _grad_shapes(q, k, v):
+    """The shapes of dq, dk, dv: each input's last two axes after the broadcast leading axes."""
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    return tuple((*lead, *a.shape[-2:]) for a in (q, k, v))
+
+
 def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
@@ -270,42 +305,66 @@ def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     return _attend(q, k, v, out, lead, bias, row_ok, scale, dmask)
 
 
-def _sdpa_grad(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
-    cq, ck, cv = const(q), const(k), const(v)
-    lead, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
-    if not plain(g, out, q, k, v):
-        return _attention_grads_graph(g, out, q, k, v, bias, row_ok, scale, dmask)
-    dq = np.empty((*lead, *q.shape[-2:]), dtype=q.dtype)
-    dk = np.empty((*lead, *k.shape[-2:]), dtype=k.dtype)
-    dv = np.empty((*lead, *v.shape[-2:]), dtype=v.dtype)
+def _sdpa_grad(g, out, q, k, v, **params):
+    packed = SDPA_BACKWARD(g, out, q, k, v, **params)
+    return tuple(unpack(packed, *_grad_shapes(q, k, v)))
+
+
+def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
+    """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
+    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    shapes = ((*lead, *a.shape[-2:]) for a in (q, k, v))
+    packed, (dq, dk, dv) = packed_empty(np.result_type(g, q, k, v), *shapes)
     _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
-    return dq, dk, dv
+    return packed
 
 
-SCALED_DOT_PRODUCT_ATTENTION = OpDef(
+def _sdpa_backward_grad(
+    gg, _, g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None
+):
+    uq, uk, uv = unpack(gg, *_grad_shapes(q, k, v))
+    cq, ck, cv = const(q), const(k), const(v)
+    _, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
+    return _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask)
+
+
+_KEEP_SOME = np.array([[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0]], dtype=bool)  # row 1 sees none
+_ADDITIVE = np.array([[0.0, -1.0, -np.inf]] * 3)
+_DROP_3x3 = np.array([[2.0, 0.0, 2.0], [2.0, 2.0, 0.0], [0.0, 2.0, 2.0]])
+
+scaled_dot_product_attention: OpDef = OpDef(
     "scaled_dot_product_attention",
     _sdpa,
     _sdpa_grad,
     examples=(
         Example((2, 3, 4), (2, 5, 4), (2, 5, 3)),
         Example((2, 2, 4, 3), (2, 2, 4, 3), (2, 2, 4, 3), causal=True),
-        Example((2, 2, 3), (2, 5, 3), (2, 5, 4), causal=True),
+        Example((2, 2, 3), (2, 5, 3), (2, 5, 4), causal=True),  # a block after a KV cache
+        Example((1, 2, 1, 3), (1, 2, 4, 3), (1, 2, 4, 3), causal=True),  # one new token, heads
         Example((2, 1, 3, 4), (1, 2, 3, 4), (2, 2, 3, 2), scale=0.3),
+        Example((1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME),
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=_ADDITIVE),
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 3), causal=True, dropout_mask=_DROP_3x3),
+    ),
+)
+SDPA_BACKWARD: OpDef = OpDef(
+    "scaled_dot_product_attention_backward",
+    _sdpa_backward,
+    _sdpa_backward_grad,
+    examples=(
+        Example((2, 3, 3), (2, 3, 3), (2, 3, 4), (2, 5, 4), (2, 5, 3)),
+        Example((1, 2, 2, 3), (1, 2, 2, 3), (1, 2, 2, 3), (1, 2, 4, 3), (1, 2, 4, 3), causal=True),
+        Example((2, 2, 3, 2), (2, 2, 3, 2), (2, 1, 3, 4), (1, 2, 3, 4), (2, 2, 3, 2), scale=0.3),
+        Example((1, 3, 2), (1, 3, 2), (1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME),
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), (2, 3, 2), (2, 3, 2), mask=_ADDITIVE),
         Example(
-            (1, 3, 2),
-            (1, 4, 2),
-            (1, 4, 2),
-            mask=np.array(
-                [[True, False, True, True], [False, False, False, False], [1, 1, 0, 0]]
-            ).astype(bool),
-        ),
-        Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=np.array([[0.0, -1.0, -np.inf]] * 3)),
-        Example(
+            (2, 3, 3),
+            (2, 3, 3),
             (2, 3, 2),
             (2, 3, 2),
             (2, 3, 3),
             causal=True,
-            dropout_mask=np.array([[2.0, 0.0, 2.0], [2.0, 2.0, 0.0], [0.0, 2.0, 2.0]]),
+            dropout_mask=_DROP_3x3,
         ),
     ),
 )
@@ -315,7 +374,7 @@ SCALED_DOT_PRODUCT_ATTENTION = OpDef(
 
 
 def _split_qkv(qkv, n_head):
-    """(B, T, 3C) -> q, k, v views of shape (B, H, T, C/H) (no copy)."""
+    """(B, T, 3C) -> q, k, v of shape (B, H, T, C/H) (views of an array; Tensors too)."""
     check_float("attention_qkv", "qkv", qkv)
     if qkv.ndim != 3 or qkv.shape[-1] % (3 * n_head):
         raise ValueError(
@@ -323,15 +382,20 @@ def _split_qkv(qkv, n_head):
             f"divisible by n_head={n_head}"
         )
     B, T, C3 = qkv.shape
-    hd = C3 // (3 * n_head)
-    parts = qkv.reshape(B, T, 3, n_head, hd).transpose(2, 0, 3, 1, 4)
+    parts = np.transpose(np.reshape(qkv, (B, T, 3, n_head, C3 // (3 * n_head))), (2, 0, 3, 1, 4))
     return parts[0], parts[1], parts[2]
 
 
 def _heads(a, n_head):
-    """(B, T, C) array -> (B, H, T, C/H) view."""
+    """(B, T, C) -> (B, H, T, C/H) (a view of an array; Tensors too)."""
     B, T, C = a.shape
-    return a.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
+    return np.transpose(np.reshape(a, (B, T, n_head, C // n_head)), (0, 2, 1, 3))
+
+
+def _merge_heads(a):
+    """(B, H, T, d) -> (B, T, H * d), the inverse of :func:`_heads`."""
+    B, H, T, d = a.shape
+    return np.reshape(np.transpose(a, (0, 2, 1, 3)), (B, T, H * d))
 
 
 def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None):
@@ -344,69 +408,57 @@ def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_m
     return out
 
 
-def _attention_qkv_grad(
+def _attention_qkv_backward(
     g, out, qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None
 ):
-    q, k, v = _split_qkv(const(qkv), n_head)
+    """d<attention_qkv(qkv), g>/dqkv, (B, T, 3C), written in place head by head."""
+    q, k, v = _split_qkv(qkv, n_head)
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
-    B, T, C3 = qkv.shape
-    H = n_head
-    if not plain(g, out, qkv):
-        hd = C3 // (3 * H)
-        parts = np.transpose(np.reshape(qkv, (B, T, 3, H, hd)), (2, 0, 3, 1, 4))
-        grads = _attention_grads_graph(
-            _graph_heads(g, H),
-            _graph_heads(out, H),
-            parts[0],
-            parts[1],
-            parts[2],
-            bias,
-            row_ok,
-            scale,
-            dmask,
-        )
-        merged = [np.transpose(d, (0, 2, 1, 3)) for d in grads]  # (B, T, H, hd) each
-        return (np.reshape(np.stack(merged, axis=2), (B, T, C3)),)
-    dqkv = np.empty((B, T, C3), dtype=qkv.dtype)
-    dq, dk, dv = _split_qkv(dqkv, H)
-    _attend_backward(
-        _heads(g, H),
-        _heads(out, H),
-        q,
-        k,
-        v,
-        dq,
-        dk,
-        dv,
-        lead,
-        bias,
-        row_ok,
-        scale,
-        dmask,
+    dqkv = np.empty(qkv.shape, dtype=np.result_type(g, qkv))
+    dq, dk, dv = _split_qkv(dqkv, n_head)
+    g_h, out_h = _heads(g, n_head), _heads(out, n_head)
+    _attend_backward(g_h, out_h, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
+    return dqkv
+
+
+def _attention_qkv_backward_grad(
+    gg, _, g, out, qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None
+):
+    cq, ck, cv = _split_qkv(const(qkv), n_head)
+    _, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
+    q, k, v = _split_qkv(qkv, n_head)
+    uq, uk, uv = _split_qkv(gg, n_head)
+    g_h, out_h = _heads(g, n_head), _heads(out, n_head)
+    d_g, d_out, d_q, d_k, d_v = _second_order(
+        uq, uk, uv, g_h, out_h, q, k, v, bias, row_ok, scale, dmask
     )
-    return (dqkv,)
+    d_qkv = np.reshape(np.transpose(np.stack([d_q, d_k, d_v]), (1, 3, 0, 2, 4)), qkv.shape)
+    return _merge_heads(d_g), _merge_heads(d_out), d_qkv
 
 
-def _graph_heads(a, n_head):
-    B, T, C = a.shape
-    return np.transpose(np.reshape(a, (B, T, n_head, C // n_head)), (0, 2, 1, 3))
+_DROP_HEADS = np.array([[[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [2.0, 2.0, 2.0]]] * 2)
 
-
-ATTENTION_QKV = OpDef(
+attention_qkv: OpDef = OpDef(
     "attention_qkv",
     _attention_qkv,
-    _attention_qkv_grad,
+    lambda g, out, qkv, **params: (ATTENTION_QKV_BACKWARD(g, out, qkv, **params),),
     examples=(
         Example((2, 4, 12), n_head=2),
         Example((1, 3, 6), n_head=1, causal=False),
         Example((2, 3, 12), n_head=2, mask=np.array([[True, True, False]] * 3)),
-        Example(
-            (1, 3, 6),
-            n_head=2,
-            dropout_mask=np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [2.0, 2.0, 2.0]]),
-        ),
+        Example((1, 3, 6), n_head=2, dropout_mask=_DROP_HEADS[0]),
+        Example((1, 3, 12), n_head=2, dropout_mask=_DROP_HEADS[None]),  # (B, H, T, T), as GPT
+    ),
+)
+ATTENTION_QKV_BACKWARD: OpDef = OpDef(
+    "attention_qkv_backward",
+    _attention_qkv_backward,
+    _attention_qkv_backward_grad,
+    examples=(
+        Example((2, 3, 4), (2, 3, 4), (2, 3, 12), n_head=2),
+        Example((1, 3, 6), (1, 3, 6), (1, 3, 18), n_head=3, causal=False, scale=0.5),
+        Example((1, 3, 4), (1, 3, 4), (1, 3, 12), n_head=2, dropout_mask=_DROP_HEADS[None]),
     ),
 )
 
-OPS = (SCALED_DOT_PRODUCT_ATTENTION,)
-INTERNAL_OPS = (ATTENTION_QKV,)
+INTERNAL_OPS = (SDPA_BACKWARD, ATTENTION_QKV_BACKWARD)

@@ -14,6 +14,8 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, check_int, const, no_grad_rule, shape_of
 
+__all__ = ["linear", "embedding", "dropout"]
+
 # ---------------------------------------------------------------------------------- linear
 
 
@@ -63,7 +65,7 @@ def _linear_grad_bias(g, out, x, weight, bias=None):
     return np.sum(_rows(g, weight.shape[0]), axis=0)
 
 
-LINEAR = OpDef(
+linear = OpDef(
     "linear",
     _linear,
     (_linear_grad_x, _linear_grad_weight, _linear_grad_bias),
@@ -121,7 +123,7 @@ def _embedding_backward(g, ids, *, num_embeddings, padding_idx=None):
 
 
 def _embedding_backward_grad_g(gg, out, g, ids, *, num_embeddings, padding_idx=None):
-    picked = EMBEDDING(gg, ids)
+    picked = embedding(gg, ids)
     if padding_idx is None:
         return picked
     return picked * (ids != padding_idx)[..., None].astype(const(g).dtype)
@@ -142,7 +144,7 @@ def _embedding_grad_weight(g, out, weight, ids, *, padding_idx=None):
     return EMBEDDING_BACKWARD(g, ids, num_embeddings=weight.shape[0], padding_idx=padding_idx)
 
 
-EMBEDDING: OpDef = OpDef(
+embedding: OpDef = OpDef(
     "embedding",
     _embedding,
     (_embedding_grad_weight, no_grad_rule),
@@ -194,7 +196,7 @@ def _dropout_grad(g, out, x, *, p=0.5, mask=None, seed=None):
     return g * _keep_mask(const(x), p, mask, seed) * _scale(p)
 
 
-DROPOUT = OpDef(
+dropout = OpDef(
     "dropout",
     _dropout,
     (_dropout_grad,),
@@ -206,5 +208,4 @@ DROPOUT = OpDef(
     ),
 )
 
-OPS = (LINEAR, EMBEDDING, DROPOUT)
 INTERNAL_OPS = (EMBEDDING_BACKWARD,)

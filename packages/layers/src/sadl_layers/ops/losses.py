@@ -24,10 +24,11 @@ from sadl_layers.ops._common import (
     const,
     loss_scale,
     no_grad_rule,
-    plain,
     reduce_loss,
     shape_of,
 )
+
+__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
 
 _EXTREME = np.array([[1000.0, -1000.0, 0.5], [-1000.0, -999.0, 1000.0], [3.0, 3.0, -1000.0]])
 
@@ -144,8 +145,6 @@ def _ce_backward_grad_logits(gg, out, g, logits, targets, **params):
     return w * p * (gg - np.sum(gg * p, axis=-1, keepdims=True))
 
 
-_CE_PARAMS = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
-
 CROSS_ENTROPY_BACKWARD: OpDef = OpDef(
     "cross_entropy_backward",
     _ce_backward,
@@ -162,7 +161,7 @@ def _ce_grad(g, out, logits, targets, **params):
     return CROSS_ENTROPY_BACKWARD(g, logits, targets, **params)
 
 
-CROSS_ENTROPY = OpDef(
+cross_entropy = OpDef(
     "cross_entropy",
     _cross_entropy,
     (_ce_grad, no_grad_rule),
@@ -194,23 +193,34 @@ def _nll_loss(log_probs, targets, *, ignore_index=-100, reduction="mean"):
     return reduce_loss(loss, reduction, count)
 
 
-def _nll_grad(g, out, log_probs, targets, *, ignore_index=-100, reduction="mean"):
-    C = log_probs.shape[-1]
+def _nll_backward(g, targets, *, num_classes, ignore_index=-100, reduction="mean"):
+    """The gradient of nll_loss: -g (scaled) at each row's target class, zero elsewhere."""
     valid = targets != ignore_index
-    count = int(np.count_nonzero(valid))
-    scale = loss_scale(g, reduction, count)
-    safe = np.where(valid, targets, 0)
-    if plain(g):
-        w = np.broadcast_to(-scale * valid, targets.shape).reshape(-1)
-        grad = np.zeros((safe.size, C), dtype=log_probs.dtype)
-        grad[np.arange(safe.size), safe.reshape(-1)] = w
-        return grad.reshape(log_probs.shape)
-    onehot = (np.arange(C) == safe[..., None]) & valid[..., None]
-    w = np.expand_dims(scale, -1) if reduction == "none" else scale
-    return -(w * onehot.astype(const(log_probs).dtype))
+    scale = loss_scale(g, reduction, int(np.count_nonzero(valid)))
+    w = np.broadcast_to(-scale * valid, targets.shape).reshape(-1)
+    grad = np.zeros((targets.size, num_classes), dtype=g.dtype)
+    grad[np.arange(targets.size), np.where(valid, targets, 0).reshape(-1)] = w
+    return grad.reshape(*targets.shape, num_classes)
 
 
-NLL_LOSS = OpDef(
+#: nll_loss is linear in its input, so the gradient of its backward (w.r.t. g) is nll_loss.
+NLL_LOSS_BACKWARD: OpDef = OpDef(
+    "nll_loss_backward",
+    _nll_backward,
+    (lambda gg, out, g, targets, *, num_classes, **p: nll_loss(gg, targets, **p), no_grad_rule),
+    examples=(
+        Example((), np.array([0, 3, 4, 1]), num_classes=5),
+        Example((2, 3), np.array([[0, 3, 1], [2, -100, 3]]), num_classes=4, reduction="none"),
+        Example((), np.array([0, -100, 2, 1, 1]), num_classes=3, reduction="sum"),
+    ),
+)
+
+
+def _nll_grad(g, out, log_probs, targets, **params):
+    return NLL_LOSS_BACKWARD(g, targets, num_classes=shape_of(log_probs)[-1], **params)
+
+
+nll_loss: OpDef = OpDef(
     "nll_loss",
     _nll_loss,
     (_nll_grad, no_grad_rule),
@@ -248,7 +258,7 @@ def _mse_grad_target(g, out, input, target, *, reduction="mean"):
     return (target - input) * (2.0 * loss_scale(g, reduction, int(np.size(const(input)))))
 
 
-MSE_LOSS = OpDef(
+mse_loss = OpDef(
     "mse_loss",
     _mse_loss,
     (_mse_grad_input, _mse_grad_target),
@@ -281,7 +291,7 @@ def _l1_grad_target(g, out, input, target, *, reduction="mean"):
     )
 
 
-L1_LOSS = OpDef(
+l1_loss = OpDef(
     "l1_loss",
     _l1_loss,
     (_l1_grad_input, _l1_grad_target),
@@ -335,7 +345,7 @@ def _bce_grad_targets(g, out, logits, targets, *, reduction="mean", pos_weight=N
     return ((_pos_weight(pos_weight, logits) - 1.0) * _softplus_neg(logits) - logits) * scale
 
 
-BCE_WITH_LOGITS = OpDef(
+binary_cross_entropy_with_logits = OpDef(
     "binary_cross_entropy_with_logits",
     _bce_with_logits,
     (_bce_grad_logits, _bce_grad_targets),
@@ -349,5 +359,4 @@ BCE_WITH_LOGITS = OpDef(
     ),
 )
 
-OPS = (CROSS_ENTROPY, NLL_LOSS, MSE_LOSS, L1_LOSS, BCE_WITH_LOGITS)
-INTERNAL_OPS = (CROSS_ENTROPY_BACKWARD,)
+INTERNAL_OPS = (CROSS_ENTROPY_BACKWARD, NLL_LOSS_BACKWARD)

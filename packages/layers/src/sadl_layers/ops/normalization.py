@@ -13,7 +13,9 @@ import math
 import numpy as np
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, const, plain, shape_of
+from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
+
+__all__ = ["layer_norm", "rms_norm", "batch_norm"]
 
 # ------------------------------------------------------------------------------ layer norm
 
@@ -60,12 +62,13 @@ def _row_mean(a):
     return col
 
 
-def _normalized_rows(x2, eps):
-    """(x2 - row mean) * rstd and rstd = 1 / sqrt(row variance + eps), for a 2-D array.
+def _normalized_rows(x2, eps, centered=True):
+    """The normalized rows ``(x2 - row mean) * rstd`` and ``rstd = 1 / sqrt(row var + eps)``.
 
-    Shared by the forward and the backward (which recomputes it instead of saving it).
+    ``centered=False`` skips the mean (RMS norm: rstd = 1 / sqrt(mean(x2**2) + eps)). Shared by
+    the forwards and the backward (which recomputes it instead of saving it).
     """
-    xhat = x2 - _row_mean(x2)
+    xhat = x2 - _row_mean(x2) if centered else x2.copy()
     rstd = _row_dot(xhat, xhat)
     rstd *= 1.0 / x2.shape[1]
     rstd += eps
@@ -86,45 +89,111 @@ def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     return xc.reshape(x.shape)
 
 
-def _layer_norm_grads_fast(g, x, weight, bias, eps, ns, D):
+def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, centered=True):
+    """The gradients of layer_norm (or, uncentered, rms_norm) for the upstream ``g``.
+
+    Returns dx, dweight (when ``weight`` is given) and dbias (when ``has_bias``) back to back in
+    one flat array, computed in one pass over shared temporaries. With xhat the normalized rows,
+    rstd = 1 / std and h = g * weight: ``dx = rstd * (h - mean(h) - xhat * mean(h * xhat))``
+    (without the ``mean(h)`` term when uncentered), ``dweight = sum(g * xhat)`` and
+    ``dbias = sum(g)`` over the rows.
+    """
+    ns = tuple(normalized_shape)
+    D = math.prod(ns)
+    shapes = (shape_of(x), ns if weight is not None else None, ns if has_bias else None)
+    packed, views = packed_empty(np.result_type(g, x), *(s for s in shapes if s is not None))
+    gx = views[0].reshape(-1, D)
     g2 = g.reshape(-1, D)
-    xhat, rstd = _normalized_rows(x.reshape(-1, D), eps)
-    gb = g2.sum(axis=0).reshape(ns) if bias is not None else None
-    gw = np.einsum("ij,ij->j", g2, xhat).reshape(ns) if weight is not None else None
-    gxhat = g2 * weight.reshape(-1) if weight is not None else g2.copy()
-    a = _row_mean(gxhat)
-    b = _row_dot(gxhat, xhat)
+    xhat, rstd = _normalized_rows(x.reshape(-1, D), eps, centered)
+    if has_bias:
+        g2.sum(axis=0, out=views[-1].reshape(-1))
+    if weight is not None:
+        np.einsum("ij,ij->j", g2, xhat, out=views[1].reshape(-1))
+        np.multiply(g2, weight.reshape(-1), out=gx)
+    else:
+        gx[...] = g2
+    a = _row_mean(gx) if centered else None
+    b = _row_dot(gx, xhat)
     b *= 1.0 / D
     xhat *= b
-    gxhat -= xhat
-    gxhat -= a
-    gxhat *= rstd
-    return gxhat.reshape(x.shape), gw, gb
+    gx -= xhat
+    if a is not None:
+        gx -= a
+    gx *= rstd
+    return packed
 
 
-def _layer_norm_grads_graph(g, x, weight, bias, eps, ns, D):
-    x2 = np.reshape(x, (-1, D))
-    g2 = np.reshape(g, (-1, D))
-    xc = x2 - np.mean(x2, axis=1, keepdims=True)
+def _project(v, xhat, rstd, centered):
+    """Per row, ``rstd * (v - mean(v) - xhat * mean(v * xhat))``: the norm's dx for dxhat = v."""
+    if centered:
+        v = v - np.mean(v, axis=1, keepdims=True)
+    return (v - xhat * np.mean(v * xhat, axis=1, keepdims=True)) * rstd
+
+
+def _layer_norm_backward_grad(
+    gg, _, g, x, weight, *, eps, normalized_shape, has_bias, centered=True
+):
+    """The gradients of ``<u, dx> + <a, dweight> + <c, dbias>`` (u, a, c packed in ``gg``)."""
+    ns = tuple(normalized_shape)
+    D = math.prod(ns)
+    u, a, c = unpack(gg, shape_of(x), ns if weight is not None else None, ns if has_bias else None)
+    x2, g2, u2 = np.reshape(x, (-1, D)), np.reshape(g, (-1, D)), np.reshape(u, (-1, D))
+    xc = x2 - np.mean(x2, axis=1, keepdims=True) if centered else x2
     rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=1, keepdims=True) + eps)
     xhat = xc * rstd
-    gxhat = g2 * np.reshape(weight, (1, D)) if weight is not None else g2
-    inner = gxhat - np.mean(gxhat, axis=1, keepdims=True)
-    inner = inner - xhat * np.mean(gxhat * xhat, axis=1, keepdims=True)
-    gx = np.reshape(inner * rstd, shape_of(x))
-    gw = np.reshape(np.sum(g2 * xhat, axis=0), ns) if weight is not None else None
-    gb = np.reshape(np.sum(g2, axis=0), ns) if bias is not None else None
-    return gx, gw, gb
+    w = None if weight is None else np.reshape(weight, (1, D))
+    h = g2 if w is None else g2 * w
+    pu = _project(u2, xhat, rstd, centered)  # d<u, dx>/dh (the projection is self-adjoint)
+    d_g = pu if w is None else pu * w
+    # d<u, dx>/dxhat at fixed rstd, then through xhat and rstd to x.
+    xbar = -(np.mean(u2 * xhat, axis=1, keepdims=True) * h)
+    xbar = (xbar - np.mean(h * xhat, axis=1, keepdims=True) * u2) * rstd
+    if a is not None:
+        d_g = d_g + np.reshape(a, (1, D)) * xhat
+        xbar = xbar + np.reshape(a, (1, D)) * g2
+    if c is not None:
+        d_g = d_g + np.reshape(c, (1, D))
+    dx = _project(h, xhat, rstd, centered)
+    d_x = _project(xbar, xhat, rstd, centered)
+    d_x = d_x - xhat * rstd * np.mean(u2 * dx, axis=1, keepdims=True)
+    d_w = None if w is None else np.reshape(np.sum(g2 * pu, axis=0), ns)
+    return np.reshape(d_g, shape_of(x)), np.reshape(d_x, shape_of(x)), d_w
+
+
+LAYER_NORM_BACKWARD: OpDef = OpDef(
+    "layer_norm_backward",
+    _layer_norm_backward,
+    _layer_norm_backward_grad,
+    examples=(
+        Example((3, 5), (3, 5), (5,), eps=1e-5, normalized_shape=(5,), has_bias=True),
+        Example((2, 3, 4), (2, 3, 4), None, eps=1e-5, normalized_shape=(4,), has_bias=False),
+        Example((2, 3, 4), (2, 3, 4), (3, 4), eps=1e-3, normalized_shape=(3, 4), has_bias=False),
+        Example((2, 4), (2, 4), None, eps=1e-5, normalized_shape=(4,), has_bias=True),
+        Example(
+            (3, 5), (3, 5), (5,), eps=1e-6, normalized_shape=(5,), has_bias=False, centered=False
+        ),
+        Example(
+            (2, 3, 4),
+            (2, 3, 4),
+            None,
+            eps=1e-3,
+            normalized_shape=(3, 4),
+            has_bias=False,
+            centered=False,
+        ),
+    ),
+)
 
 
 def _layer_norm_grad(g, out, x, weight, bias, *, eps=1e-5, normalized_shape=None):
-    ns, D = _norm_shape("layer_norm", const(x), const(weight), const(bias), normalized_shape)
-    if plain(g, x, weight, bias):
-        return _layer_norm_grads_fast(g, x, weight, bias, eps, ns, D)
-    return _layer_norm_grads_graph(g, x, weight, bias, eps, ns, D)
+    ns, _ = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
+    packed = LAYER_NORM_BACKWARD(
+        g, x, weight, eps=eps, normalized_shape=ns, has_bias=bias is not None
+    )
+    return tuple(unpack(packed, shape_of(x), *(None if p is None else ns for p in (weight, bias))))
 
 
-LAYER_NORM = OpDef(
+layer_norm: OpDef = OpDef(
     "layer_norm",
     _layer_norm,
     _layer_norm_grad,
@@ -151,31 +220,27 @@ def _rms_norm(x, weight, *, eps=None, normalized_shape=None):
     ``eps=None`` uses the machine epsilon of x's dtype (torch's default).
     """
     _, D = _norm_shape("rms_norm", x, weight, None, normalized_shape)
-    x2 = x.reshape(-1, D)
-    r = _row_dot(x2, x2)
-    r *= 1.0 / D
-    r += _rms_eps(x, eps)
-    np.sqrt(r, out=r)
-    np.reciprocal(r, out=r)
-    out = x2 * r
+    out, _ = _normalized_rows(x.reshape(-1, D), _rms_eps(x, eps), centered=False)
     if weight is not None:
         out *= weight.reshape(-1)
     return out.reshape(x.shape)
 
 
 def _rms_norm_grad(g, out, x, weight, *, eps=None, normalized_shape=None):
-    ns, D = _norm_shape("rms_norm", const(x), const(weight), None, normalized_shape)
-    x2 = np.reshape(x, (-1, D))
-    g2 = np.reshape(g, (-1, D))
-    r = 1.0 / np.sqrt(np.mean(x2 * x2, axis=1, keepdims=True) + _rms_eps(const(x), eps))
-    xhat = x2 * r
-    gxhat = g2 * np.reshape(weight, (1, D)) if weight is not None else g2
-    gx = r * (gxhat - xhat * np.mean(gxhat * xhat, axis=1, keepdims=True))
-    gw = np.reshape(np.sum(g2 * xhat, axis=0), ns) if weight is not None else None
-    return np.reshape(gx, shape_of(x)), gw
+    ns, _ = _norm_shape("rms_norm", x, weight, None, normalized_shape)
+    packed = LAYER_NORM_BACKWARD(
+        g,
+        x,
+        weight,
+        eps=_rms_eps(x, eps),
+        normalized_shape=ns,
+        has_bias=False,
+        centered=False,
+    )
+    return tuple(unpack(packed, shape_of(x), None if weight is None else ns))
 
 
-RMS_NORM = OpDef(
+rms_norm: OpDef = OpDef(
     "rms_norm",
     _rms_norm,
     _rms_norm_grad,
@@ -188,10 +253,6 @@ RMS_NORM = OpDef(
 
 
 # ------------------------------------------------------------------------------ batch norm
-
-
-def _bn_axes(x):
-    return (0, *range(2, x.ndim))
 
 
 def _bn_view(a, ndim):
@@ -314,7 +375,7 @@ def _batch_norm_grad(
     return gx, gw, gb
 
 
-BATCH_NORM = OpDef(
+batch_norm = OpDef(
     "batch_norm",
     _batch_norm,
     _batch_norm_grad,
@@ -333,5 +394,4 @@ BATCH_NORM = OpDef(
     ),
 )
 
-OPS = (LAYER_NORM, RMS_NORM, BATCH_NORM)
-INTERNAL_OPS: tuple[OpDef, ...] = ()
+INTERNAL_OPS = (LAYER_NORM_BACKWARD,)

@@ -1,0 +1,33 @@
+"""Training a GPT on a text: the engine behind ``sadl train gpt``.
+
+One :class:`TrainConfig` holds every setting; :func:`train` runs (or resumes) a run in an output
+directory holding ``checkpoint.sadl`` and ``loss.png``. A resumed run continues bit-identically:
+the same losses as an uninterrupted run. One file per job:
+
+* :mod:`~sadl_models.train.config`: the settings and their validation;
+* :mod:`~sadl_models.train.loop`: the training loop (set-up, steps, evaluation, the sample);
+* :mod:`~sadl_models.train.checkpoint`: what a checkpoint holds, resuming, :func:`load_model`;
+* :mod:`~sadl_models.train.progress`: the progress bar, Ctrl-C, the loss plot.
+"""
+
+from __future__ import annotations
+
+from sadl_models.train.checkpoint import CHECKPOINT_NAME, History, load_model
+from sadl_models.train.config import TrainConfig, TrainError, check_device
+from sadl_models.train.loop import TrainResult, build_model, default_prompt, sample_text, train
+from sadl_models.train.progress import PLOT_NAME
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "PLOT_NAME",
+    "History",
+    "TrainConfig",
+    "TrainError",
+    "TrainResult",
+    "build_model",
+    "check_device",
+    "default_prompt",
+    "load_model",
+    "sample_text",
+    "train",
+]

@@ -1,0 +1,158 @@
+"""The checkpoint of a training run: what it holds, writing it, resuming from it, loading a model.
+
+``checkpoint.sadl`` holds the model, the AdamW state, the schedule, the step and the random state
+(through sadl-serialize), and in its JSON part the model config, the tokenizer, the settings, the
+loss history, the unigram baseline and the corpus digest, so a resumed run continues
+bit-identically and ``sadl generate`` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from sadl.optim import Optimizer
+from sadl_optim import CosineWithWarmup
+from sadl_serialize import load_checkpoint, save_checkpoint
+
+from sadl_models.gpt import GPT
+from sadl_models.tokenizers import Tokenizer, tokenizer_from_dict
+from sadl_models.train.config import TrainConfig, TrainError, check_device, flag
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "FORMAT_TAG",
+    "History",
+    "RunState",
+    "load_model",
+    "read_meta",
+    "restore",
+    "resume_config",
+    "save_run",
+]
+
+CHECKPOINT_NAME = "checkpoint.sadl"
+FORMAT_TAG = "sadl-models/gpt-train/1"
+#: The settings a resumed run may change; any other must match the checkpoint's.
+RESUMABLE_CHANGES = frozenset({"steps", "device", "sample_tokens", "eval_interval"})
+
+
+@dataclass
+class History:
+    """Loss history (saved in the checkpoint).
+
+    ``train``: the loss of every step's batch. ``evals``: ``(step, train, val)`` at each
+    evaluation, both measured the same way (eval mode, the same fixed batches every time).
+    """
+
+    train: list[float] = field(default_factory=list)
+    evals: list[tuple[int, float, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"train": list(self.train), "evals": [list(e) for e in self.evals]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> History:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            [float(x) for x in data.get("train", [])],
+            [(int(s), float(t), float(v)) for s, t, v in data.get("evals", [])],
+        )
+
+
+@dataclass
+class RunState:
+    """What a checkpoint saves and restores besides the metadata: the objects of a run."""
+
+    model: GPT
+    optimizer: Optimizer
+    scheduler: CosineWithWarmup
+    rng: np.random.Generator
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """The checkpoint's metadata; a TrainError unless ``sadl train gpt`` wrote it."""
+    if not path.is_file():
+        raise TrainError(f"no checkpoint at {path}")
+    try:
+        meta = load_checkpoint(path)
+    except Exception as exc:
+        raise TrainError(f"cannot read checkpoint {path}: {exc}") from None
+    extra = meta.get("extra") or {}
+    if extra.get("format") != FORMAT_TAG:
+        raise TrainError(f"{path} is not a checkpoint written by 'sadl train gpt'")
+    return meta
+
+
+def load_model(path: str | os.PathLike[str], device: str | None = None) -> tuple[GPT, Tokenizer]:
+    """The GPT and tokenizer stored in a checkpoint written by :func:`train`."""
+    ckpt = Path(path)
+    extra = read_meta(ckpt)["extra"]
+    tokenizer = tokenizer_from_dict(extra["tokenizer"])
+    model = GPT(**extra["model"], rng=0)
+    if device is not None:
+        model.to(check_device(device))
+    load_checkpoint(ckpt, model=model)
+    model.eval()
+    return model, tokenizer
+
+
+def resume_config(config: TrainConfig, meta: Mapping[str, Any], explicit: set[str]) -> TrainConfig:
+    """The checkpoint's settings, with the explicitly given ones that a resume may change."""
+    saved = TrainConfig.from_dict(meta["extra"]["train"])
+    for name in sorted(explicit):
+        mine, theirs = getattr(config, name), getattr(saved, name)
+        if name not in RESUMABLE_CHANGES and mine != theirs:
+            raise TrainError(
+                f"--resume continues the saved run, but {flag(name)} {mine} differs from its "
+                f"{theirs}; drop the option or start a new run in another --out"
+            )
+    updates = {name: getattr(config, name) for name in explicit if name in RESUMABLE_CHANGES}
+    return dataclasses.replace(saved, **updates)
+
+
+def save_run(path: Path, step: int, state: RunState, extra: dict[str, Any]) -> None:
+    """Write the checkpoint of a run at ``step`` (atomically: the previous one survives a crash)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(
+        path,
+        model=state.model,
+        optimizer=state.optimizer,
+        scheduler=state.scheduler,
+        step=step,
+        rng=state.rng,
+        extra={"format": FORMAT_TAG, **extra},
+    )
+
+
+def restore(
+    path: Path, meta: Mapping[str, Any], config: TrainConfig, state: RunState, out: TextIO
+) -> tuple[int, History]:
+    """Load a run's state from its checkpoint into ``state``: its step and history.
+
+    A resume with a different ``--steps`` stretches (or shrinks) the cosine schedule to it.
+    """
+    scheduler, optimizer = state.scheduler, state.optimizer
+    restored = load_checkpoint(
+        path, model=state.model, optimizer=optimizer, scheduler=scheduler, rng=state.rng
+    )
+    step = int(restored.get("step") or 0)
+    if config.steps < step:
+        raise TrainError(
+            f"--steps {config.steps} is below the checkpoint's step {step}; pass a larger "
+            "--steps to train further"
+        )
+    if config.steps != int(meta["extra"]["train"]["steps"]):
+        scheduler.total_steps = config.steps
+        for group, lr in zip(optimizer.param_groups, scheduler.lr_at(scheduler.last_epoch)):
+            group["lr"] = lr
+    history = History.from_dict(meta["extra"].get("history", {}))
+    history.train = history.train[:step]
+    print(f"resuming {path} at step {step} of {config.steps}", file=out, flush=True)
+    return step, history

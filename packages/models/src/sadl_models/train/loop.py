@@ -1,0 +1,432 @@
+"""The training loop behind ``sadl train gpt``: set up data, model and optimizer, then step.
+
+:func:`train` runs (or resumes) a run in an output directory holding ``checkpoint.sadl`` (see
+:mod:`sadl_models.train.checkpoint`) and ``loss.png``. One random generator initializes the
+model, then drives dropout and batch sampling, and its state is saved with every checkpoint: a
+resumed run continues bit-identically, with the same losses as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import sadl
+from sadl.data import windows
+from sadl_optim import AdamW, CosineWithWarmup, clip_grad_norm, param_groups_for_weight_decay
+
+from sadl_models.corpus import (
+    CorpusError,
+    builtin_corpus,
+    read_text,
+    split_tokens,
+    unigram_cross_entropy,
+)
+from sadl_models.gpt import GPT
+from sadl_models.tokenizers import Tokenizer, make_tokenizer, tokenizer_from_dict
+from sadl_models.train.checkpoint import (
+    CHECKPOINT_NAME,
+    History,
+    RunState,
+    read_meta,
+    restore,
+    resume_config,
+    save_run,
+)
+from sadl_models.train.config import TrainConfig, TrainError, check_device
+from sadl_models.train.progress import (
+    PLOT_NAME,
+    ProgressBar,
+    StopFlag,
+    plot_losses,
+    stop_on_sigint,
+)
+
+__all__ = ["TrainResult", "build_model", "default_prompt", "sample_text", "train"]
+
+
+@dataclass
+class TrainResult:
+    """What a run ended with."""
+
+    step: int
+    train_loss: float
+    val_loss: float
+    unigram_loss: float
+    history: History
+    checkpoint: Path
+    plot: Path | None
+    sample: str
+    interrupted: bool  #: stopped before ``steps`` (Ctrl-C or ``stop_after``)
+    seconds: float
+    cancelled: bool = False  #: stopped by Ctrl-C (SIGINT)
+
+
+def train(
+    config: TrainConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    explicit: set[str] | None = None,
+    stop_after: int | None = None,
+    progress: bool = True,
+    stream: TextIO | None = None,
+    plot: bool = True,
+    on_step: Callable[[int, float], None] | None = None,
+) -> TrainResult:
+    """Train (or with ``resume``, continue) a GPT, checkpointing into ``out_dir``.
+
+    ``explicit`` names the settings the user gave on a resumed run (others come from the
+    checkpoint). ``stop_after`` ends this session after that many steps (saving a checkpoint),
+    as Ctrl-C does. ``stream`` receives the log lines (default stdout).
+    """
+    out = stream or sys.stdout
+    started = time.perf_counter()
+    out_path = Path(out_dir)
+    ckpt_path = out_path / CHECKPOINT_NAME
+    if stop_after is not None and stop_after <= 0:
+        raise TrainError(f"--stop-after must be a positive integer, got {stop_after}")
+
+    meta = read_meta(ckpt_path) if resume else None
+    if meta is not None:
+        config = resume_config(config, meta, explicit or set())
+    config.validate()
+    if meta is None:
+        config = dataclasses.replace(config, warmup_steps=config.warmup)  # saved explicitly
+    device = check_device(config.device)
+    _prepare_out_dir(out_path)
+    text = _corpus(config)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if meta is not None and meta["extra"].get("corpus_sha256") not in (None, digest):
+        raise TrainError(
+            f"--resume: {_source(config)} is not the text the checkpoint was trained on (its "
+            "SHA-256 differs); resume with the same text or start a new run in another --out"
+        )
+    tokenizer: Tokenizer
+    if meta is not None:
+        tokenizer = tokenizer_from_dict(meta["extra"]["tokenizer"])
+    else:
+        tokenizer = make_tokenizer(config.tokenizer, text)
+    try:
+        train_tokens, val_tokens = _split(config, tokenizer, text)
+    except ValueError as exc:  # a resumed run on a text its tokenizer cannot encode
+        raise TrainError(str(exc)) from None
+    unigram = unigram_cross_entropy(train_tokens, val_tokens, tokenizer.vocab_size)
+
+    rng = np.random.default_rng(config.seed)
+    model = build_model(config, tokenizer.vocab_size, rng)
+    if device != "cpu":
+        model.to(device)
+    optimizer, scheduler = _optimizer(config, model)
+    state = RunState(model, optimizer, scheduler, rng)
+    history = History()
+    step = 0
+    if meta is not None:
+        step, history = restore(ckpt_path, meta, config, state, out)
+    elif ckpt_path.exists():
+        print(
+            f"note: {ckpt_path} exists and will be replaced (pass --resume to continue it)",
+            file=out,
+            flush=True,
+        )
+    train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
+    _announce(config, model, device, tokenizer, len(train_tokens) + len(val_tokens), unigram, out)
+
+    def save(at: int) -> None:
+        extra = {
+            "model": model.config,
+            "tokenizer": tokenizer.to_dict(),
+            "train": config.to_dict(),
+            "history": history.to_dict(),
+            "unigram": unigram,
+            "corpus_sha256": digest,
+        }
+        save_run(ckpt_path, at, state, extra)
+
+    def evaluate() -> tuple[float, float]:
+        return _evaluate(model, train_batches), _evaluate(model, val_batches)
+
+    flag = StopFlag(out)
+    session_steps = 0
+    interrupted = False
+    bar = ProgressBar(config.steps, step, progress, config.batch_size * config.block_size)
+    saved_at = step if meta is not None else None  # the checkpoint on disk holds this step
+    with stop_on_sigint(flag):  # Ctrl-C only sets a flag from here until the last file is written
+        try:
+            while step < config.steps:
+                if flag.requested or (stop_after is not None and session_steps >= stop_after):
+                    interrupted = True
+                    break
+                x, y = windows(train_tokens, config.block_size, config.batch_size, rng=rng)
+                if device != "cpu":
+                    x, y = _to(x, device), _to(y, device)
+                value = _step(model, optimizer, scheduler, x, y, config.grad_clip)
+                if not math.isfinite(value):
+                    raise TrainError(
+                        f"the loss became {value} at step {step + 1}; lower --lr and start again"
+                    )
+                history.train.append(value)
+                step += 1
+                session_steps += 1
+                if on_step is not None:
+                    on_step(step, value)
+                bar.step(step, value)
+                if step % config.eval_interval == 0 or step == config.steps:
+                    evaluation = (step, *evaluate())
+                    history.evals.append(evaluation)
+                    bar.write(
+                        f"step {step}: train loss {evaluation[1]:.4f}, "
+                        f"val loss {evaluation[2]:.4f}",
+                        out,
+                    )
+                    save(step)
+                    saved_at = step
+        finally:
+            bar.close()
+        if saved_at != step:
+            save(step)
+        plot_path = plot_losses(history, unigram, out_path / PLOT_NAME) if plot else None
+
+    if history.evals and history.evals[-1][0] == step:
+        _, train_loss, val_loss = history.evals[-1]
+    elif interrupted:  # leave promptly: the losses are those of the last evaluation, if any
+        _, train_loss, val_loss = history.evals[-1] if history.evals else (0, math.nan, math.nan)
+    else:
+        train_loss, val_loss = evaluate()
+    sample = ""
+    if interrupted:
+        print(
+            f"stopped at step {step} of {config.steps}; checkpoint saved to {ckpt_path} "
+            "(continue with --resume)",
+            file=out,
+            flush=True,
+        )
+    else:
+        print(
+            f"done: step {step}, train loss {train_loss:.4f}, val loss {val_loss:.4f}, "
+            f"unigram baseline {unigram:.4f} nats/token "
+            f"({time.perf_counter() - started:.0f} s)",
+            file=out,
+        )
+        print(f"checkpoint: {ckpt_path}", file=out)
+        if plot_path is not None:
+            print(f"loss curve: {plot_path}", file=out)
+        if config.sample_tokens:
+            sample = sample_text(model, tokenizer, val_tokens, config.sample_tokens, config.seed)
+            print(f"sample:\n{sample}", file=out, flush=True)
+    return TrainResult(
+        step=step,
+        train_loss=train_loss,
+        val_loss=val_loss,
+        unigram_loss=unigram,
+        history=history,
+        checkpoint=ckpt_path,
+        plot=plot_path,
+        sample=sample,
+        interrupted=interrupted,
+        seconds=time.perf_counter() - started,
+        cancelled=flag.requested,
+    )
+
+
+# ------------------------------------------------------------------ set-up
+
+
+def _source(config: TrainConfig) -> str:
+    """How messages name the training text."""
+    return "the built-in corpus" if config.text is None else config.text
+
+
+def _corpus(config: TrainConfig) -> str:
+    try:
+        return builtin_corpus() if config.text is None else read_text(config.text)
+    except CorpusError as exc:
+        raise TrainError(f"--text {exc}" if config.text is not None else str(exc)) from None
+
+
+def _split(
+    config: TrainConfig, tokenizer: Tokenizer, text: str
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    tokens = tokenizer.encode(text)
+    train_tokens, val_tokens = split_tokens(tokens, config.val_fraction)
+    need = config.block_size + 1
+    if len(val_tokens) < need or len(train_tokens) < need:
+        raise TrainError(
+            f"--block-size {config.block_size} is too large for {_source(config)}: it has "
+            f"{len(tokens)} tokens, {len(val_tokens)} of them held out for validation, and each "
+            f"part needs at least block size + 1 = {need}"
+        )
+    return train_tokens, val_tokens
+
+
+def build_model(
+    config: TrainConfig, vocab_size: int, rng: np.random.Generator | None = None
+) -> GPT:
+    """The GPT that ``config`` describes, initialized from ``rng`` (default: ``config.seed``)."""
+    return GPT(
+        vocab_size,
+        config.block_size,
+        config.n_layer,
+        config.n_head,
+        config.n_embd,
+        config.dropout,
+        config.bias,
+        rng=np.random.default_rng(config.seed) if rng is None else rng,
+    )
+
+
+def _optimizer(config: TrainConfig, model: GPT) -> tuple[AdamW, CosineWithWarmup]:
+    """AdamW (decaying matrices, not biases or LayerNorm parameters) and its cosine schedule."""
+    optimizer = AdamW(
+        param_groups_for_weight_decay(model, config.weight_decay),
+        lr=config.lr,
+        betas=(config.beta1, config.beta2),
+        eps=1e-8,
+        weight_decay=config.weight_decay,
+    )
+    scheduler = CosineWithWarmup(
+        optimizer, warmup_steps=config.warmup, total_steps=config.steps, min_lr=config.final_lr
+    )
+    return optimizer, scheduler
+
+
+def _prepare_out_dir(path: Path) -> None:
+    """Create ``--out`` now, so an unusable directory fails before training, not after."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise TrainError(f"--out {path}: exists and is not a directory") from None
+    except OSError as exc:
+        raise TrainError(f"--out {path}: cannot create it: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise TrainError(f"--out {path}: the directory is not writable")
+
+
+def _eval_batches(
+    config: TrainConfig, train_tokens: Any, val_tokens: Any, device: str
+) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+    """The fixed (train, val) batches every evaluation measures.
+
+    They are drawn once, from their own generator: evaluating never changes the training run's
+    random stream.
+    """
+    eval_rng = np.random.default_rng(config.seed + 1)
+    val_batches, train_batches = (
+        [
+            windows(tokens, config.block_size, config.batch_size, rng=eval_rng)
+            for _ in range(config.eval_batches)
+        ]
+        for tokens in (val_tokens, train_tokens)
+    )
+    if device != "cpu":
+        val_batches = [(_to(x, device), _to(y, device)) for x, y in val_batches]
+        train_batches = [(_to(x, device), _to(y, device)) for x, y in train_batches]
+    return train_batches, val_batches
+
+
+def _announce(
+    config: TrainConfig,
+    model: GPT,
+    device: str,
+    tokenizer: Tokenizer,
+    n_tokens: int,
+    unigram: float,
+    out: TextIO,
+) -> None:
+    """The two lines a run starts with: the model, and the data with its unigram baseline."""
+    source = "built-in corpus (pydoc_data.topics)" if config.text is None else config.text
+    print(
+        f"training GPT: {model.num_parameters() / 1e6:.2f}M parameters, {config.n_layer} layers, "
+        f"{config.n_head} heads, {config.n_embd} dims, block {config.block_size}, "
+        f"batch {config.batch_size}, {config.steps} steps on {device}",
+        file=out,
+    )
+    print(
+        f"data: {source}, {n_tokens:,} tokens "
+        f"({tokenizer.kind} tokenizer, vocab {tokenizer.vocab_size}); "
+        f"unigram baseline {unigram:.4f} nats/token",
+        file=out,
+        flush=True,
+    )
+
+
+# ------------------------------------------------------------------ steps
+
+
+def _step(
+    model: GPT, optimizer: AdamW, scheduler: CosineWithWarmup, x: Any, y: Any, grad_clip: float
+) -> float:
+    """One training step on the batch (x, y); the batch loss."""
+    _, loss = model(x, y)
+    assert loss is not None
+    optimizer.zero_grad()
+    loss.backward()
+    clip_grad_norm(model.parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    return float(loss.item())
+
+
+@sadl.no_grad()
+def _evaluate(model: GPT, batches: list[tuple[Any, Any]]) -> float:
+    model.eval()
+    try:
+        total = 0.0
+        for x, y in batches:
+            _, loss = model(x, y)
+            assert loss is not None
+            total += float(loss.item())
+        return total / len(batches)
+    finally:
+        model.train()
+
+
+def _to(array: np.ndarray[Any, Any], device: str) -> Any:
+    from sadl.backends import to_device
+
+    return to_device(array, device)
+
+
+# ------------------------------------------------------------------ sampling
+
+
+def default_prompt(tokenizer: Tokenizer) -> str:
+    """``"The "`` when the tokenizer can encode it, else a newline."""
+    try:
+        tokenizer.encode("The ")
+        return "The "
+    except ValueError:
+        return "\n"
+
+
+def sample_text(
+    model: GPT,
+    tokenizer: Tokenizer,
+    fallback: np.ndarray[Any, Any],
+    n_tokens: int,
+    seed: int,
+    prompt: str | None = None,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+) -> str:
+    """``n_tokens`` generated after ``prompt`` (default ``"The "``), prompt included."""
+    text = default_prompt(tokenizer) if prompt is None else prompt
+    try:
+        ids = tokenizer.encode(text)
+    except ValueError:
+        ids = fallback[:1]
+    if len(ids) == 0:
+        ids = fallback[:1]
+    out = model.generate(
+        ids, n_tokens, temperature=temperature, top_k=top_k, rng=np.random.default_rng(seed)
+    )
+    return tokenizer.decode(out)
