@@ -9,17 +9,12 @@ import numpy as np
 import pytest
 import sadl
 import sadl_layers
-<<<<<<< HEAD
-from sadl.testing import check_op, materialize
-=======
 from sadl.plugins import UnknownNameError, reload_plugins
 from sadl.testing import check_op
->>>>>>> i11-plugins
 from sadl_layers.ops import INTERNAL_OPS, OPS
 from sadl_layers.ops.activations import normal_cdf
 
 ALL_OPS = OPS + INTERNAL_OPS
-KNOWN_PROVIDERS = sadl.plugins.known_providers()
 
 
 @pytest.mark.parametrize("op", ALL_OPS, ids=lambda op: op.name)
