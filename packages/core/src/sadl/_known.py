@@ -10,8 +10,8 @@ NLLLoss BCEWithLogitsLoss
 """
 _LAYER_OPS = """
 cross_entropy nll_loss mse_loss l1_loss binary_cross_entropy_with_logits gelu silu leaky_relu
-layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d max_pool2d avg_pool2d dropout linear
-embedding batch_norm
+layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d max_pool2d avg_pool2d
+dropout linear embedding batch_norm
 """
 _OPTIM = "AdamW RMSprop Adagrad Lion LRScheduler StepLR CosineWithWarmup LinearWarmup OneCycle"
 
