@@ -24,6 +24,7 @@ __all__ = [
     "match_key",
     "parse_device",
     "scatter_add",
+    "scatter_reduce_into",
     "to_device",
 ]
 
@@ -177,3 +178,22 @@ def scatter_add(target: Any, key: Any, values: Any) -> None:
     import cupyx  # type: ignore[import-not-found]
 
     cupyx.scatter_add(target, key, values)
+
+
+def scatter_reduce_into(target: Any, key: Any, values: Any, ufunc: str) -> None:
+    """``target[key] = ufunc(target[key], values)`` where repeated indices in ``key`` all count.
+
+    ``ufunc`` is ``"add"``, ``"multiply"``, ``"maximum"`` or ``"minimum"`` (``np.<ufunc>.at``).
+    """
+    if isinstance(target, np.ndarray):
+        getattr(np, ufunc).at(target, key, values)
+        return
+    import cupyx
+
+    scatter = {"add": "scatter_add", "maximum": "scatter_max", "minimum": "scatter_min"}.get(ufunc)
+    if scatter is None:
+        raise NotImplementedError(
+            f"a scatter with {ufunc} is not available for CuPy arrays (CuPy has no "
+            f"{ufunc}.at); move the tensors to the CPU for it"
+        )
+    getattr(cupyx, scatter)(target, key, values)

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from sadl._ops.indexing import SCATTER_ADD
+from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
 
 _SQUARES = (Example((4, 4)), Example((2, 3, 4), k=1), Example((3, 5), k=-1))
@@ -293,11 +293,11 @@ def _repeat(x, *, repeats, axis=None):
 def _repeat_grad(g, out, x, *, repeats, axis=None):
     if axis is None:
         source = np.repeat(np.arange(x.size), repeats)
-        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(source,)), x.shape)
+        return np.reshape(ADD_AT(g, shape=(x.size,), key=(source,)), x.shape)
     axis = axis % x.ndim
     source = np.repeat(np.arange(x.shape[axis]), repeats)
     key = (slice(None),) * axis + (source,)
-    return SCATTER_ADD(g, shape=x.shape, key=key)
+    return ADD_AT(g, shape=x.shape, key=key)
 
 
 REPEAT = OpDef(
@@ -379,7 +379,7 @@ def _diagonal_grad(g, out, x, *, offset=0, axis1=0, axis2=1):
     length = g.shape[-1]
     rows = np.arange(length) + max(-offset, 0)
     cols = np.arange(length) + max(offset, 0)
-    placed = SCATTER_ADD(g, shape=(*rest, x.shape[a1], x.shape[a2]), key=(Ellipsis, rows, cols))
+    placed = ADD_AT(g, shape=(*rest, x.shape[a1], x.shape[a2]), key=(Ellipsis, rows, cols))
     return np.moveaxis(placed, (-2, -1), (a1, a2))
 
 
