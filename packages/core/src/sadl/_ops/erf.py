@@ -255,38 +255,6 @@ def _erf32_into(x, out):
     np.tanh(t, out=out)
 
 
-def _erf(x):
-    """The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x."""
-    x = _float_input(x, "erf")
-    if x.dtype == np.float64:
-        return _blockwise(lambda b, o: _erf64_into(b.reshape(-1), o.reshape(-1)), x, x.dtype)
-    out = _blockwise(_erf32_into, x.astype(np.float32, copy=False), np.float32)
-    return out.astype(x.dtype, copy=False)
-
-
-def _erfc(x):
-    """The complementary error function 1 - erf(x), accurate where it is tiny (large x)."""
-    x = _float_input(x, "erfc")
-    wide = x.astype(np.float64, copy=False)
-    out = _blockwise(lambda b, o: _erfc64_into(b.reshape(-1), o.reshape(-1)), wide, np.float64)
-    return out.astype(x.dtype, copy=False)
-
-
-def _erfinv(y):
-    """The inverse of erf on [-1, 1]: erfinv(erf(x)) = x; +-inf at +-1, NaN outside."""
-    y = _float_input(y, "erfinv")
-    wide = y.astype(np.float64, copy=False)
-    with np.errstate(all="ignore"):
-        a = np.abs(wide)
-        t = _erfinv_start(a)
-        for _ in range(2):
-            t = _halley_step(t, a)
-        t = np.where(a == 1.0, np.inf, t)
-        t = np.where(a > 1.0, np.nan, t)  # and NaN stays NaN
-        out = np.copysign(t, wide)
-    return out.astype(y.dtype, copy=False)
-
-
 def _erfinv_start(a):
     """Giles' single-precision erfinv of ``a`` in [0, 1) (relative error about 1e-7 there)."""
     w = -np.log((1.0 - a) * (1.0 + a))
@@ -326,18 +294,56 @@ _ERF_EXAMPLES = (
     Example((2, 3, 4), domain=(-5.0, 5.0)),
     Example(np.array([-7.0, -1.0, -0.3, 0.0, 1e-9, 0.9, 1.3, 3.0, 6.5])),
 )
+
+
+def _erf(x):
+    """The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x."""
+    x = _float_input(x, "erf")
+    if x.dtype == np.float64:
+        return _blockwise(lambda b, o: _erf64_into(b.reshape(-1), o.reshape(-1)), x, x.dtype)
+    out = _blockwise(_erf32_into, x.astype(np.float32, copy=False), np.float32)
+    return out.astype(x.dtype, copy=False)
+
+
 ERF = OpDef(
     "erf",
     _erf,
     (lambda g, out, x: g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)),),
     examples=_ERF_EXAMPLES,
 )
+
+
+def _erfc(x):
+    """The complementary error function 1 - erf(x), accurate where it is tiny (large x)."""
+    x = _float_input(x, "erfc")
+    wide = x.astype(np.float64, copy=False)
+    out = _blockwise(lambda b, o: _erfc64_into(b.reshape(-1), o.reshape(-1)), wide, np.float64)
+    return out.astype(x.dtype, copy=False)
+
+
 ERFC = OpDef(
     "erfc",
     _erfc,
     (lambda g, out, x: g * (-_TWO_OVER_SQRT_PI * np.exp(-x * x)),),
     examples=_ERF_EXAMPLES,
 )
+
+
+def _erfinv(y):
+    """The inverse of erf on [-1, 1]: erfinv(erf(x)) = x; +-inf at +-1, NaN outside."""
+    y = _float_input(y, "erfinv")
+    wide = y.astype(np.float64, copy=False)
+    with np.errstate(all="ignore"):
+        a = np.abs(wide)
+        t = _erfinv_start(a)
+        for _ in range(2):
+            t = _halley_step(t, a)
+        t = np.where(a == 1.0, np.inf, t)
+        t = np.where(a > 1.0, np.nan, t)  # and NaN stays NaN
+        out = np.copysign(t, wide)
+    return out.astype(y.dtype, copy=False)
+
+
 ERFINV = OpDef(
     "erfinv",
     _erfinv,

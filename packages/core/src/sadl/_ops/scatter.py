@@ -214,58 +214,12 @@ def _counts(like, key):
     return counts
 
 
-def _scatter_reduce(x, dim, index, src, /, *, reduce, include_self=True):
-    """``out[index[i][j]][j]`` reduced with ``src[i][j]`` by sum, prod, mean, amax or amin.
-
-    ``include_self=False`` leaves ``x``'s own value out wherever an index entry writes.
-    """
-    if reduce not in _REDUCTIONS:
-        raise ValueError(f"scatter_reduce: reduce must be one of {_REDUCTIONS}, got {reduce!r}")
-    dim = _checked_dim("scatter_reduce", x, dim, index)
-    _check_range("scatter_reduce", x, dim, index)
-    out = x.copy()
-    key = _scatter_key(out, dim, index)
-    if not include_self:
-        out[key] = _identity(reduce, out.dtype)
-    scatter_reduce_into(out, key, _region(src, index), _UFUNC[reduce])
-    if reduce == "mean":
-        total = _counts(out, key) + (1 if include_self else 0)
-        total = np.maximum(total, 1)
-        if out.dtype.kind == "f":
-            out /= total.astype(out.dtype)
-        else:
-            out //= total.astype(out.dtype)
-    return out
-
-
-def _scatter_reduce_grad(g, out, x, dim, index, src, *, reduce, include_self=True):
-    dim = dim % np.ndim(x)
-    key = _scatter_key(_array(g), dim, index)
-    counts = _counts(_array(g), key)
-    unscattered = counts == 0
-    if reduce in ("sum", "mean"):
-        scale = 1 if reduce == "sum" else 1 / np.maximum(counts + (1 if include_self else 0), 1)
-        gs = g * scale
-        gx = gs if include_self else gs * unscattered
-        return gx, None, None, _src_grad(gs, dim, index, src)
-    if reduce == "prod":
-        return _prod_grads(g, out, x, dim, index, src, include_self, unscattered)
-    # amax / amin: the gradient is shared evenly among every contributor equal to the result.
-    x_hit = _array(x == out)
-    if not include_self:
-        x_hit = x_hit & unscattered
-    hits = x_hit.astype(_array(g).dtype)
-    share = g / np.maximum(hits, 1)
-    if np.ndim(src) == 0:
-        return share * x_hit, None, None, None
-    src_hit = _array(_region(src, index) == GATHER(out, dim, index))
-    scatter_reduce_into(hits, key, src_hit.astype(hits.dtype), "add")
-    share = g / np.maximum(hits, 1)
-    gsrc = GATHER(share, dim, index) * src_hit
-    if tuple(_array(index).shape) != tuple(np.shape(src)):
-        corner = tuple(slice(0, n) for n in _array(index).shape)
-        gsrc = ADD_AT(gsrc, shape=tuple(np.shape(src)), key=corner)
-    return share * x_hit, None, None, gsrc
+def _counts_of(like, dim, index, flags):
+    """How many ``flags`` (a bool array of index's shape) are written to each position."""
+    counts = array_module(like).zeros(like.shape, dtype=np.float64)
+    key = _scatter_key(like, dim, index)
+    scatter_reduce_into(counts, key, match_key(flags, like).astype(np.float64), "add")
+    return counts
 
 
 def _prod_grads(g, out, x, dim, index, src, include_self, unscattered):
@@ -301,12 +255,60 @@ def _prod_grads(g, out, x, dim, index, src, include_self, unscattered):
     return gx, None, None, gsrc
 
 
-def _counts_of(like, dim, index, flags):
-    """How many ``flags`` (a bool array of index's shape) are written to each position."""
-    counts = array_module(like).zeros(like.shape, dtype=np.float64)
-    key = _scatter_key(like, dim, index)
-    scatter_reduce_into(counts, key, match_key(flags, like).astype(np.float64), "add")
-    return counts
+def _extreme_grads(g, out, x, dim, index, src, include_self, unscattered):
+    """The gradient of amax / amin: shared evenly by the contributors equal to the result."""
+    x_hit = _array(x == out)
+    if not include_self:
+        x_hit = x_hit & unscattered
+    hits = x_hit.astype(_array(g).dtype)
+    if np.ndim(src) == 0:
+        return g / np.maximum(hits, 1) * x_hit, None, None, None
+    src_hit = _array(_region(src, index) == GATHER(out, dim, index))
+    scatter_reduce_into(hits, _scatter_key(hits, dim, index), src_hit.astype(hits.dtype), "add")
+    share = g / np.maximum(hits, 1)
+    gsrc = GATHER(share, dim, index) * src_hit
+    if tuple(_array(index).shape) != tuple(np.shape(src)):
+        corner = tuple(slice(0, n) for n in _array(index).shape)
+        gsrc = ADD_AT(gsrc, shape=tuple(np.shape(src)), key=corner)
+    return share * x_hit, None, None, gsrc
+
+
+def _scatter_reduce(x, dim, index, src, /, *, reduce, include_self=True):
+    """``out[index[i][j]][j]`` reduced with ``src[i][j]`` by sum, prod, mean, amax or amin.
+
+    ``include_self=False`` leaves ``x``'s own value out wherever an index entry writes.
+    """
+    if reduce not in _REDUCTIONS:
+        raise ValueError(f"scatter_reduce: reduce must be one of {_REDUCTIONS}, got {reduce!r}")
+    dim = _checked_dim("scatter_reduce", x, dim, index)
+    _check_range("scatter_reduce", x, dim, index)
+    out = x.copy()
+    key = _scatter_key(out, dim, index)
+    if not include_self:
+        out[key] = _identity(reduce, out.dtype)
+    scatter_reduce_into(out, key, _region(src, index), _UFUNC[reduce])
+    if reduce == "mean":
+        total = _counts(out, key) + (1 if include_self else 0)
+        total = np.maximum(total, 1)
+        if out.dtype.kind == "f":
+            out /= total.astype(out.dtype)
+        else:
+            out //= total.astype(out.dtype)
+    return out
+
+
+def _scatter_reduce_grad(g, out, x, dim, index, src, *, reduce, include_self=True):
+    dim = dim % np.ndim(x)
+    counts = _counts(_array(g), _scatter_key(_array(g), dim, index))
+    unscattered = counts == 0
+    if reduce == "prod":
+        return _prod_grads(g, out, x, dim, index, src, include_self, unscattered)
+    if reduce in ("amax", "amin"):
+        return _extreme_grads(g, out, x, dim, index, src, include_self, unscattered)
+    scale = 1 if reduce == "sum" else 1 / np.maximum(counts + (1 if include_self else 0), 1)
+    gs = g * scale
+    gx = gs if include_self else gs * unscattered
+    return gx, None, None, _src_grad(gs, dim, index, src)
 
 
 _REDUCE_INDEX = np.array([[0, 1, 0, 2], [1, 1, 0, 2], [2, 0, 0, 1]])

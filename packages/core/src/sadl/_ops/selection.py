@@ -37,7 +37,7 @@ def _running_indices(x, *, axis, largest):
     if np.ndim(x) == 0:
         return array_module(x).zeros((), dtype=np.int64)
     ufunc = np.maximum if largest else np.minimum
-    running = ufunc.accumulate(x, axis=axis)
+    running = _scan(ufunc, x, axis)
     n = x.shape[axis]
     view = [1] * x.ndim
     view[axis] = n
@@ -45,7 +45,22 @@ def _running_indices(x, *, axis, largest):
     # x[i] equals the running extreme exactly where it sets (or ties) a new one: the latest
     # such position so far is the index, as in torch (ties take the later index).
     hit = (x == running) | np.isnan(x)
-    return np.maximum.accumulate(np.where(hit, positions, 0), axis=axis)
+    return _scan(np.maximum, np.where(hit, positions, 0), axis)
+
+
+def _scan(ufunc, x, axis):
+    """``ufunc.accumulate(x, axis)``; CuPy has no accumulate for max/min: doubling steps there."""
+    xp = array_module(x)
+    if xp is np:
+        return ufunc.accumulate(x, axis=axis)
+    out = x.copy()
+    n, step = x.shape[axis], 1
+    while step < n:
+        later = (slice(None),) * axis + (slice(step, None),)
+        earlier = (slice(None),) * axis + (slice(0, n - step),)
+        out[later] = ufunc(out[later], out[earlier])
+        step *= 2
+    return out
 
 
 def _cummax_indices(x, *, axis):
