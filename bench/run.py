@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-AREAS = ["core", "layers", "serialize", "models"]
+AREAS = ["core", "erf_and_checkpoint", "layers", "serialize", "models"]
 
 
 def main() -> int:

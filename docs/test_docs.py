@@ -64,3 +64,11 @@ def test_links_into_the_source_land_on_what_they_name():
         [sys.executable, str(ROOT / "tools" / "doc_links.py")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_every_core_op_is_in_the_op_reference():
+    from sadl._builtin import CORE_OPS
+
+    reference = (DOCS / "ops.md").read_text()
+    missing = [op.name for op in CORE_OPS if f"`{op.name}`" not in reference]
+    assert not missing, f"docs/ops.md does not list: {missing}"

@@ -29,7 +29,17 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("tensor and engine", ["_engine", "_backward", "_methods", "_tensor", "_dispatch"]),
     (
         "library",
-        ["_creation", "data", "_module", "_optimizer", "_sgd", "_adam", "testing", "_builtin"],
+        [
+            "_creation",
+            "data",
+            "_module",
+            "_optimizer",
+            "_sgd",
+            "_adam",
+            "_checkpoint",
+            "testing",
+            "_builtin",
+        ],
     ),
     ("plugin host", ["_host"]),
     ("namespaces", ["_namespace", "plugins", "ops", "nn", "optim", "models", "io"]),

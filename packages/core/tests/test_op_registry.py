@@ -107,8 +107,18 @@ def test_required_op_is_registered_and_differentiable(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["sign", "floor", "ceil", "round", "argmax", "argmin", "greater", "less", "equal"]
+    "name", ["sign", "floor", "ceil", "trunc", "rint", "round", "floor_divide"]
 )
+def test_piecewise_constant_ops_have_a_zero_gradient_as_in_torch(name):
+    x = sadl.Tensor(np.array([[0.5, -1.5], [2.5, 0.3]]), requires_grad=True)
+    op = sadl.ops.get(name)
+    out = op(x, x + 1.0) if name == "floor_divide" else op(x)
+    assert out.requires_grad
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad, np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin", "greater", "less", "equal", "isnan"])
 def test_nondifferentiable_ops_return_tensors_without_grad(name):
     x = sadl.Tensor(np.array([[0.5, -1.5], [2.5, 0.0]]), requires_grad=True)
     op = sadl.ops.get(name)

@@ -28,6 +28,7 @@ from sadl import (  # noqa: F401
 )
 from sadl._adam import Adam
 from sadl._backward import grad
+from sadl._checkpoint import checkpoint
 from sadl._creation import (
     arange,
     empty,
@@ -72,6 +73,7 @@ __all__ = [
     "UnknownNameError",
     "arange",
     "backends",
+    "checkpoint",
     "cuda",
     "data",
     "default_generator",

@@ -71,6 +71,8 @@ def run_backward(
         node = ready.pop()
         g = grads.pop(node, None)
         if g is not None and (wanted is None or node in wanted):
+            if node.datas is None and node.refill is not None:
+                node.refill(node)  # a checkpointed node: recompute its arrays
             if node.datas is None:
                 raise RuntimeError(
                     f"trying to backward through the graph a second time (op {node.op.name!r}): "
@@ -87,6 +89,10 @@ def run_backward(
                         grads[p] = grads[p] + gi if p in grads else gi
             if not retain_graph:
                 node.datas = None
+                node.out = None
+                node.refill = None
+            elif node.refill is not None:
+                node.datas = None  # checkpointed: drop the recomputed arrays again
                 node.out = None
         for p in node.parents:
             if type(p) is Node:

@@ -215,7 +215,7 @@ def _ufunc_at(ufunc: np.ufunc, inputs: tuple[Any, ...], kwargs: dict[str, Any]) 
         ):
             raise TypeError(
                 f"np.{ufunc.__name__}.at on a tensor that requires grad is not differentiable; "
-                "use sadl.ops.scatter_add or do it under sadl.no_grad()"
+                "use sadl.ops.add_at (or t.scatter_add) or do it under sadl.no_grad()"
             )
         ufunc.at(target.data, *rest, **kwargs)
         target._version[0] += 1

@@ -11,8 +11,10 @@ it is handed it (``install_tensor_class``) when ``sadl._tensor`` is imported, an
 
 from __future__ import annotations
 
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +37,7 @@ __all__ = [
     "is_tensor",
     "new_tensor",
     "rebase_inplace",
+    "recording_hook",
     "retain_grad",
     "write_into",
 ]
@@ -79,9 +82,23 @@ class Node:
     (a Node, a leaf Tensor that requires grad, or None), ``counters``/``versions`` the version
     counters of the tensor inputs and of the output as they were, so an in-place change made
     afterwards is caught instead of silently corrupting the gradient.
+
+    ``refill`` is None except for nodes whose arrays were dropped after the forward (activation
+    checkpointing, see :func:`recording_hook`): backward then calls ``refill(node)`` to put
+    ``datas`` and ``out`` back (by recomputing them) before it needs them.
     """
 
-    __slots__ = ("counters", "datas", "op", "out", "params", "parents", "retained", "versions")
+    __slots__ = (
+        "counters",
+        "datas",
+        "op",
+        "out",
+        "params",
+        "parents",
+        "refill",
+        "retained",
+        "versions",
+    )
 
     def __init__(
         self,
@@ -101,6 +118,7 @@ class Node:
         self.versions = versions
         self.out = out
         self.retained: Any = None
+        self.refill: Callable[[Node], None] | None = None
 
     def __repr__(self) -> str:
         return f"<Node {self.op.name}>"
@@ -157,7 +175,33 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     counters.append(version)
     versions.append(version[0])
     node = Node(op, params, tuple(datas), tuple(parents), tuple(counters), tuple(versions), out)
+    hook = _hooks.on_record
+    if hook is not None:
+        hook(node)
     return new_tensor(out, node, version)
+
+
+class _RecordHooks(threading.local):
+    on_record: Callable[[Node], None] | None = None
+
+
+_hooks = _RecordHooks()
+
+
+@contextmanager
+def recording_hook(hook: Callable[[Node], None]) -> Iterator[None]:
+    """Call ``hook(node)`` on every node this thread records inside the block (innermost wins).
+
+    This is the engine's one extension point for saved arrays: activation checkpointing
+    (``sadl.checkpoint``) drops a node's ``datas``/``out`` there and sets its ``refill``, and
+    collects the nodes of the recomputation the same way.
+    """
+    previous = _hooks.on_record
+    _hooks.on_record = hook
+    try:
+        yield
+    finally:
+        _hooks.on_record = previous
 
 
 def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:

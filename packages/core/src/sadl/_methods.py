@@ -19,10 +19,13 @@ from sadl._engine import is_tensor
 from sadl._ops import activations as _act
 from sadl._ops import arithmetic as _ar
 from sadl._ops import elementwise as _el
+from sadl._ops import erf as _erf
 from sadl._ops import indexing as _ix
 from sadl._ops import linalg as _la
 from sadl._ops import nondifferentiable as _nd
 from sadl._ops import reductions as _red
+from sadl._ops import scatter as _sc
+from sadl._ops import selection as _sel
 from sadl._ops import shapes as _sh
 from sadl._ops import special as _sp
 from sadl._records import OpDef
@@ -74,6 +77,13 @@ def _axis(axis: Any, dim: Any, name: str) -> Any:
         if axis is not None:
             raise TypeError(f"{name}: give axis= or dim=, not both")
         return dim
+    return axis
+
+
+def _required_axis(axis: Any, dim: Any, name: str) -> Any:
+    axis = _axis(axis, dim, name)
+    if axis is None:
+        raise TypeError(f"{name}: give the axis to scan along (axis= or dim=)")
     return axis
 
 
@@ -189,6 +199,14 @@ class ArithmeticMethods:
     minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
     matmul = _binary(_la.MATMUL, "Matrix product (NumPy's matmul rules).")
 
+    floor_divide = _binary(_el.FLOOR_DIVIDE, "Elementwise floor(self / other) (zero gradient).")
+
+    def div(self: TensorLike, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds (zero gradient)."""
+        return _apply(_ar.DIV, (self, other), {"rounding_mode": rounding_mode})
+
+    divide = div
+
     def dot(self: TensorLike, other: Any) -> Tensor:
         """``np.dot`` semantics."""
         return _la.DOT.forward(self, other)  # type: ignore[no-any-return]
@@ -229,9 +247,13 @@ class ElementwiseMethods:
     sigmoid = _unary(_act.SIGMOID, "Elementwise logistic sigmoid, stable for any input.")
     relu = _unary(_act.RELU, "Elementwise max(x, 0).")
     softplus = _unary(_act.SOFTPLUS, "Elementwise log(1 + e**x), stable.")
-    sign = _unary(_nd.SIGN, "Elementwise sign (no gradient).")
-    floor = _unary(_nd.FLOOR, "Elementwise floor (no gradient).")
-    ceil = _unary(_nd.CEIL, "Elementwise ceiling (no gradient).")
+    sign = _unary(_el.SIGN, "Elementwise sign (zero gradient, as in torch).")
+    floor = _unary(_el.FLOOR, "Elementwise floor (zero gradient).")
+    ceil = _unary(_el.CEIL, "Elementwise ceiling (zero gradient).")
+    trunc = _unary(_el.TRUNC, "Elementwise rounding toward zero (zero gradient).")
+    erf = _unary(_erf.ERF, "Elementwise error function.")
+    erfc = _unary(_erf.ERFC, "Elementwise 1 - erf(x), accurate where it is tiny.")
+    erfinv = _unary(_erf.ERFINV, "Elementwise inverse of erf on [-1, 1].")
     isfinite = _unary(_nd.ISFINITE, "Elementwise finiteness test (no gradient).")
     isnan = _unary(_nd.ISNAN, "Elementwise NaN test (no gradient).")
     softmax = _along(_act.SOFTMAX, "Softmax along ``axis`` (default: last), stable.", -1)
@@ -242,8 +264,8 @@ class ElementwiseMethods:
         return _apply(_el.RECIPROCAL, (_apply(_el.SQRT, (self,), {}),), {})
 
     def round(self: TensorLike, decimals: builtins.int = 0) -> Tensor:
-        """Round half to even (no gradient)."""
-        return _apply(_nd.ROUND, (self,), {"decimals": decimals})
+        """Round half to even (zero gradient)."""
+        return _apply(_el.ROUND, (self,), {"decimals": decimals})
 
     def __round__(self: TensorLike, ndigits: builtins.int | None = None) -> Any:
         if ndigits is None and self.data.size == 1:
@@ -276,10 +298,43 @@ class ReductionMethods:
     all = _reduction(_nd.ALL, "True where all elements over ``axis`` are truthy.")
     any = _reduction(_nd.ANY, "True where any element over ``axis`` is truthy.")
     logsumexp = _reduction(_act.LOGSUMEXP, "log(sum(exp(x))) over ``axis``, stable.")
-    argsort = _along(_nd.ARGSORT, "Indices that sort along ``axis``.", -1)
-    sort = _along(_ix.SORT, "Sorted values along ``axis`` (differentiable).", -1)
     cumsum = _along(_red.CUMSUM, "Running sum along ``axis``.", None)
     cumprod = _along(_red.CUMPROD, "Running product along ``axis``.", None)
+
+    def sort(
+        self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
+    ) -> Tensor:
+        """Sorted values along ``axis``, largest first if ``descending`` (values only, as NumPy)."""
+        params = {"axis": axis if dim is None else dim, "descending": descending}
+        return _apply(_ix.SORT, (self,), params)
+
+    def argsort(
+        self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
+    ) -> Tensor:
+        """Indices that sort along ``axis`` (stable; largest first if ``descending``)."""
+        params = {"axis": axis if dim is None else dim, "descending": descending}
+        return _apply(_nd.ARGSORT, (self,), params)
+
+    def topk(
+        self: TensorLike,
+        k: builtins.int,
+        axis: builtins.int = -1,
+        largest: builtins.bool = True,
+        sorted: builtins.bool = True,
+        *,
+        dim: Any = None,
+    ) -> _sel.ValuesIndices:
+        """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) values."""
+        axis = axis if dim is None else dim
+        return _sel.TOPK.forward(self, k, axis=axis, largest=largest, sorted=sorted)  # type: ignore[no-any-return]
+
+    def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> _sel.ValuesIndices:
+        """``(values, indices)`` of the running maximum along ``axis`` (torch's cummax)."""
+        return _sel.CUMMAX.forward(self, axis=_required_axis(axis, dim, "cummax"))  # type: ignore[no-any-return]
+
+    def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> _sel.ValuesIndices:
+        """``(values, indices)`` of the running minimum along ``axis`` (torch's cummin)."""
+        return _sel.CUMMIN.forward(self, axis=_required_axis(axis, dim, "cummin"))  # type: ignore[no-any-return]
 
     def var(
         self: TensorLike,
@@ -377,8 +432,16 @@ class ShapeMethods:
         return _apply(_sh.MOVEAXIS, (self,), {"source": source, "destination": destination})
 
     def squeeze(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Tensor:
-        """Drop length-1 axes."""
-        return _apply(_sh.SQUEEZE, (self,), {"axis": _axis(axis, dim, "squeeze")})
+        """Drop length-1 axes: all of them, or those of ``axis`` (others stay, as in torch)."""
+        axis = _axis(axis, dim, "squeeze")
+        if axis is not None:
+            axes = (axis,) if isinstance(axis, builtins.int | np.integer) else tuple(axis)
+            ndim = max(self.ndim, 1)
+            for a in axes:
+                if not -ndim <= a < ndim:
+                    raise np.exceptions.AxisError(builtins.int(a), ndim, "squeeze")
+            axis = tuple(a for a in axes if self.ndim and self.shape[a] == 1)
+        return _apply(_sh.SQUEEZE, (self,), {"axis": axis})
 
     def expand_dims(self: TensorLike, axis: Any) -> Tensor:
         """Insert a length-1 axis at ``axis``."""
@@ -447,8 +510,42 @@ class ShapeMethods:
         return _apply(_ix.TAKE_ALONG_AXIS, (self,), params)
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
-        """Torch's gather: values picked along ``dim`` by ``index``."""
-        return self.take_along_axis(index, dim)
+        """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""
+        return _sc.GATHER.forward(self, dim, _plain(index))  # type: ignore[no-any-return]
+
+    def scatter(
+        self: TensorLike, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None
+    ) -> Tensor:
+        """Torch's scatter: a copy with ``out[index[i][j]][j] = src[i][j]`` (or ``value``)."""
+        source = value if src is None else src
+        return _apply(_sc.SCATTER, (self, dim, _plain(index), source), {})
+
+    def scatter_add(self: TensorLike, dim: builtins.int, index: Any, src: Any) -> Tensor:
+        """Torch's scatter_add: a copy with ``out[index[i][j]][j] += src[i][j]``."""
+        return _apply(_sc.SCATTER_ADD, (self, dim, _plain(index), src), {})
+
+    def scatter_reduce(
+        self: TensorLike,
+        dim: builtins.int,
+        index: Any,
+        src: Any,
+        reduce: str,
+        *,
+        include_self: builtins.bool = True,
+    ) -> Tensor:
+        """Torch's scatter_reduce: ``reduce`` is sum, prod, mean, amax or amin."""
+        params = {"reduce": reduce, "include_self": include_self}
+        return _apply(_sc.SCATTER_REDUCE, (self, dim, _plain(index), src), params)
+
+    def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
+        """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
+        if as_tuple:
+            return _sel.NONZERO.forward(self)
+        return _apply(_sel.ARGWHERE, (self,), {})
+
+    def argwhere(self: TensorLike) -> Tensor:
+        """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""
+        return _apply(_sel.ARGWHERE, (self,), {})
 
 
 class ConversionMethods:

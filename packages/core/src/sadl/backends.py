@@ -24,6 +24,7 @@ __all__ = [
     "match_key",
     "parse_device",
     "scatter_add",
+    "scatter_reduce_into",
     "to_device",
 ]
 
@@ -177,3 +178,36 @@ def scatter_add(target: Any, key: Any, values: Any) -> None:
     import cupyx  # type: ignore[import-not-found]
 
     cupyx.scatter_add(target, key, values)
+
+
+def scatter_reduce_into(target: Any, key: Any, values: Any, ufunc: str) -> None:
+    """``target[key] = ufunc(target[key], values)`` where repeated indices in ``key`` all count.
+
+    ``ufunc`` is ``"add"``, ``"multiply"``, ``"maximum"`` or ``"minimum"`` (``np.<ufunc>.at``);
+    ``key`` is a tuple of integer index arrays.
+    """
+    if isinstance(target, np.ndarray):
+        getattr(np, ufunc).at(target, key, values)
+        return
+    import cupyx  # type: ignore[import-not-found]
+
+    scatter = {"add": "scatter_add", "maximum": "scatter_max", "minimum": "scatter_min"}.get(ufunc)
+    if scatter is not None:
+        getattr(cupyx, scatter)(target, key, values)
+        return
+    _multiply_at_in_rounds(target, key, values)
+
+
+def _multiply_at_in_rounds(target: Any, key: Any, values: Any) -> None:
+    """``multiply.at`` for CuPy, which has none: the k-th write to each position in round k."""
+    xp = array_module(target)
+    positions = xp.ravel_multi_index(xp.broadcast_arrays(*key), target.shape)
+    values = xp.broadcast_to(xp.asarray(values, dtype=target.dtype), positions.shape).ravel()
+    positions = positions.ravel()
+    order = xp.argsort(positions)
+    positions, values = positions[order], values[order]
+    rank = xp.arange(positions.size) - xp.searchsorted(positions, positions, side="left")
+    flat = target.reshape(-1)  # a view: target is contiguous (a fresh copy in every caller)
+    for k in range(int(rank.max()) + 1 if rank.size else 0):
+        chosen = rank == k
+        flat[positions[chosen]] *= values[chosen]

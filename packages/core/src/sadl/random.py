@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["default_generator", "manual_seed", "resolve_generator"]
+__all__ = [
+    "default_generator",
+    "get_rng_state",
+    "manual_seed",
+    "resolve_generator",
+    "set_rng_state",
+]
 
 _generator = np.random.default_rng()
 
@@ -21,6 +29,16 @@ def manual_seed(seed: int) -> np.random.Generator:
 def default_generator() -> np.random.Generator:
     """The generator used when no ``rng=`` is passed."""
     return _generator
+
+
+def get_rng_state() -> dict[str, Any]:
+    """A snapshot of the default generator's state (``set_rng_state`` brings it back)."""
+    return dict(_generator.bit_generator.state)
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Put the default generator back into a state taken with ``get_rng_state``."""
+    _generator.bit_generator.state = state
 
 
 def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Generator:

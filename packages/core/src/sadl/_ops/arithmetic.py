@@ -57,6 +57,47 @@ TRUE_DIVIDE = OpDef(
     doc="Alias of divide (NumPy's true_divide).",
 )
 
+_ROUNDING_MODES = (None, "trunc", "floor")
+
+
+def _div(a, b, *, rounding_mode=None):
+    """``a / b``, rounded toward zero (``"trunc"``) or down (``"floor"``) if asked (torch's div).
+
+    Rounded quotients are piecewise constant: their gradient is zero, as in torch.
+    """
+    if rounding_mode is None:
+        return np.true_divide(a, b)
+    if rounding_mode == "floor":
+        return np.floor_divide(a, b)
+    if rounding_mode != "trunc":
+        raise ValueError(
+            f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
+        )
+    if np.result_type(a, b).kind in "iu":
+        # Integer division rounds down; step back up where the exact quotient was negative.
+        q = np.floor_divide(a, b)
+        return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
+    return np.trunc(np.true_divide(a, b))
+
+
+def _div_grad_a(g, out, a, b, *, rounding_mode=None):
+    return g / b if rounding_mode is None else np.zeros_like(g)
+
+
+def _div_grad_b(g, out, a, b, *, rounding_mode=None):
+    return -g * out / b if rounding_mode is None else np.zeros_like(g)
+
+
+DIV = OpDef(
+    "div",
+    _div,
+    (_div_grad_a, _div_grad_b),
+    examples=_POSITIVE
+    + tuple(
+        Example((3, 4), (4,), domain=(0.5, 3.0), rounding_mode=mode) for mode in ("trunc", "floor")
+    ),
+)
+
 
 def _power_grad_base(g, out, a, b):
     return g * b * a ** (b - 1)
@@ -144,6 +185,7 @@ OPS = (
     MULTIPLY,
     DIVIDE,
     TRUE_DIVIDE,
+    DIV,
     POWER,
     MAXIMUM,
     MINIMUM,

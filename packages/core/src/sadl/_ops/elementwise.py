@@ -1,4 +1,8 @@
-"""Elementwise math: one line of forward, one line of gradient, per op."""
+"""Elementwise math: one line of forward, one line of gradient, per op.
+
+Rounding (``sign floor ceil trunc rint round floor_divide``) is piecewise constant: as in torch
+its gradient is zero (no error), and its result requires grad like any other op's.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +59,43 @@ ARCTANH = _unary("arctanh", np.arctanh, lambda g, out, x: g / (1 - x * x), _UNIT
 DEG2RAD = _unary("deg2rad", np.deg2rad, lambda g, out, x: g * (math.pi / 180))
 RAD2DEG = _unary("rad2deg", np.rad2deg, lambda g, out, x: g * (180 / math.pi))
 
+
+def _zero_gradient(g, out, *inputs, **params):
+    """The gradient of a piecewise-constant op: zero (where it exists; torch's convention)."""
+    return np.zeros_like(g)
+
+
+def _round(x, *, decimals=0):
+    """Round to ``decimals`` places (half to even)."""
+    return np.round(x, decimals)
+
+
+def _piecewise_constant(name, forward, numpy_funcs=None, examples=_ANY, inputs=1):
+    funcs = (forward,) if numpy_funcs is None else numpy_funcs
+    rules = (_zero_gradient,) * inputs
+    return OpDef(name, forward, rules, numpy_funcs=funcs, examples=examples)
+
+
+SIGN = _piecewise_constant("sign", np.sign)
+FLOOR = _piecewise_constant("floor", np.floor)
+CEIL = _piecewise_constant("ceil", np.ceil)
+TRUNC = _piecewise_constant("trunc", np.trunc, (np.trunc, np.fix))
+RINT = _piecewise_constant("rint", np.rint)
+ROUND = _piecewise_constant(
+    "round", _round, (np.round, *((np.around,) if np.around is not np.round else ()))
+)
+FLOOR_DIVIDE = _piecewise_constant(
+    "floor_divide", np.floor_divide, examples=(Example((3, 4), (4,), domain=(0.5, 2.0)),), inputs=2
+)
+
 OPS = (
+    SIGN,
+    FLOOR,
+    CEIL,
+    TRUNC,
+    RINT,
+    ROUND,
+    FLOOR_DIVIDE,
     NEGATIVE,
     POSITIVE,
     ABSOLUTE,

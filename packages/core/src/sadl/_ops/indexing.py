@@ -1,7 +1,8 @@
 """Indexing and selection: the gradient is scattered back to where the values came from.
 
-``scatter_add`` is the adjoint of ``getitem`` and vice versa, so both are ops and second
-derivatives through indexing work like any other.
+``add_at`` (``np.add.at`` into zeros) is the adjoint of ``getitem`` and vice versa, so both are
+ops and second derivatives through indexing work like any other. Torch's ``scatter_add`` and
+friends live in ``sadl._ops.scatter``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _is_basic(key) -> bool:
     return True
 
 
-def _scatter_add(values, *, shape, key):
+def _add_at(values, *, shape, key):
     """A zero array of ``shape`` with ``values`` added at ``key`` (repeated indices accumulate)."""
     target = np.zeros_like(values, shape=shape)
     key = match_key(key, target)
@@ -50,9 +51,9 @@ def _scatter_add(values, *, shape, key):
     return target
 
 
-SCATTER_ADD = OpDef(
-    "scatter_add",
-    _scatter_add,
+ADD_AT = OpDef(
+    "add_at",
+    _add_at,
     (lambda g, out, values, *, shape, key: g[key],),
     examples=(
         Example((4, 2), shape=(3, 2), key=(np.array([0, 2, 0, 1]),)),
@@ -69,7 +70,7 @@ def _getitem(x, *, key):
 GETITEM = OpDef(
     "getitem",
     _getitem,
-    (lambda g, out, x, *, key: SCATTER_ADD(g, shape=x.shape, key=key),),
+    (lambda g, out, x, *, key: ADD_AT(g, shape=x.shape, key=key),),
     examples=(
         Example((4, 5), key=(slice(1, 3), slice(None, None, -2))),
         Example((4, 5), key=(np.array([0, 2, 0, 3]),)),
@@ -115,9 +116,9 @@ def _take(x, *, indices, axis=None):
 
 def _take_grad(g, out, x, *, indices, axis=None):
     if axis is None:
-        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(indices,)), x.shape)
+        return np.reshape(ADD_AT(g, shape=(x.size,), key=(indices,)), x.shape)
     key = (slice(None),) * (axis % x.ndim) + (indices,)
-    return SCATTER_ADD(g, shape=x.shape, key=key)
+    return ADD_AT(g, shape=x.shape, key=key)
 
 
 TAKE = OpDef(
@@ -140,10 +141,10 @@ def _take_along_axis(x, *, indices, axis):
 
 def _take_along_axis_grad(g, out, x, *, indices, axis):
     if axis is None:
-        flat = SCATTER_ADD(g, shape=(x.size,), key=(indices,))
+        flat = ADD_AT(g, shape=(x.size,), key=(indices,))
         return np.reshape(flat, x.shape)
     axis = axis % x.ndim
-    return SCATTER_ADD(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
+    return ADD_AT(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
 
 
 TAKE_ALONG_AXIS = OpDef(
@@ -213,17 +214,33 @@ CLIP = OpDef(
 )
 
 
-def _sort(x, *, axis=-1):
-    """Sorted copy along ``axis`` (flattened when None); ties keep their order."""
-    return np.sort(x, axis=axis, kind="stable")
+def sort_order(x, axis=-1, descending=False):
+    """The stable order that sorts ``x`` along ``axis`` (flattened when None).
 
-
-def _sort_grad(g, out, x, *, axis=-1):
+    Descending order keeps ties in their original order and puts NaN first, as torch does.
+    An order is a constant, so a Tensor (a backward rule under create_graph) gives its array.
+    """
+    if hasattr(x, "requires_grad"):
+        x = x.data
     if axis is None:
-        order = np.argsort(np.reshape(x, (-1,)), kind="stable")
-        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(order,)), x.shape)
-    order = np.argsort(x, axis=axis, kind="stable")
-    return SCATTER_ADD(g, shape=x.shape, key=_along_axis_key(x.shape, order, axis % x.ndim))
+        x, axis = np.reshape(x, (-1,)), 0
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    reversed_order = np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable")
+    return (x.shape[axis] - 1) - np.flip(reversed_order, axis=axis)
+
+
+def _sort(x, *, axis=-1, descending=False):
+    """Sorted copy along ``axis`` (flattened when None), largest first when ``descending``."""
+    ascending = np.sort(x, axis=axis, kind="stable")
+    return np.flip(ascending, axis=0 if axis is None else axis) if descending else ascending
+
+
+def _sort_grad(g, out, x, *, axis=-1, descending=False):
+    order = sort_order(x, axis, descending)
+    if axis is None:
+        return np.reshape(ADD_AT(g, shape=(x.size,), key=(order,)), x.shape)
+    return ADD_AT(g, shape=x.shape, key=_along_axis_key(x.shape, order, axis % x.ndim))
 
 
 SORT = OpDef(
@@ -231,7 +248,13 @@ SORT = OpDef(
     _sort,
     (_sort_grad,),
     numpy_funcs=(np.sort,),
-    examples=(Example((3, 4)), Example((3, 4), axis=0), Example((5,), axis=None)),
+    examples=(
+        Example((3, 4)),
+        Example((3, 4), axis=0),
+        Example((5,), axis=None),
+        Example((3, 4), descending=True),
+        Example((2, 3, 4), axis=1, descending=True),
+    ),
 )
 
-OPS = (GETITEM, SCATTER_ADD, SETITEM, TAKE, TAKE_ALONG_AXIS, WHERE, CLIP, SORT)
+OPS = (GETITEM, ADD_AT, SETITEM, TAKE, TAKE_ALONG_AXIS, WHERE, CLIP, SORT)

@@ -6,6 +6,7 @@ import string
 
 import numpy as np
 
+from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
 
 
@@ -151,7 +152,12 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
 
 
 def _einsum(subscripts, *operands):
-    """Einstein summation over the operands (``np.einsum`` semantics)."""
+    """Einstein summation over the operands (``np.einsum``; ``...`` may also be summed out)."""
+    lhs, arrow, rhs = subscripts.replace(" ", "").partition("->")
+    if arrow and "..." in lhs and "..." not in rhs:
+        # NumPy refuses to sum the broadcast axes away; torch sums them: spell them out.
+        terms, out = _parse_einsum(subscripts, [np.shape(o) for o in operands])
+        subscripts = ",".join(terms) + "->" + out
     return np.einsum(subscripts, *operands)
 
 
@@ -159,20 +165,30 @@ def _einsum_grad(g, out, subscripts, *operands):
     terms, out_term = _parse_einsum(subscripts, [tuple(o.shape) for o in operands])
     grads: list = [None]
     for i, (term, x) in enumerate(zip(terms, operands)):
-        if len(set(term)) != len(term):
-            raise NotImplementedError(
-                f"einsum gradient: repeated index in operand {i} ({term!r}) is not supported"
-            )
         others = [(t, o) for j, (t, o) in enumerate(zip(terms, operands)) if j != i]
         available = set(out_term).union(*(set(t) for t, _ in others))
-        kept = "".join(c for c in term if c in available)
+        letters = "".join(dict.fromkeys(term))  # a repeated index ('ii') counts once
+        size = {c: x.shape[k] for k, c in enumerate(term)}
+        kept = "".join(c for c in letters if c in available)
         spec = ",".join([out_term, *(t for t, _ in others)]) + "->" + kept
         partial = np.einsum(spec, g, *(o for _, o in others))
-        if kept != term:  # letters summed only inside this operand: broadcast back
-            view = [x.shape[k] if c in available else 1 for k, c in enumerate(term)]
-            partial = np.broadcast_to(np.reshape(partial, view), x.shape)
+        if kept != letters:  # letters summed only inside this operand: broadcast back
+            view = [size[c] if c in available else 1 for c in letters]
+            partial = np.broadcast_to(np.reshape(partial, view), [size[c] for c in letters])
+        if letters != term:  # a repeated index reads a diagonal: the gradient goes back there
+            partial = ADD_AT(partial, shape=tuple(x.shape), key=_diagonal_key(term, letters, size))
         grads.append(partial)
     return tuple(grads)
+
+
+def _diagonal_key(term, letters, size):
+    """The index that puts an array over ``letters`` onto the diagonals ``term`` repeats."""
+    key = []
+    for c in term:
+        view = [1] * len(letters)
+        view[letters.index(c)] = size[c]
+        key.append(np.arange(size[c]).reshape(view))
+    return tuple(key)
 
 
 EINSUM = OpDef(
@@ -187,6 +203,11 @@ EINSUM = OpDef(
         Example("i,j", (3,), (4,)),
         Example("...ij,jk->...ik", (2, 3, 4), (4, 5)),
         Example("ij,ij->", (3, 4), (3, 4)),
+        Example("ii->", (3, 3)),
+        Example("iij->j", (3, 3, 2)),
+        Example("ij,ii->j", (3, 2), (3, 3)),
+        Example("...ij->ij", (2, 3, 4)),
+        Example("b...i,...i->b", (2, 3, 4), (3, 4)),
     ),
 )
 

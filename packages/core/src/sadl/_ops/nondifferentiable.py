@@ -1,12 +1,14 @@
-"""Ops whose outputs carry no gradient: rounding, comparisons, arg-reductions, masks.
+"""Ops whose outputs carry no gradient: comparisons, arg-reductions, masks.
 
-They accept tensors that require grad and return tensors that do not, as in torch.
+They accept tensors that require grad and return tensors that do not, as in torch. (Rounding
+is different: torch differentiates it with a zero gradient, see ``sadl._ops.elementwise``.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from sadl._ops.indexing import sort_order
 from sadl._records import Example, OpDef
 
 _ONE = (Example((3, 4)),)
@@ -16,22 +18,6 @@ _TWO = (Example((3, 4), (4,)),)
 def _nondiff(name, forward, numpy_funcs=None, examples=_ONE):
     funcs = (forward,) if numpy_funcs is None else numpy_funcs
     return OpDef(name, forward, numpy_funcs=funcs, differentiable=False, examples=examples)
-
-
-SIGN = _nondiff("sign", np.sign)
-FLOOR = _nondiff("floor", np.floor)
-CEIL = _nondiff("ceil", np.ceil)
-TRUNC = _nondiff("trunc", np.trunc, (np.trunc, np.fix))
-RINT = _nondiff("rint", np.rint)
-
-
-def _round(x, *, decimals=0):
-    """Round to ``decimals`` places (half to even)."""
-    return np.round(x, decimals)
-
-
-ROUND = _nondiff("round", _round, (np.round, *((np.around,) if np.around is not np.round else ())))
-FLOOR_DIVIDE = _nondiff("floor_divide", np.floor_divide, examples=_TWO)
 
 
 def _argmax(x, *, axis=None, keepdims=False):
@@ -50,8 +36,10 @@ def _argmin(x, *, axis=None, keepdims=False):
 ARGMIN = _nondiff("argmin", _argmin, (np.argmin,))
 
 
-def _argsort(x, *, axis=-1, kind=None):
-    """Indices that sort ``x`` along ``axis``."""
+def _argsort(x, *, axis=-1, kind=None, descending=False):
+    """Indices that sort ``x`` along ``axis`` (largest first, stably, when ``descending``)."""
+    if descending:
+        return sort_order(x, axis, descending=True)
     return np.argsort(x, axis=axis, kind=kind)
 
 
@@ -131,13 +119,6 @@ FULL_LIKE = _nondiff(
 )
 
 OPS = (
-    SIGN,
-    FLOOR,
-    CEIL,
-    TRUNC,
-    RINT,
-    ROUND,
-    FLOOR_DIVIDE,
     ARGMAX,
     ARGMIN,
     ARGSORT,

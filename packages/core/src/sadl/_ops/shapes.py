@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from sadl._ops.indexing import SCATTER_ADD
+from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
 
 _SQUARES = (Example((4, 4)), Example((2, 3, 4), k=1), Example((3, 5), k=-1))
@@ -261,19 +261,54 @@ ROLL = OpDef(
 )
 
 
-def _pad(x, *, pad_width, mode="constant", constant_values=0):
-    """Pad with a constant (other NumPy modes have no gradient rule here)."""
-    if mode != "constant":
-        raise NotImplementedError(
-            f"pad: mode={mode!r} is not supported on Tensors; use mode='constant'"
+# NumPy's names for the modes that copy input values, and torch's names for the same.
+_PAD_MODES = {
+    "constant": "constant",
+    "edge": "edge",
+    "replicate": "edge",
+    "reflect": "reflect",
+    "symmetric": "symmetric",
+    "wrap": "wrap",
+    "circular": "wrap",
+}
+
+
+def _pad_mode(mode):
+    if mode not in _PAD_MODES:
+        raise ValueError(
+            f"pad: mode={mode!r} is not supported on Tensors; use one of {sorted(_PAD_MODES)}"
         )
-    return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+    return _PAD_MODES[mode]
+
+
+def _pad(x, *, pad_width, mode="constant", constant_values=0):
+    """Pad with a constant, the edge values, a mirror image or the other end (NumPy's modes).
+
+    ``mode`` is ``constant``, ``edge``, ``reflect``, ``symmetric`` or ``wrap``; torch's names
+    ``replicate`` and ``circular`` mean ``edge`` and ``wrap``.
+    """
+    numpy_mode = _pad_mode(mode)
+    if numpy_mode == "constant":
+        return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+    if np.any(np.asarray(constant_values) != 0):
+        raise ValueError(f"pad: constant_values only applies to mode='constant', not {mode!r}")
+    return np.pad(x, pad_width, mode=numpy_mode)
 
 
 def _pad_grad(g, out, x, *, pad_width, mode="constant", constant_values=0):
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
-    key = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
-    return g[key]
+    numpy_mode = _pad_mode(mode)
+    if numpy_mode == "constant":
+        key = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
+        return g[key]
+    # Each output element is a copy of one input element, chosen axis by axis: padding the
+    # positions 0..n-1 the same way says which, and the gradient is added back there.
+    for axis, ((lo, hi), n) in enumerate(zip(widths, x.shape)):
+        if lo or hi:
+            source = np.pad(np.arange(n), (int(lo), int(hi)), mode=numpy_mode)
+            shape = (*g.shape[:axis], n, *g.shape[axis + 1 :])
+            g = ADD_AT(g, shape=shape, key=(slice(None),) * axis + (source,))
+    return g
 
 
 PAD = OpDef(
@@ -281,7 +316,15 @@ PAD = OpDef(
     _pad,
     (_pad_grad,),
     numpy_funcs=(np.pad,),
-    examples=(Example((3, 4), pad_width=1), Example((2, 3), pad_width=((0, 1), (2, 0)))),
+    examples=(
+        Example((3, 4), pad_width=1),
+        Example((2, 3), pad_width=((0, 1), (2, 0))),
+        *(
+            Example((3, 4), pad_width=((1, 2), (2, 1)), mode=mode)
+            for mode in ("edge", "reflect", "symmetric", "wrap", "replicate", "circular")
+        ),
+        Example((2, 3, 4), pad_width=((0, 0), (1, 1), (3, 0)), mode="reflect"),
+    ),
 )
 
 
@@ -293,11 +336,11 @@ def _repeat(x, *, repeats, axis=None):
 def _repeat_grad(g, out, x, *, repeats, axis=None):
     if axis is None:
         source = np.repeat(np.arange(x.size), repeats)
-        return np.reshape(SCATTER_ADD(g, shape=(x.size,), key=(source,)), x.shape)
+        return np.reshape(ADD_AT(g, shape=(x.size,), key=(source,)), x.shape)
     axis = axis % x.ndim
     source = np.repeat(np.arange(x.shape[axis]), repeats)
     key = (slice(None),) * axis + (source,)
-    return SCATTER_ADD(g, shape=x.shape, key=key)
+    return ADD_AT(g, shape=x.shape, key=key)
 
 
 REPEAT = OpDef(
@@ -379,7 +422,7 @@ def _diagonal_grad(g, out, x, *, offset=0, axis1=0, axis2=1):
     length = g.shape[-1]
     rows = np.arange(length) + max(-offset, 0)
     cols = np.arange(length) + max(offset, 0)
-    placed = SCATTER_ADD(g, shape=(*rest, x.shape[a1], x.shape[a2]), key=(Ellipsis, rows, cols))
+    placed = ADD_AT(g, shape=(*rest, x.shape[a1], x.shape[a2]), key=(Ellipsis, rows, cols))
     return np.moveaxis(placed, (-2, -1), (a1, a2))
 
 

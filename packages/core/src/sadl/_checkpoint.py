@@ -1,0 +1,187 @@
+"""Activation checkpointing: ``sadl.checkpoint(fn, *args)`` keeps no activations of ``fn``.
+
+The forward runs ``fn`` normally, so the graph is the real one (parameters captured in ``fn``,
+tensors from outside it, ``sadl.grad`` and ``create_graph`` all work as without checkpointing),
+but every node recorded inside ``fn`` gives its saved arrays up at once. The first time backward
+needs one of them, ``fn`` runs again on the same inputs, with sadl's random generator put back
+where it was, and every node of the original call gets its arrays back from the node recorded at
+the same position of the recomputation. This is PyTorch's non-reentrant checkpoint; the engine's
+part is :func:`sadl._engine.recording_hook` and ``Node.refill``.
+
+Peak memory then holds the inputs of each checkpointed block and the activations of one block at
+a time; the price is one more forward of every block during backward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sadl._engine import Node, is_tensor, recording_hook
+from sadl._grad_mode import enable_grad, is_grad_enabled
+from sadl.random import get_rng_state, set_rng_state
+
+if TYPE_CHECKING:
+    from sadl._tensor import Tensor
+
+__all__ = ["checkpoint"]
+
+
+def checkpoint(
+    fn: Callable[..., Any],
+    *args: Any,
+    preserve_rng_state: bool = True,
+    determinism_check: str = "default",
+    **kwargs: Any,
+) -> Any:
+    """``fn(*args, **kwargs)``, with its activations recomputed in backward instead of kept.
+
+    ``fn`` must compute the same thing when it runs again: randomness drawn from sadl's default
+    generator (dropout, ``sadl.rand``) is replayed (``preserve_rng_state=True``); randomness from
+    a generator of your own is not. ``determinism_check="default"`` compares the recomputed
+    shapes, dtypes and outputs with the first run and raises if they differ; ``"none"`` skips
+    that. Under ``no_grad`` (or when nothing requires grad) it is just ``fn(*args, **kwargs)``.
+    """
+    if determinism_check not in ("default", "none"):
+        raise ValueError(
+            f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}"
+        )
+    if not callable(fn):
+        raise TypeError(f"checkpoint: fn must be callable, got {type(fn).__name__}")
+    if not is_grad_enabled():
+        return fn(*args, **kwargs)
+    frame = _Frame(fn, args, kwargs, preserve_rng_state, determinism_check == "default")
+    with recording_hook(frame.drop):
+        outputs = fn(*args, **kwargs)
+    frame.remember_outputs(outputs)
+    return outputs
+
+
+class _Frame:
+    """One checkpointed call: what is needed to run it again, and the nodes waiting for it."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        preserve_rng_state: bool,
+        check: bool,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.rng_state = get_rng_state() if preserve_rng_state else None
+        self.check = check
+        self.recorded: list[tuple[str, tuple[int, ...], Any]] = []  # op, out shape, out dtype
+        self.position: dict[int, int] = {}  # id(node) -> position, only while fn runs
+        self.outputs: list[tuple[int, Any]] = []  # (position, data) of fn's outputs
+        self.recomputed: dict[int, Node] | None = None
+
+    def drop(self, node: Node) -> None:
+        """``recording_hook``: note the node, let its arrays go, and tell it how to refill."""
+        k = len(self.recorded)
+        self.recorded.append((node.op.name, node.out.shape, node.out.dtype))
+        self.position[id(node)] = k
+        node.datas = None
+        node.out = None
+        node.refill = _Refill(self, k)
+
+    def remember_outputs(self, outputs: Any) -> None:
+        """Keep fn's outputs (alive anyway downstream) to compare a recomputation with."""
+        if self.check:
+            for t in _tensors_in(outputs):
+                k = self.position.get(id(t._node)) if t._node is not None else None
+                if k is not None and t._node.refill is not None:
+                    self.outputs.append((k, t.data))
+        self.position = {}
+
+    def refill(self, k: int, node: Node) -> None:
+        """Give ``node`` (position ``k``) its arrays back, recomputing ``fn`` when needed."""
+        if self.recomputed is None or k not in self.recomputed:
+            self.recomputed = self.recompute()
+        source = self.recomputed.pop(k)
+        node.datas = source.datas
+        node.out = source.out
+        if not self.recomputed:
+            self.recomputed = None  # every node had its arrays: let the recomputation go
+
+    def recompute(self) -> dict[int, Node]:
+        """Run fn again (same inputs, same random numbers) and collect the nodes it records."""
+        collected: list[Node] = []
+        now = get_rng_state() if self.rng_state is not None else None
+        try:
+            if self.rng_state is not None:
+                set_rng_state(self.rng_state)
+            with enable_grad(), recording_hook(collected.append):
+                self.fn(*self.args, **self.kwargs)
+        finally:
+            if now is not None:
+                set_rng_state(now)
+        if self.check:
+            self._compare(collected)
+        elif len(collected) < len(self.recorded):
+            raise RuntimeError(
+                _DIFFERENT + f" (ops recorded: {len(self.recorded)} then {len(collected)})"
+            )
+        return dict(enumerate(collected))
+
+    def _compare(self, collected: list[Node]) -> None:
+        if len(collected) != len(self.recorded):
+            raise RuntimeError(
+                f"{_DIFFERENT}: the first run recorded {len(self.recorded)} ops, the "
+                f"recomputation {len(collected)}"
+            )
+        for k, ((name, shape, dtype), node) in enumerate(zip(self.recorded, collected)):
+            if node.op.name != name or node.out.shape != shape or node.out.dtype != dtype:
+                raise RuntimeError(
+                    f"{_DIFFERENT}: op {k} was {name} -> {dtype}{list(shape)}, recomputed "
+                    f"{node.op.name} -> {node.out.dtype}{list(node.out.shape)}"
+                )
+        for k, first in self.outputs:
+            again = collected[k].out
+            scale = float(np.max(np.abs(first))) if first.size else 0.0
+            diff = float(np.max(np.abs(again - first))) if first.size else 0.0
+            tolerance = np.sqrt(np.finfo(first.dtype).eps) * max(scale, 1.0)
+            if not diff <= tolerance:  # NaN differences fail too
+                raise RuntimeError(
+                    f"{_DIFFERENT}: an output of fn changed by up to {diff:.3g} (tolerance "
+                    f"{tolerance:.3g})"
+                )
+
+
+_DIFFERENT = (
+    "checkpoint: recomputing fn in backward did not repeat the first run (is fn deterministic? "
+    "randomness must come from sadl's default generator, and nothing fn reads may change "
+    "between forward and backward; determinism_check='none' turns this check off)"
+)
+
+
+class _Refill:
+    """``Node.refill`` of a checkpointed node: position ``k`` of its frame."""
+
+    __slots__ = ("frame", "k")
+
+    def __init__(self, frame: _Frame, k: int) -> None:
+        self.frame = frame
+        self.k = k
+
+    def __call__(self, node: Node) -> None:
+        self.frame.refill(self.k, node)
+
+
+def _tensors_in(value: Any) -> list[Tensor]:
+    """The Tensors in fn's return value (a Tensor, or lists, tuples and dicts of them)."""
+    found: list[Tensor] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if is_tensor(item):
+            found.append(item)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found
