@@ -5,12 +5,14 @@ Marked ``mpi``: ``nox -s distributed`` runs these (with every sibling package in
 the test group provides it); without one they fail, they are not skipped.
 """
 
+import io
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.mpi
@@ -136,3 +138,48 @@ def test_an_exception_on_one_rank_ends_the_job_with_its_traceback(tmp_path):
     assert "sadl_distributed: rank 1 of 2 stopped with an error" in output
     assert "ValueError: a bug in rank 1's code" in output
     assert "sadl launch: rank 1 of 2: ValueError: a bug in rank 1's code" in output
+
+
+TINY_GPT = ["--batch-size", "4", "--block-size", "16", "--n-layer", "1", "--n-head", "2",
+            "--n-embd", "16", "--eval-interval", "3", "--eval-batches", "1",
+            "--sample-tokens", "10", "--no-progress"]  # fmt: skip
+
+
+def sadl_cli(*args, timeout=120):
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", *args], capture_output=True, text=True, timeout=timeout
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_sadl_train_gpt_nproc_2_logs_once_and_matches_one_process(tmp_path):
+    from sadl_models.train import TrainConfig, train
+    from sadl_serialize import load_checkpoint
+
+    out = tmp_path / "two"
+    status, stdout, stderr = sadl_cli(
+        "train", "gpt", "--nproc", "2", "--steps", "6", "--stop-after", "3", *TINY_GPT,
+        "--out", str(out),
+    )  # fmt: skip
+    assert status == 0, stderr
+    assert stdout.count("data parallel: 2 processes") == 1  # rank 0 only
+    assert stdout.count("training GPT") == 1
+    status, stdout, stderr = sadl_cli(
+        "train", "gpt", "--nproc", "2", "--resume", "--out", str(out), "--no-progress"
+    )
+    assert status == 0, stderr
+    assert "resuming" in stdout and stdout.count("done: step 6") == 1
+    assert stdout.count("sample:") == 1
+    two = load_checkpoint(out / "checkpoint.sadl")
+
+    one = TrainConfig(steps=6, batch_size=4, block_size=16, n_layer=1, n_head=2, n_embd=16,
+                      eval_interval=3, eval_batches=1, sample_tokens=0)  # fmt: skip
+    train(one, tmp_path / "one", progress=False, plot=False, stream=io.StringIO())
+    single = load_checkpoint(tmp_path / "one" / "checkpoint.sadl")
+    # The same batches, the gradient averaged over two halves: the same run, to float32
+    # rounding (the logged loss is the mean over the ranks, i.e. the whole batch's).
+    np.testing.assert_allclose(
+        two["extra"]["history"]["train"], single["extra"]["history"]["train"], rtol=1e-5
+    )
+    for key, value in single["model"].items():
+        np.testing.assert_allclose(two["model"][key].numpy(), value.numpy(), atol=1e-4)
