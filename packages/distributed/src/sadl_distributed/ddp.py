@@ -323,7 +323,7 @@ class _Reducer:
                 is_array(grad)
                 and grad.shape == p.shape
                 and grad.dtype == value.dtype
-                and grad.flags.writeable
+                and getattr(grad.flags, "writeable", True)
             ):
                 grad[...] = value
             else:
