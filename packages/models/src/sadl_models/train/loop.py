@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import math
 import os
 import sys
@@ -94,7 +95,7 @@ def train(
     """
     par = setup()
     if not par.is_main:  # rank 0 speaks for the run
-        stream, progress, plot = open(os.devnull, "w"), False, False  # noqa: SIM115
+        stream, progress, plot = io.StringIO(), False, False
     out = stream or sys.stdout
     started = time.perf_counter()
     out_path = Path(out_dir)
