@@ -18,8 +18,10 @@ On a cluster, use the site's ``mpiexec``/``srun`` with a hostfile instead (docs/
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -116,18 +118,47 @@ def run(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> int:
     env = rank_environment(nproc)
     with tempfile.TemporaryDirectory(prefix="sadl-launch-") as reports:
         env[REPORTS_VARIABLE] = reports
-        process = subprocess.Popen(command, env=env)
-        try:
-            deaths = _watch(process, Path(reports))
-        except KeyboardInterrupt:  # Ctrl-C reached mpiexec too; let it clean up
-            process.wait()
-            return 130
+        # Its own session: Ctrl-C at the terminal reaches this process only, which passes it
+        # on to the ranks (see _interrupt) instead of letting mpiexec kill them mid-step.
+        process = subprocess.Popen(command, env=env, start_new_session=True)
+        interrupted = False
+        while True:
+            try:
+                deaths = _watch(process, Path(reports))
+                break
+            except KeyboardInterrupt:
+                interrupted = _interrupt(process, Path(reports), again=interrupted)
+            except BaseException:
+                process.kill()  # never leave the job behind
+                raise
         status = process.returncode
-        if status != 0:
+        if status != 0 and not interrupted:
             for line in _failure_summary(read_ranks(reports), deaths):
                 print(f"sadl launch: {line}", file=sys.stderr)
             print(f"sadl launch: the job failed (mpiexec exit status {status})", file=sys.stderr)
     return status
+
+
+def _interrupt(process: subprocess.Popen[bytes], reports: Path, *, again: bool) -> bool:
+    """Ctrl-C: the first one goes to every rank (which may stop cleanly, as ``sadl train gpt``
+    does: a checkpoint, then exit); the next one, or one before any rank is up, to mpiexec,
+    which ends the job at once.
+    """
+    here = machine_id()
+    ranks = [r for r in read_ranks(reports).values() if r.machine == here and not r.done]
+    if again or not ranks:
+        process.send_signal(signal.SIGINT)
+        return True
+    for record in ranks:
+        with contextlib.suppress(OSError):
+            os.kill(record.pid, signal.SIGINT)
+    print(
+        f"sadl launch: Ctrl-C passed on to the {len(ranks)} ranks; press it again to stop them "
+        "at once",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
 
 
 def _watch(process: subprocess.Popen[bytes], reports: Path) -> list[int]:
