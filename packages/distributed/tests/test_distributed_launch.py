@@ -1,6 +1,7 @@
 """The launcher: which mpiexec, which flags, what it says when a job fails; `sadl launch`."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -133,3 +134,39 @@ def test_supervisor_passes_status_and_reports_a_killing_signal(tmp_path):
     result = subprocess.run(command, env=env)
     assert result.returncode == 128 + 9
     assert (tmp_path / "rank1.txt").read_text().startswith("rank 1 of 2: killed by SIGKILL")
+
+
+def test_ctrl_c_goes_to_the_ranks_first_then_to_mpiexec(tmp_path):
+    listener = (
+        "import signal, sys, time, pathlib\n"
+        "mark = pathlib.Path(sys.argv[1])\n"
+        "signal.signal(signal.SIGINT, lambda *a: mark.write_text('interrupted'))\n"
+        "mark.with_suffix('.up').write_text('')\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not mark.exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+    )
+    ranks = []
+    for r in range(2):
+        mark = tmp_path / f"mark{r}"
+        ranks.append(subprocess.Popen([sys.executable, "-c", listener, str(mark)]))
+        (tmp_path / f"rank{r}.pid").write_text(f"{ranks[-1].pid} {machine_id()}")
+    for r in range(2):
+        while not (tmp_path / f"mark{r}.up").exists():
+            time.sleep(0.01)
+
+    class Mpiexec:
+        def __init__(self):
+            self.signals = []
+
+        def send_signal(self, signum):
+            self.signals.append(signum)
+
+    mpiexec = Mpiexec()
+    assert launch._interrupt(mpiexec, tmp_path, again=False)
+    for rank in ranks:
+        rank.wait(timeout=30)
+    assert [(tmp_path / f"mark{r}").read_text() for r in range(2)] == ["interrupted"] * 2
+    assert mpiexec.signals == []
+    launch._interrupt(mpiexec, tmp_path, again=True)  # the second Ctrl-C
+    assert mpiexec.signals == [signal.SIGINT]
