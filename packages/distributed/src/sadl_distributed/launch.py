@@ -12,6 +12,7 @@ flags so that it also works on a bare machine:
   MPICH).
 * Unless the environment sets them, each rank's BLAS gets ``cores // N`` threads
   (``OMP_NUM_THREADS`` and friends), so N ranks do not fight over the cores.
+* Ctrl-C goes to the ranks first (a training loop can stop cleanly), a second one to mpiexec.
 
 On a cluster, use the site's ``mpiexec``/``srun`` with a hostfile instead (docs/distributed.md).
 """
