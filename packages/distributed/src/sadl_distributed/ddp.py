@@ -50,6 +50,10 @@ class DistributedDataParallel(sadl.Module):
     parameter and buffer values are copied to the others here. ``bucket_cap_mb`` is the size of
     the gradient buckets (larger: fewer, larger messages; smaller: communication starts sooner).
     In a world of one process the wrapper does nothing at all.
+
+    Move the module to its device before wrapping it (the buckets are made on that device).
+    Gradients are averaged by ``loss.backward()``; ``sadl.grad`` leaves ``.grad`` alone and is
+    not averaged.
     """
 
     def __init__(
