@@ -1,6 +1,6 @@
 """Every check of the sadl monorepo, one nox session each.
 
-`nox` runs tests (one venv per package), ecosystem, thirdparty, lint, types and docs.
+`nox` runs tests (one venv per package), ecosystem, thirdparty, lint, types, docs and distributed.
 `nox -s demo` trains the demo GPT; `nox -s bench` runs the benchmarks; `nox -s gpu` the CUDA tests.
 """
 
@@ -16,7 +16,7 @@ import nox
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"
 nox.options.reuse_venv = "never" if os.environ.get("CI") else "yes"
-nox.options.sessions = ["tests", "ecosystem", "thirdparty", "lint", "types", "docs"]
+nox.options.sessions = ["tests", "ecosystem", "thirdparty", "lint", "types", "docs", "distributed"]
 nox.options.error_on_external_run = True
 
 ROOT = Path(__file__).parent
@@ -27,6 +27,7 @@ PACKAGES = {
     "optim": ["core"],
     "serialize": ["core"],
     "models": ["core", "layers", "optim", "serialize"],
+    "distributed": ["core", "serialize"],
 }
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -54,12 +55,17 @@ def _test_group(package: str) -> list[str]:
 @nox.session
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
-    """One package in a venv holding only it, its declared dependencies and its test group."""
+    """One package in a venv holding only it, its declared dependencies and its test group.
+
+    Tests marked ``mpi`` (several processes under mpiexec) run in the `distributed` session.
+    """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
     deps = [f"packages/{p}" for p in PACKAGES[package]]
     session.install(*deps, f"packages/{package}", *_test_group(package))
     _install_torch(session)
-    session.run("pytest", f"packages/{package}/tests", *session.posargs, env=STRICT)
+    session.run(
+        "pytest", f"packages/{package}/tests", "-m", "not mpi", *session.posargs, env=STRICT
+    )
 
 
 @nox.session
@@ -162,9 +168,20 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session
+def distributed(session: nox.Session) -> None:
+    """Two ranks under mpiexec on this machine (loopback): DDP, ZeRO, checkpoints, faults.
+
+    The mpich wheel of sadl-distributed's test group brings mpiexec; every package is installed
+    because the scenarios train sadl-models' GPT with sadl-optim's AdamW.
+    """
+    session.install(*ALL, *_test_group("distributed"))
+    session.run("pytest", "packages/distributed/tests", "-m", "mpi", *session.posargs, env=STRICT)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against PyTorch eager and hand-written NumPy, at 1 and 2 threads."""
-    session.install(*ALL)
+    session.install(*ALL, "mpich")
     _install_torch(session)
     session.run("python", "bench/run.py", *session.posargs)
 

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-AREAS = ["core", "erf_and_checkpoint", "layers", "serialize", "models"]
+AREAS = ["core", "erf_and_checkpoint", "layers", "serialize", "models", "distributed"]
+#: Scripts that set their own thread counts (they compare settings): run once.
+RUN_ONCE = {"distributed"}
 
 
 def main() -> int:
@@ -29,7 +31,8 @@ def main() -> int:
         if not script.exists():
             print(f"(no benchmark script for {area})")
             continue
-        for threads in [int(t) for t in args.threads.split(",")]:
+        thread_counts = [int(t) for t in args.threads.split(",")]
+        for threads in thread_counts[:1] if area in RUN_ONCE else thread_counts:
             env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
             for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
                 env[var] = str(threads)

@@ -18,6 +18,7 @@ FIRST_PARTY = {
     "optim": "sadl-optim",
     "serialize": "sadl-serialize",
     "models": "sadl-models",
+    "distributed": "sadl-distributed",
 }
 
 

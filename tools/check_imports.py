@@ -29,6 +29,7 @@ DISTRIBUTION_OF = {
     "sadl_optim": "sadl-optim",
     "sadl_models": "sadl-models",
     "sadl_serialize": "sadl-serialize",
+    "sadl_distributed": "sadl-distributed",
     "cupy": "cupy-cuda12x",
     "cupyx": "cupy-cuda12x",
     "sklearn": "scikit-learn",

@@ -27,7 +27,7 @@ from sadl import (  # noqa: F401
     testing,
 )
 from sadl._adam import Adam
-from sadl._backward import grad
+from sadl._backward import RemovableHandle, grad, queue_backward_callback
 from sadl._checkpoint import checkpoint
 from sadl._creation import (
     arange,
@@ -69,6 +69,7 @@ __all__ = [
     "Optimizer",
     "Parameter",
     "PluginConflictError",
+    "RemovableHandle",
     "Tensor",
     "UnknownNameError",
     "arange",
@@ -96,6 +97,7 @@ __all__ = [
     "ops",
     "optim",
     "plugins",
+    "queue_backward_callback",
     "rand",
     "random",
     "randint",

@@ -3,11 +3,18 @@
 ``run_backward`` sorts the nodes ``sadl._engine.apply`` recorded (iteratively, so a 100,000-op
 chain is fine), calls each op's backward rule, checks what the rule returned, sums away
 broadcasting, and accumulates into the leaves' ``.grad``; ``grad`` returns the gradients instead.
+
+Two public hooks let code run during a backward pass (distributed training overlaps its
+communication with the rest of the pass this way): a leaf's post-accumulate-grad hooks run as soon
+as its ``.grad`` is final for the pass, and ``queue_backward_callback`` runs a function once the
+pass is finished. With no hook registered the walker takes its plain path and pays nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +28,15 @@ from sadl.backends import array_module, is_array
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
 
-__all__ = ["backward", "grad", "install_tensor_class", "run_backward"]
+__all__ = [
+    "RemovableHandle",
+    "backward",
+    "grad",
+    "install_tensor_class",
+    "queue_backward_callback",
+    "register_post_accumulate_grad_hook",
+    "run_backward",
+]
 
 _Tensor: Any = None  # the Tensor class, handed down by sadl._tensor
 
@@ -57,14 +72,29 @@ def run_backward(
 
     Without ``targets`` the gradients accumulate into the leaves' ``.grad`` (``Tensor.backward``);
     with ``targets`` their gradients are returned instead and no ``.grad`` is touched
-    (``sadl.grad``), and only nodes that lead to a target run their rules.
+    (``sadl.grad``), and only nodes that lead to a target run their rules. Callbacks queued
+    during the pass (``queue_backward_callback``) run when it has finished.
     """
+    with _BackwardPass():
+        return _walk(roots, root_grads, retain_graph, create_graph, targets)
+
+
+def _walk(
+    roots: Sequence[Tensor],
+    root_grads: Sequence[Any],
+    retain_graph: bool,
+    create_graph: bool,
+    targets: Sequence[Tensor] | None,
+) -> list[Any] | None:
     grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
     for tensor, g in zip(roots, root_grads):
         key = tensor._node if tensor._node is not None else tensor
         grads[key] = grads[key] + g if key in grads else g
     pending = _count_consumers(grads)
     wanted = _nodes_leading_to(targets, pending) if targets is not None else None
+    # Leaves with post-accumulate-grad hooks -> consumers left: at 0 their .grad is final.
+    hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
+    copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
 
     ready = [n for n, count in pending.items() if count == 0]
     while ready:
@@ -99,10 +129,14 @@ def run_backward(
                 pending[p] -= 1
                 if pending[p] == 0:
                     ready.append(p)
+            elif hooked and p in hooked:
+                hooked[p] -= 1
+                if hooked[p] == 0 and p in grads:
+                    _accumulate(p, grads.pop(p), copied)
 
     if targets is not None:
         return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
-    _accumulate_into_leaves(grads)
+    _accumulate_into_leaves(grads, copied)
     return None
 
 
@@ -311,25 +345,147 @@ def _store_retained(node: Node, g: Any) -> None:
         tensor.grad = g if tensor.grad is None else tensor.grad + g
 
 
-def _accumulate_into_leaves(grads: dict[Any, Any]) -> None:
-    seen: set[int] = set()
+def _accumulate_into_leaves(grads: dict[Any, Any], copied: set[int]) -> None:
     Tensor = _Tensor
     for leaf, g in grads.items():
-        if not isinstance(leaf, Tensor):
-            continue
-        if not isinstance(g, Tensor):
-            # A rule may hand the same array to several inputs, or a read-only broadcast view:
-            # give each leaf its own writable array, as optimizers update .grad in place.
-            if id(g) in seen or not _owns_writable_memory(g):
-                g = g.copy()
-            seen.add(id(g))
-        g = g if leaf.grad is None else leaf.grad + g
-        leaf.grad = np.asarray(g) if isinstance(g, np.generic) else g
+        if isinstance(leaf, Tensor):
+            _accumulate(leaf, g, copied)
+
+
+def _accumulate(leaf: Tensor, g: Any, copied: set[int]) -> None:
+    """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
+    if not isinstance(g, _Tensor):
+        # A rule may hand the same array to several inputs, or a read-only broadcast view:
+        # give each leaf its own writable array, as optimizers update .grad in place.
+        if id(g) in copied or not _owns_writable_memory(g):
+            g = g.copy()
+        copied.add(id(g))
+    g = g if leaf.grad is None else leaf.grad + g
+    leaf.grad = np.asarray(g) if isinstance(g, np.generic) else g
+    hooks = getattr(leaf, "_grad_hooks", None)
+    if hooks:
+        for hook in list(hooks.values()):
+            hook(leaf)
 
 
 def _owns_writable_memory(array: Any) -> bool:
     flags = array.flags
     return bool(flags.owndata and getattr(flags, "writeable", True))
+
+
+# --------------------------------------------------------------------------------------------
+# Hooks: a leaf's gradient is final; the backward pass is finished
+# --------------------------------------------------------------------------------------------
+
+
+class _HookCount:
+    """How many post-accumulate-grad hooks are registered (0: the walker's plain path)."""
+
+    count = 0
+
+
+_hooks = _HookCount()
+_handle_ids = itertools.count()
+
+
+class RemovableHandle:
+    """What registering a hook returns: ``handle.remove()`` unregisters the hook.
+
+    It is also a context manager that removes the hook when the block ends.
+    """
+
+    __slots__ = ("_hooks", "_id")
+
+    def __init__(self, hooks: dict[int, Any], hook_id: int) -> None:
+        self._hooks: dict[int, Any] | None = hooks
+        self._id = hook_id
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        if self._hooks is not None and self._hooks.pop(self._id, None) is not None:
+            _hooks.count -= 1
+        self._hooks = None
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def register_post_accumulate_grad_hook(
+    tensor: Tensor, hook: Callable[[Tensor], Any]
+) -> RemovableHandle:
+    """``Tensor.register_post_accumulate_grad_hook``: see there."""
+    if not callable(hook):
+        raise TypeError(f"a post-accumulate-grad hook must be callable, got {type(hook).__name__}")
+    if tensor._node is not None or not tensor.requires_grad:
+        raise RuntimeError(
+            "post-accumulate-grad hooks can only be registered on leaf tensors that require "
+            "grad (such as Parameters): only leaves accumulate into .grad"
+        )
+    hooks = getattr(tensor, "_grad_hooks", None)
+    if hooks is None:
+        hooks = tensor._grad_hooks = {}
+    hook_id = next(_handle_ids)
+    hooks[hook_id] = hook
+    _hooks.count += 1
+    return RemovableHandle(hooks, hook_id)
+
+
+def _hooked_leaf_uses(nodes: dict[Node, int]) -> dict[Any, int]:
+    """Leaves with post-accumulate-grad hooks -> how many recorded ops use them in this graph."""
+    uses: dict[Any, int] = {}
+    for node in nodes:
+        for p in node.parents:
+            if p is not None and type(p) is not Node and getattr(p, "_grad_hooks", None):
+                uses[p] = uses.get(p, 0) + 1
+    return uses
+
+
+class _Passes(threading.local):
+    """The backward passes running in this thread, innermost last: each one's queued callbacks."""
+
+    def __init__(self) -> None:
+        self.stack: list[list[Callable[[], Any]]] = []
+
+
+_passes = _Passes()
+
+
+def queue_backward_callback(callback: Callable[[], Any]) -> None:
+    """Run ``callback()`` once the backward pass now running (in this thread) has finished.
+
+    Call it during a backward pass, typically from a post-accumulate-grad hook: the callback
+    runs after every leaf's ``.grad`` has been written (callbacks run in the order queued, and
+    may queue more). Outside a backward pass it raises ``RuntimeError``. If the pass raises,
+    its queued callbacks are dropped.
+    """
+    if not callable(callback):
+        raise TypeError(f"a backward callback must be callable, got {type(callback).__name__}")
+    if not _passes.stack:
+        raise RuntimeError(
+            "queue_backward_callback: no backward pass is running in this thread; call it "
+            "during backward (from a post-accumulate-grad hook)"
+        )
+    _passes.stack[-1].append(callback)
+
+
+class _BackwardPass:
+    """``with _BackwardPass():`` around one pass: opens its callback queue; on success runs it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _passes.stack.append([])
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            queue = _passes.stack[-1]
+            while queue and exc_type is None:
+                queue.pop(0)()
+        finally:
+            _passes.stack.pop()
 
 
 # --------------------------------------------------------------------------------------------

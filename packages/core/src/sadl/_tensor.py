@@ -1,6 +1,6 @@
 """``Tensor``: an array with a gradient, reachable through NumPy functions and torch-like methods.
 
-This file holds the Tensor's state (five slots), its protocols (NumPy's dispatch, Python's
+This file holds the Tensor's state (six slots), its protocols (NumPy's dispatch, Python's
 conversions), the autograd entry (``backward``) and the in-place machinery. The method vocabulary
 (``t.exp()``, ``t.sum(axis)``, ``t + u``, ...) comes from the mixins of ``sadl._methods``; the
 graph work from ``sadl._engine``; NumPy's ``__array_ufunc__``/``__array_function__`` land in
@@ -48,7 +48,7 @@ class Tensor(
     used as is, other data is converted; Python floats become the default dtype, float32).
     """
 
-    __slots__ = ("__weakref__", "_node", "_version", "data", "grad", "requires_grad")
+    __slots__ = ("__weakref__", "_grad_hooks", "_node", "_version", "data", "grad", "requires_grad")
     __array_priority__ = 1000
 
     data: Any  #: the NumPy or CuPy array
@@ -56,6 +56,7 @@ class Tensor(
     requires_grad: builtins.bool
     _node: Any  #: the engine's record of the op that produced this tensor (None for leaves)
     _version: list[builtins.int]  #: bumped by every in-place write; shared by views
+    _grad_hooks: dict[builtins.int, Any]  #: post-accumulate-grad hooks (unset until one is added)
 
     def __new__(
         cls,
@@ -132,6 +133,20 @@ class Tensor(
         gradients are Tensors that carry their own graph (higher-order derivatives).
         """
         _backward.backward(self, grad, retain_graph, create_graph)
+
+    def register_post_accumulate_grad_hook(
+        self, hook: Callable[[Tensor], Any]
+    ) -> _backward.RemovableHandle:
+        """Run ``hook(self)`` in every backward pass, as soon as ``self.grad`` is final for it.
+
+        For leaf tensors that require grad (Parameters). The hook runs once per ``backward()``
+        that reaches this tensor, right after the pass has added its last contribution to
+        ``.grad`` and before the pass goes on with the rest of the graph, so work on one
+        gradient (communicating it, say) can overlap the backward of the others. It is not
+        called for a pass that gives this tensor no gradient, nor by ``sadl.grad`` (which leaves
+        ``.grad`` alone). Returns a handle; ``handle.remove()`` unregisters the hook.
+        """
+        return _backward.register_post_accumulate_grad_hook(self, hook)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` for this non-leaf tensor during backward."""

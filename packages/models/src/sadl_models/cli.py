@@ -144,6 +144,13 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
         default=True,
         help="show the progress bar (default: on)",
     )
+    arg(
+        "--nproc",
+        type=POSITIVE,
+        metavar="N",
+        help="train data-parallel in N processes on this machine (needs sadl-distributed; "
+        "--batch-size is the global batch, split over them)",
+    )
     p.set_defaults(func=_cmd_train_gpt)
     _one_line_errors(p)
     return p
@@ -160,6 +167,16 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
         config = TrainConfig(**given)
         if not args.resume:
             config.validate()
+        if args.nproc is not None and args.nproc > 1:
+            from sadl_models.train.parallel import launch
+
+            if not args.resume and config.batch_size % args.nproc:
+                raise TrainError(
+                    f"--batch-size {config.batch_size} cannot be split evenly over "
+                    f"{args.nproc} processes; use a multiple of {args.nproc}"
+                )
+
+            return launch(args.nproc, ["train", "gpt", *_train_flags(args, given)])
         result = train(
             config,
             args.out,
@@ -173,6 +190,21 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(prog, f"{exc.filename or args.out}: {exc.strerror or exc}", status=1)
     return INTERRUPTED if result.cancelled else 0
+
+
+def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
+    """The command line of ``sadl train gpt`` that ``args`` came from, without ``--nproc``."""
+    from sadl_models.train.config import flag
+
+    flags = [item for name, value in sorted(given.items()) for item in (flag(name), str(value))]
+    flags += ["--out", str(args.out)]
+    if args.resume:
+        flags.append("--resume")
+    if args.stop_after is not None:
+        flags += ["--stop-after", str(args.stop_after)]
+    if not args.progress:
+        flags.append("--no-progress")
+    return flags
 
 
 def _add_generate(sub: Any) -> argparse.ArgumentParser:

@@ -7,7 +7,8 @@ the same losses as an uninterrupted run. One file per job:
 * :mod:`~sadl_models.train.config`: the settings and their validation;
 * :mod:`~sadl_models.train.loop`: the training loop (set-up, steps, evaluation, the sample);
 * :mod:`~sadl_models.train.checkpoint`: what a checkpoint holds, resuming, :func:`load_model`;
-* :mod:`~sadl_models.train.progress`: the progress bar, Ctrl-C, the loss plot.
+* :mod:`~sadl_models.train.progress`: the progress bar, Ctrl-C, the loss plot;
+* :mod:`~sadl_models.train.parallel`: one process, or N (``--nproc``, ``mpiexec``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -117,10 +117,19 @@ def resume_config(config: TrainConfig, meta: Mapping[str, Any], explicit: set[st
     return dataclasses.replace(saved, **updates)
 
 
-def save_run(path: Path, step: int, state: RunState, extra: dict[str, Any]) -> None:
-    """Write the checkpoint of a run at ``step`` (atomically: the previous one survives a crash)."""
+def save_run(
+    path: Path,
+    step: int,
+    state: RunState,
+    extra: dict[str, Any],
+    writer: Callable[..., None] = save_checkpoint,
+) -> None:
+    """Write the checkpoint of a run at ``step`` (atomically: the previous one survives a crash).
+
+    ``writer`` is sadl-serialize's ``save_checkpoint``, or its data-parallel counterpart.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(
+    writer(
         path,
         model=state.model,
         optimizer=state.optimizer,

@@ -3,13 +3,16 @@
 :func:`train` runs (or resumes) a run in an output directory holding ``checkpoint.sadl`` (see
 :mod:`sadl_models.train.checkpoint`) and ``loss.png``. One random generator initializes the
 model, then drives dropout and batch sampling, and its state is saved with every checkpoint: a
-resumed run continues bit-identically, with the same losses as an uninterrupted run.
+resumed run continues bit-identically, with the same losses as an uninterrupted run. Started
+by an MPI launcher, every process runs this loop on its share of each batch
+(:mod:`sadl_models.train.parallel`); rank 0 logs and writes the files.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import math
 import os
 import sys
@@ -43,6 +46,7 @@ from sadl_models.train.checkpoint import (
     save_run,
 )
 from sadl_models.train.config import TrainConfig, TrainError, check_device
+from sadl_models.train.parallel import setup
 from sadl_models.train.progress import (
     PLOT_NAME,
     ProgressBar,
@@ -89,6 +93,9 @@ def train(
     checkpoint). ``stop_after`` ends this session after that many steps (saving a checkpoint),
     as Ctrl-C does. ``stream`` receives the log lines (default stdout).
     """
+    par = setup()
+    if not par.is_main:  # rank 0 speaks for the run
+        stream, progress, plot = io.StringIO(), False, False
     out = stream or sys.stdout
     started = time.perf_counter()
     out_path = Path(out_dir)
@@ -102,7 +109,7 @@ def train(
     config.validate()
     if meta is None:
         config = dataclasses.replace(config, warmup_steps=config.warmup)  # saved explicitly
-    device = check_device(config.device)
+    device = par.device(check_device(config.device))
     _prepare_out_dir(out_path)
     text = _corpus(config)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -123,11 +130,12 @@ def train(
     unigram = unigram_cross_entropy(train_tokens, val_tokens, tokenizer.vocab_size)
 
     rng = np.random.default_rng(config.seed)
-    model = build_model(config, tokenizer.vocab_size, rng)
+    gpt = build_model(config, tokenizer.vocab_size, rng)
     if device != "cpu":
-        model.to(device)
-    optimizer, scheduler = _optimizer(config, model)
-    state = RunState(model, optimizer, scheduler, rng)
+        gpt.to(device)
+    model = par.wrap(gpt)
+    optimizer, scheduler = _optimizer(config, model, par.optimizer)
+    state = RunState(gpt, optimizer, scheduler, rng)
     history = History()
     step = 0
     if meta is not None:
@@ -139,21 +147,25 @@ def train(
             flush=True,
         )
     train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
-    _announce(config, model, device, tokenizer, len(train_tokens) + len(val_tokens), unigram, out)
+    _announce(config, gpt, device, tokenizer, len(train_tokens) + len(val_tokens), unigram, out)
+    if par.world_size > 1:
+        print(f"data parallel: {par.world_size} processes", file=out, flush=True)
 
     def save(at: int) -> None:
         extra = {
-            "model": model.config,
+            "model": gpt.config,
             "tokenizer": tokenizer.to_dict(),
             "train": config.to_dict(),
             "history": history.to_dict(),
             "unigram": unigram,
             "corpus_sha256": digest,
         }
-        save_run(ckpt_path, at, state, extra)
+        save_run(ckpt_path, at, state, extra, par.save_checkpoint)
 
     def evaluate() -> tuple[float, float]:
-        return _evaluate(model, train_batches), _evaluate(model, val_batches)
+        if not par.is_main:  # only rank 0's numbers are logged and saved
+            return math.nan, math.nan
+        return _evaluate(gpt, train_batches), _evaluate(gpt, val_batches)
 
     flag = StopFlag(out)
     session_steps = 0
@@ -163,13 +175,15 @@ def train(
     with stop_on_sigint(flag):  # Ctrl-C only sets a flag from here until the last file is written
         try:
             while step < config.steps:
-                if flag.requested or (stop_after is not None and session_steps >= stop_after):
+                if par.any(flag.requested) or (
+                    stop_after is not None and session_steps >= stop_after
+                ):
                     interrupted = True
                     break
-                x, y = windows(train_tokens, config.block_size, config.batch_size, rng=rng)
+                x, y = par.windows(train_tokens, config.block_size, config.batch_size, rng)
                 if device != "cpu":
                     x, y = _to(x, device), _to(y, device)
-                value = _step(model, optimizer, scheduler, x, y, config.grad_clip)
+                value = par.mean(_step(model, optimizer, scheduler, x, y, config.grad_clip))
                 if not math.isfinite(value):
                     raise TrainError(
                         f"the loss became {value} at step {step + 1}; lower --lr and start again"
@@ -220,8 +234,8 @@ def train(
         print(f"checkpoint: {ckpt_path}", file=out)
         if plot_path is not None:
             print(f"loss curve: {plot_path}", file=out)
-        if config.sample_tokens:
-            sample = sample_text(model, tokenizer, val_tokens, config.sample_tokens, config.seed)
+        if config.sample_tokens and par.is_main:
+            sample = sample_text(gpt, tokenizer, val_tokens, config.sample_tokens, config.seed)
             print(f"sample:\n{sample}", file=out, flush=True)
     return TrainResult(
         step=step,
@@ -284,14 +298,21 @@ def build_model(
     )
 
 
-def _optimizer(config: TrainConfig, model: GPT) -> tuple[AdamW, CosineWithWarmup]:
-    """AdamW (decaying matrices, not biases or LayerNorm parameters) and its cosine schedule."""
-    optimizer = AdamW(
-        param_groups_for_weight_decay(model, config.weight_decay),
-        lr=config.lr,
-        betas=(config.beta1, config.beta2),
-        eps=1e-8,
-        weight_decay=config.weight_decay,
+def _optimizer(
+    config: TrainConfig, model: Any, wrap: Callable[[Any], Any]
+) -> tuple[Any, CosineWithWarmup]:
+    """AdamW (decaying matrices, not biases or LayerNorm parameters) and its cosine schedule.
+
+    ``wrap`` may put the optimizer in another (sharding its state over several processes).
+    """
+    optimizer = wrap(
+        AdamW(
+            param_groups_for_weight_decay(model, config.weight_decay),
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            eps=1e-8,
+            weight_decay=config.weight_decay,
+        )
     )
     scheduler = CosineWithWarmup(
         optimizer, warmup_steps=config.warmup, total_steps=config.steps, min_lr=config.final_lr
@@ -363,7 +384,7 @@ def _announce(
 
 
 def _step(
-    model: GPT, optimizer: AdamW, scheduler: CosineWithWarmup, x: Any, y: Any, grad_clip: float
+    model: Any, optimizer: Any, scheduler: CosineWithWarmup, x: Any, y: Any, grad_clip: float
 ) -> float:
     """One training step on the batch (x, y); the batch loss."""
     _, loss = model(x, y)

@@ -1,0 +1,191 @@
+"""Start N copies of a command on this machine with ``mpiexec``: ``sadl launch``, ``--nproc N``.
+
+``mpiexec -n N python train.py`` is all it takes; this module picks the right ``mpiexec`` and
+flags so that it also works on a bare machine:
+
+* ``mpiexec`` is ``$SADL_MPIEXEC``, else the one next to the running Python (where
+  ``pip install mpich`` puts it, matching the MPI that mpi4py loads), else the first on PATH.
+* MPICH's launcher (hydra) gets ``-disable-auto-cleanup`` and runs each rank under
+  ``sadl_distributed.supervise``: when a rank dies, the others notice it themselves and stop
+  with a message naming that rank (by default hydra kills them at once and names only a process
+  id). Open MPI's gets ``--oversubscribe`` (more ranks than cores is allowed, as it is with
+  MPICH).
+* Unless the environment sets them, each rank's BLAS gets ``cores // N`` threads
+  (``OMP_NUM_THREADS`` and friends), so N ranks do not fight over the cores.
+* Ctrl-C goes to the ranks first (a training loop can stop cleanly), a second one to mpiexec.
+
+On a cluster, use the site's ``mpiexec``/``srun`` with a hostfile instead (docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sadl_distributed.faults import machine_id, process_alive
+from sadl_distributed.reports import REPORTS_VARIABLE, RankRecord, read_ranks
+
+__all__ = [
+    "THREAD_VARIABLES",
+    "find_mpiexec",
+    "launcher_kind",
+    "mpiexec_command",
+    "rank_environment",
+    "run",
+]
+
+#: How often the launcher looks at the ranks while they run.
+_POLL_S = 0.1
+#: The variables that set how many threads BLAS and OpenMP use in each rank.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def find_mpiexec(environ: Mapping[str, str] = os.environ) -> str:
+    """The ``mpiexec`` to use (see the module docstring); raises if there is none."""
+    chosen = environ.get("SADL_MPIEXEC")
+    if chosen:
+        if not (Path(chosen).is_file() or shutil.which(chosen)):
+            raise FileNotFoundError(f"SADL_MPIEXEC={chosen!r} is not an executable")
+        return chosen
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("mpiexec", path=environ.get("PATH"))
+    if found:
+        return found
+    raise FileNotFoundError(
+        "no mpiexec found (not next to this Python, not on PATH): install an MPI with "
+        "'pip install sadl-distributed[mpich]' (or 'pip install mpich'), or point SADL_MPIEXEC "
+        "at your MPI's mpiexec"
+    )
+
+
+def launcher_kind(mpiexec: str) -> str:
+    """``"hydra"`` (MPICH, Intel MPI), ``"openmpi"``, or ``"unknown"``, from ``--version``."""
+    try:
+        result = subprocess.run(
+            [mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    text = result.stdout + result.stderr
+    if "HYDRA" in text:
+        return "hydra"
+    if "Open MPI" in text or "OpenRTE" in text or "PRRTE" in text:
+        return "openmpi"
+    return "unknown"
+
+
+def mpiexec_command(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> list[str]:
+    """``[mpiexec, -n, N, <flags>, *argv]`` for ``nproc`` ranks on this machine."""
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"the number of processes must be a positive integer, got {nproc!r}")
+    if not argv:
+        raise ValueError("nothing to launch: give the command to run in every rank")
+    exe = mpiexec or find_mpiexec()
+    kind = launcher_kind(exe)
+    if kind == "hydra":
+        supervise = [sys.executable, "-m", "sadl_distributed.supervise"]
+        return [exe, "-n", str(nproc), "-disable-auto-cleanup", *supervise, *argv]
+    if kind == "openmpi":
+        return [exe, "-n", str(nproc), "--oversubscribe", *argv]
+    return [exe, "-n", str(nproc), *argv]
+
+
+def rank_environment(nproc: int, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment for the ranks: ``environ`` plus BLAS thread counts unless it has them."""
+    env = dict(environ)
+    if not any(name in env for name in THREAD_VARIABLES):
+        threads = str(max(1, (os.cpu_count() or 1) // nproc))
+        env.update({name: threads for name in THREAD_VARIABLES})
+    return env
+
+
+def run(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> int:
+    """Run ``argv`` in ``nproc`` ranks on this machine; returns mpiexec's exit status.
+
+    While the job runs, this process watches the ranks (they register in a scratch directory,
+    ``sadl_distributed.reports``). When the job fails, it says last, on stderr, which rank died
+    first and each failed rank's own error, whatever MPI's launcher did with their output.
+    """
+    command = mpiexec_command(nproc, argv, mpiexec=mpiexec)
+    env = rank_environment(nproc)
+    with tempfile.TemporaryDirectory(prefix="sadl-launch-") as reports:
+        env[REPORTS_VARIABLE] = reports
+        # Its own session: Ctrl-C at the terminal reaches this process only, which passes it
+        # on to the ranks (see _interrupt) instead of letting mpiexec kill them mid-step.
+        process = subprocess.Popen(command, env=env, start_new_session=True)
+        interrupted = False
+        while True:
+            try:
+                deaths = _watch(process, Path(reports))
+                break
+            except KeyboardInterrupt:
+                interrupted = _interrupt(process, Path(reports), again=interrupted)
+            except BaseException:
+                process.kill()  # never leave the job behind
+                raise
+        status = process.returncode
+        if status != 0 and not interrupted:
+            for line in _failure_summary(read_ranks(reports), deaths):
+                print(f"sadl launch: {line}", file=sys.stderr)
+            print(f"sadl launch: the job failed (mpiexec exit status {status})", file=sys.stderr)
+    return status
+
+
+def _interrupt(process: subprocess.Popen[bytes], reports: Path, *, again: bool) -> bool:
+    """Ctrl-C: the first one goes to every rank (which may stop cleanly, as ``sadl train gpt``
+    does: a checkpoint, then exit); the next one, or one before any rank is up, to mpiexec,
+    which ends the job at once.
+    """
+    here = machine_id()
+    ranks = [r for r in read_ranks(reports).values() if r.machine == here and not r.done]
+    if again or not ranks:
+        process.send_signal(signal.SIGINT)
+        return True
+    for record in ranks:
+        with contextlib.suppress(OSError):
+            os.kill(record.pid, signal.SIGINT)
+    print(
+        f"sadl launch: Ctrl-C passed on to the {len(ranks)} ranks; press it again to stop them "
+        "at once",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
+
+
+def _watch(process: subprocess.Popen[bytes], reports: Path) -> list[int]:
+    """Wait for ``process``; meanwhile note, in order, the ranks whose process disappears."""
+    here = machine_id()
+    deaths: list[int] = []
+    while True:
+        try:
+            process.wait(timeout=_POLL_S)
+            return deaths
+        except subprocess.TimeoutExpired:
+            pass
+        for record in read_ranks(reports).values():
+            if record.rank in deaths or record.machine != here:
+                continue
+            if not process_alive(record.pid):
+                deaths.append(record.rank)
+
+
+def _failure_summary(ranks: dict[int, RankRecord], deaths: list[int]) -> list[str]:
+    """Each failed rank's own report, the rank that was seen dying first named first."""
+    order = [r for r in deaths if r in ranks] + [r for r in ranks if r not in deaths]
+    lines = [ranks[r].failure for r in order if ranks[r].failure]
+    silent = [r for r in order if not ranks[r].done and not ranks[r].failure]
+    if silent:
+        lines.append(f"ranks {silent} ended without a report (killed along with the job)")
+    if not ranks:
+        lines.append("no rank got as far as sadl_distributed.init()")
+    return [line for line in lines if line]
