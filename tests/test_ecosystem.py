@@ -61,11 +61,12 @@ def test_py_sadl_quick_start():
     )
     optimizer = sadl.SGD(model.get_parameters(), lr=0.01)
     x = sadl.tensor(np.random.default_rng(0).normal(size=(16, 2)), dtype=np.float32)
-    before = [p.numpy().copy() for p in model.get_parameters()]
+    before = [p.numpy().copy() for p in model.get_parameters().values()]
     loss = (model(x) ** 2).mean()
     optimizer.backward(loss)
     optimizer.step()
-    assert any(not np.array_equal(b, p.numpy()) for b, p in zip(before, model.get_parameters()))
+    after = model.get_parameters().values()
+    assert any(not np.array_equal(b, p.numpy()) for b, p in zip(before, after))
 
 
 def test_train_with_layers_and_optim_then_save_and_reload(tmp_path):

@@ -67,6 +67,7 @@ PUBLIC_SADL_MODULES = frozenset(
         "sadl.plugins",
         "sadl.random",
         "sadl.testing",
+        "sadl.viz",
     }
 )
 #: Private attributes of sadl objects that plugins have been seen reaching for.

@@ -156,11 +156,18 @@ def test_requires_grad_only_for_floats():
         sadl.Parameter(np.array([1, 2]))
 
 
-def test_parameter_always_requires_grad():
+def test_parameter_requires_grad_unless_frozen_and_every_way_is_checked():
     p = sadl.Parameter(np.zeros(2, np.float32))
     assert p.requires_grad and p.is_leaf
-    with pytest.raises(RuntimeError, match="always requires grad"):
-        p.requires_grad_(False)
+    p.requires_grad = False  # py-sadl's and torch's freeze idiom: a constant from now on
+    y = (p * 2).sum()
+    assert not p.requires_grad and not y.requires_grad
+    p.requires_grad_(True)
+    assert (p * 2).sum().requires_grad
+    with pytest.raises(TypeError, match="True or False"):
+        p.requires_grad = "no"
+    frozen = sadl.Parameter(np.ones(2), requires_grad=False)
+    assert not frozen.requires_grad
 
 
 def test_factories():

@@ -25,6 +25,7 @@ from sadl import (  # noqa: F401
     plugins,
     random,
     testing,
+    viz,
 )
 from sadl._adam import Adam
 from sadl._backward import RemovableHandle, grad, queue_backward_callback
@@ -46,13 +47,22 @@ from sadl._creation import (
 )
 from sadl._defaults import get_default_dtype, set_default_dtype
 from sadl._errors import MissingGradientError, PluginConflictError, UnknownNameError
-from sadl._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from sadl._grad_mode import (
+    enable_grad,
+    is_global_grad_mode_enabled,
+    is_grad_enabled,
+    no_grad,
+    no_grad_fn,
+    set_global_grad_mode,
+    set_grad_enabled,
+)
 from sadl._host import registry as _registry
 from sadl._known import KNOWN_PROVIDERS as _KNOWN_PROVIDERS
 from sadl._module import Function, Module
 from sadl._optimizer import Optimizer
 from sadl._sgd import SGD
 from sadl._tensor import Parameter, Tensor
+from sadl._threads import get_num_threads, set_num_threads
 from sadl._version import __version__ as __version__
 from sadl.backends import Device
 from sadl.backends import parse_device as device
@@ -84,7 +94,9 @@ __all__ = [
     "eye",
     "full",
     "get_default_dtype",
+    "get_num_threads",
     "grad",
+    "is_global_grad_mode_enabled",
     "is_grad_enabled",
     "linspace",
     "load",
@@ -92,6 +104,7 @@ __all__ = [
     "models",
     "nn",
     "no_grad",
+    "no_grad_fn",
     "ones",
     "ones_like",
     "ops",
@@ -104,9 +117,12 @@ __all__ = [
     "randn",
     "save",
     "set_default_dtype",
+    "set_global_grad_mode",
     "set_grad_enabled",
+    "set_num_threads",
     "tensor",
     "testing",
+    "viz",
     "zeros",
     "zeros_like",
 ]

@@ -17,7 +17,8 @@ class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False)``.
 
     ``weight_decay`` adds ``weight_decay * param`` to the gradient (L2, as in torch's Adam); for
-    decoupled decay use AdamW from sadl-optim.
+    decoupled decay use AdamW from sadl-optim. py-sadl's spellings ``beta_1``, ``beta_2`` and
+    ``epsilon`` are accepted for ``betas`` and ``eps``.
     """
 
     def __init__(
@@ -28,7 +29,15 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        *,
+        beta_1: float | None = None,
+        beta_2: float | None = None,
+        epsilon: float | None = None,
     ) -> None:
+        if beta_1 is not None or beta_2 is not None:
+            betas = (betas[0] if beta_1 is None else beta_1, betas[1] if beta_2 is None else beta_2)
+        if epsilon is not None:
+            eps = epsilon
         defaults = {
             "lr": lr,
             "betas": tuple(betas) if isinstance(betas, list | tuple) else betas,

@@ -7,20 +7,25 @@ every plugin's commands, imported by name by the plugin host.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import platform
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pluggy
 
-from sadl._hookspecs import hookimpl
-from sadl._host import registry
+from sadl._hookspecs import KINDS, hookimpl
+from sadl._host import PluginInfo, registry
 from sadl._version import API_VERSION, __version__
 from sadl.backends import cupy_or_none
+from sadl.cli import EXIT_FAILURE, ArgumentParser, CommandError
 from sadl.cuda import device_count
-from sadl.testing import check_op
+from sadl.testing import CheckResult, OpReport, check_layer, check_op, check_optimizer
 
 __all__ = ["register_commands"]
 
@@ -36,9 +41,25 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
     p = subparsers.add_parser("info", help="versions, backend and devices")
     p.set_defaults(func=_cmd_info)
     p = subparsers.add_parser(
-        "check-plugins", help="run sadl.testing.check_op on every installed op"
+        "check-plugins",
+        help="check what every plugin registers: ops, layers, optimizers, commands",
+        description=(
+            "Run sadl.testing.check_op on every op, check_layer on every layer (built, run "
+            "forward and backward), check_optimizer on every optimizer (steps taken) and "
+            "--help on every command; a plugin that is not ok fails. Exit status 1 if "
+            "anything failed."
+        ),
     )
-    p.add_argument("--plugin", action="append", help="only ops of this plugin (repeatable)")
+    p.add_argument(
+        "--plugin", action="append", metavar="NAME", help="only this plugin (repeatable)"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print failure messages in full",
+    )
     p.set_defaults(func=_cmd_check_plugins)
 
 
@@ -97,26 +118,115 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_plugins(args: argparse.Namespace) -> int:
-
     reg = registry()
-    rows = [("OP", "PLUGIN", "EXAMPLES", "RESULT")]
-    failed = 0
-    for name, op in sorted(reg.records("ops").items()):
-        provider = reg.provider("ops", name)
-        if args.plugin and (provider is None or provider.name not in args.plugin):
+    plugins = reg.plugins
+    if args.plugin:
+        names = {p.name for p in plugins}
+        unknown = [n for n in args.plugin if n not in names]
+        if unknown:
+            raise CommandError(
+                f"no plugin named {', '.join(map(repr, unknown))}; installed: "
+                f"{', '.join(sorted(names))} (`sadl plugins` lists them)"
+            )
+        plugins = [p for p in plugins if p.name in args.plugin]
+    rows = [("KIND", "NAME", "PLUGIN", "CHECKS", "RESULT")]
+    failures: list[tuple[str, str]] = []
+    failed_rows = 0
+    for plugin in plugins:
+        if plugin.status != "ok":
+            detail = plugin.error or "blocked by SADL_DISABLE_PLUGINS"
+            rows.append(("plugin", plugin.name, plugin.name, "-", f"FAILED: {plugin.status}"))
+            failures.append((f"plugin {plugin.name} ({plugin.status})", detail))
+            failed_rows += 1
             continue
-        report = check_op(op, raise_exception=False)
-        result = (
-            "ok"
-            if report.ok
-            else "FAILED: "
-            + "; ".join(f"{r.check}: {r.message[:80]}" for r in report.failures()[:2])
-        )
-        failed += not report.ok
-        rows.append((name, provider.name if provider else "?", str(len(op.examples)), result))
+        for kind, name, report in _reports(reg, plugin):
+            failed = report.failures()
+            result = "ok" if not failed else "FAILED: " + ", ".join(r.check for r in failed)
+            rows.append((kind, name, plugin.name, str(len(report.results)), result))
+            failures += [(f"{kind} {name}: {_label(r)}", r.message) for r in failed]
+            failed_rows += bool(failed)
     _table(rows)
-    print(f"\n{len(rows) - 1} ops checked, {failed} failed")
-    return 1 if failed else 0
+    print(f"\n{len(rows) - 1} checked, {failed_rows} failed")
+    if failures:
+        _print_failures(failures, verbose=getattr(args, "verbose", False))
+    return EXIT_FAILURE if failures else 0
+
+
+def _reports(reg: Any, plugin: PluginInfo) -> Iterator[tuple[str, str, Any]]:
+    """``(kind, name, report)`` for everything ``plugin`` registers, commands included."""
+    checkers: dict[str, Callable[..., OpReport]] = {
+        "ops": check_op,
+        "layers": check_layer,
+        "optimizers": check_optimizer,
+    }
+    for kind, check in checkers.items():
+        for name in plugin.provides.get(KINDS[kind].hook, []):
+            record = reg.records(kind).get(name)
+            if record is not None:
+                yield KINDS[kind].label, name, check(record, raise_exception=False)
+    register = next((f for p, f in reg.command_impls() if p is plugin), None)
+    if register is not None:
+        yield from _check_commands(register)
+
+
+def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:
+    """Each subcommand the plugin adds must print its ``--help`` and exit 0."""
+    parser = ArgumentParser(prog="sadl")
+    sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
+    try:
+        register(subparsers=sub)
+    except Exception as exc:
+        report = OpReport("register_commands", kind="command")
+        report.results.append(CheckResult("register", "", False, f"{type(exc).__name__}: {exc}"))
+        yield "command", "(register_commands)", report
+        return
+    for name, subparser in _subcommands(sub, "sadl"):
+        report = OpReport(name, kind="command")
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                subparser.parse_args(["--help"])
+            report.results.append(CheckResult("help", "", False, "--help did not exit"))
+        except SystemExit as exc:
+            ok = exc.code in (0, None) and bool(out.getvalue().strip())
+            message = "" if ok else f"--help exited with {exc.code!r}"
+            report.results.append(CheckResult("help", "", ok, message))
+        except Exception as exc:
+            report.results.append(CheckResult("help", "", False, f"{type(exc).__name__}: {exc}"))
+        yield "command", name, report
+
+
+def _subcommands(action: Any, prefix: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    seen: set[int] = set()
+    for name, parser in action.choices.items():
+        if id(parser) in seen:
+            continue  # an alias
+        seen.add(id(parser))
+        full = f"{prefix} {name}".removeprefix("sadl ")
+        yield full, parser
+        for nested in parser._actions:
+            if isinstance(nested, argparse._SubParsersAction):
+                yield from _subcommands(nested, f"{prefix} {name}")
+
+
+def _label(result: CheckResult) -> str:
+    return f"{result.check} {result.example}" if result.example else result.check
+
+
+def _print_failures(failures: list[tuple[str, str]], verbose: bool) -> None:
+    """Every failure with its message: whole with ``--verbose``, else cut at a word, marked."""
+    width = max(shutil.get_terminal_size().columns, 60)
+    verbose = verbose or not sys.stdout.isatty()  # a log file gets everything
+    shortened = False
+    print("\nfailures:")
+    for where, message in failures:
+        line = " ".join(message.split())
+        if not verbose and len(where) + len(line) + 4 > width:
+            room = max(width - len(where) - 8, 20)
+            line = line[:room].rsplit(" ", 1)[0] + " ..."
+            shortened = True
+        print(f"  {where}: {line}")
+    if shortened:
+        print("(messages shortened to fit; `sadl check-plugins --verbose` prints them in full)")
 
 
 def _table(rows: Sequence[Sequence[str]]) -> None:

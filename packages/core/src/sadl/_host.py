@@ -39,7 +39,7 @@ from sadl._errors import (
     UnknownNameError,
 )
 from sadl._hookspecs import KINDS
-from sadl._known import KNOWN_PROVIDERS
+from sadl._known import KNOWN_COMMANDS, install_command, known_provider
 from sadl._records import OpDef
 from sadl._version import __version__
 
@@ -122,24 +122,51 @@ class Registry:
         )
 
     def hint(self, kind: str, name: str) -> str:
-        """Where ``name`` would come from, and which plugins failed to load."""
-        parts = []
-        package = KNOWN_PROVIDERS.get(kind, {}).get(name)
-        if package is not None:
-            info = next((p for p in self.plugins if p.distribution == package), None)
-            if info is None:
-                parts.append(f"; it is provided by {package}: pip install {package}")
-            elif info.status != "ok":
-                parts.append(f"; it is provided by {package}, which is {info.status}: {info.error}")
+        """Where ``name`` would come from and how to get it, or which plugins failed to load."""
+        known = known_provider(kind, name)
+        if known is not None:
+            distribution, exact = known
+            if exact != name and exact in self._records[kind]:
+                return f"; did you mean {exact!r}? (names are case-sensitive)"
+            return "; " + self.provider_status(distribution, exact, kind)
         failed = [p for p in self.plugins if p.status in ("error", "incompatible")]
-        if failed and package is None:
+        if failed:
             names = ", ".join(f"{p.label} [{p.status}]" for p in failed)
-            parts.append(f"; plugins that failed to load: {names}")
-        if not parts:
-            close = difflib.get_close_matches(name, list(self._records[kind]), n=3)
-            if close:
-                parts.append(f"; did you mean {', '.join(close)}?")
-        return "".join(parts)
+            return f"; plugins that failed to load: {names} (`sadl plugins` shows why)"
+        close = difflib.get_close_matches(name, list(self._records[kind]), n=3)
+        return f"; did you mean {', '.join(close)}?" if close else ""
+
+    def provider_status(self, distribution: str, name: str, kind: str | None = None) -> str:
+        """Why ``name``, which ``distribution`` provides, is not available, and what to do."""
+        what = f"{name!r} is provided by {distribution}"
+        info = next((p for p in self.plugins if p.distribution == distribution), None)
+        if info is None:
+            return f"{what}, which is not installed: {install_command(distribution)}"
+        if info.status == "blocked":
+            blocked = os.environ.get("SADL_DISABLE_PLUGINS", "")
+            return (
+                f"{what}, whose plugin {info.name!r} is blocked by "
+                f"SADL_DISABLE_PLUGINS={blocked} (remove {info.name!r} from it)"
+            )
+        if info.status != "ok":
+            return (
+                f"{what}, which failed to load ({info.status}): {info.error} "
+                "(`sadl plugins` shows every plugin's status)"
+            )
+        if kind is not None:
+            for other, spec in KINDS.items():
+                if other != kind and name in self._records[other]:
+                    return f"{what} as a {spec.label}, not as a {KINDS[kind].label}"
+        return f"{what} {info.version}, which is installed and loaded but does not register it"
+
+    def command_hint(self, command: str) -> str:
+        """Why the subcommand ``command`` is missing (empty when no known package provides it)."""
+        distribution = KNOWN_COMMANDS.get(command)
+        if distribution is None:
+            return ""
+        return self.provider_status(distribution, command).replace(
+            f"{command!r} is provided by", f"'sadl {command}' is a command of", 1
+        )
 
     # ------------------------------------------------------------------ loading
     def load(self, entry_points: Iterable[Any] | None = None) -> None:
@@ -214,11 +241,12 @@ class Registry:
             if isinstance(exc, PluginError):
                 raise exc
             raise PluginError(f"sadl plugin {info.label} failed to load: {message}") from exc
+        short = " ".join(message.split(" (at ")[0].split())
         warnings.warn(
-            f"sadl plugin {info.label} is {status}: {message} (everything else still works; "
-            "set SADL_PLUGINS_STRICT=1 to make this an error)",
+            f"sadl plugin {info.label} failed to load ({status}): {short}; everything else works "
+            "(`sadl plugins` has the details; SADL_PLUGINS_STRICT=1 makes this an error)",
             SadlPluginWarning,
-            stacklevel=4,
+            stacklevel=_first_frame_outside_sadl(),
         )
 
     def _check_hook_names(self, info: PluginInfo) -> None:
@@ -361,6 +389,17 @@ def _distribution(ep: Any) -> tuple[str, str]:
     if dist is None:
         return ("(unknown)", "?")
     return (dist.metadata["Name"] or "(unknown)", dist.version or "?")
+
+
+def _first_frame_outside_sadl() -> int:
+    """The ``stacklevel`` that makes a warning point at the user's line, not at sadl's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _describe(exc: BaseException) -> str:

@@ -84,14 +84,20 @@ class Function:
                 seen.add(id(value))
                 yield name, value
 
-    def parameters(self) -> Iterator[Parameter]:
-        """Every Parameter, each once."""
-        for _, p in self.named_parameters():
-            yield p
+    @property
+    def parameters(self) -> ParameterView:
+        """Every Parameter, each once: ``model.parameters()`` as in torch.
 
-    def get_parameters(self) -> list[Parameter]:
-        """Every Parameter as a list (SADL's name)."""
-        return list(self.parameters())
+        Also iterable without the call, ``list(model.parameters)``, as py-sadl's property was.
+        """
+        return ParameterView(self)
+
+    def get_parameters(self, to_device: str | Device | int | None = None) -> dict[str, Parameter]:
+        """Every Parameter by dotted name (SADL's name; ``to_device`` gives moved copies)."""
+        found = dict(self.named_parameters())
+        if to_device is None:
+            return found
+        return {name: p.copy_to_device(to_device) for name, p in found.items()}
 
     def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         """Registered buffers (running statistics and the like) with their dotted names."""
@@ -136,7 +142,7 @@ class Function:
             else:
                 p.grad = p.grad * 0
 
-    def to(self, device: str | Device | None = None, dtype: Any = None) -> Function:
+    def to(self, device: str | Device | int | None = None, dtype: Any = None) -> Function:
         """Move (and/or cast) every parameter and buffer in place; returns self."""
         for p in self.parameters():
             _move(p, device, dtype, floating_only=False)
@@ -215,8 +221,125 @@ class Function:
         """Extra text for ``repr`` (layers show their sizes here)."""
         return ""
 
+    # ------------------------------------------------------------------ freezing
+    @property
+    def requires_grad(self) -> bool:
+        """True when every parameter requires grad (is trainable)."""
+        return all(p.requires_grad for p in self.parameters())
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Function:
+        """Freeze (False) or unfreeze every parameter: ``model.requires_grad = False`` too.
+
+        A frozen parameter gets no gradient, so optimizers leave it unchanged.
+        """
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    # ------------------------------------------------------------------ py-sadl's names
+    # Thin aliases so that code written for py-sadl 2.0 runs unchanged (docs/compat.md).
+    def inference(self) -> Function:
+        """Evaluation mode: py-sadl's name for ``eval()``."""
+        return self.eval()
+
+    @property
+    def is_training(self) -> bool:
+        """py-sadl's name for the ``training`` flag."""
+        return self.training
+
+    @property
+    def device(self) -> tuple[Device, ...]:
+        """The devices holding the parameters, each once (py-sadl; empty without parameters)."""
+        return tuple(dict.fromkeys(p.device for p in self.parameters()))
+
+    def copy_to_device(self, device: str | Device | int) -> Function:
+        """py-sadl's name for ``to(device)``: move everything in place; returns self."""
+        return self.to(device)
+
+    def traverse_parameters(
+        self, on_parameter: Callable[[str, Parameter], Parameter | None]
+    ) -> None:
+        """Call ``on_parameter(name, param)`` for each Parameter; a returned one replaces it."""
+        for name, param in list(self.named_parameters()):
+            replacement = on_parameter(name, param)
+            if replacement is not None and replacement is not param:
+                _replace(self, name, replacement)
+
+    def load_parameters(
+        self,
+        state: Mapping[str, Any] | None = None,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+        match_function_device: bool = False,
+        partial: bool = False,
+    ) -> Function:
+        """py-sadl's ``load_state_dict``: values by parameter name; returns self.
+
+        Names are sadl's (``get_parameters()``'s keys); a py-sadl model file's names
+        (``layers[0].W``) are converted by ``sadl.io.load_pysadl``. ``partial`` allows missing
+        names; a value on another device is refused unless ``match_function_device``.
+        (``parameters=`` is the keyword of earlier py-sadl releases.)
+        """
+        given = state if state is not None else parameters
+        if given is None:
+            raise TypeError("load_parameters: pass the parameters by name (a dict)")
+        own = dict(self.named_parameters())
+        unknown = [k for k in given if k not in own]
+        if unknown:
+            hint = (
+                "; these are py-sadl names: load the file with sadl.io.load_pysadl(path, model)"
+                if any("[" in k or k.endswith((".W", ".b")) for k in unknown)
+                else ""
+            )
+            raise KeyError(f"load_parameters: {type(self).__name__} has no {unknown}{hint}")
+        missing = [k for k in own if k not in given]
+        if missing and not partial:
+            raise KeyError(
+                f"load_parameters: no values for {missing} (pass partial=True to keep those)"
+            )
+        for key, value in given.items():
+            device = getattr(value, "device", None)
+            if (
+                not match_function_device
+                and isinstance(value, Tensor)
+                and device != own[key].device
+            ):
+                raise ValueError(
+                    f"load_parameters: {key!r} is on {device}, the model's on "
+                    f"{own[key].device}; pass match_function_device=True to move it"
+                )
+        self.load_state_dict(dict(given), strict=False)
+        return self
+
 
 Module = Function
+
+
+class ParameterView:
+    """What ``model.parameters`` is: call it (torch) or iterate it (py-sadl's property)."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Function) -> None:
+        self._module = module
+
+    def __call__(self) -> Iterator[Parameter]:
+        """Every Parameter of the module, each once."""
+        for _, p in self._module.named_parameters():
+            yield p
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return self()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self())
+
+    def __repr__(self) -> str:
+        return f"<parameters of {type(self._module).__name__}: {len(self)}>"
 
 
 _INTERNAL = frozenset({"_buffer_names", "_transient_buffers", "training"})
@@ -247,6 +370,27 @@ def _walk(
             stack.extend((f"{name}.{i}", v) for i, v in reversed(list(enumerate(value))))
         elif isinstance(value, dict):
             stack.extend((f"{name}.{k}", v) for k, v in reversed(list(value.items())))
+
+
+def _replace(root: Function, name: str, value: Parameter) -> None:
+    """Put ``value`` where the dotted ``name`` (as ``named_parameters`` gives it) points."""
+    *path, last = name.split(".")
+    owner: Any = root
+    for part in path:
+        if isinstance(owner, list | tuple):
+            owner = owner[int(part)]
+        elif isinstance(owner, dict):
+            owner = owner[part]
+        else:
+            owner = getattr(owner, part)
+    if isinstance(owner, tuple):
+        raise TypeError(f"cannot replace {name!r}: it is inside a tuple; use a list")
+    if isinstance(owner, list):
+        owner[int(last)] = value
+    elif isinstance(owner, dict):
+        owner[last] = value
+    else:
+        setattr(owner, last, value)
 
 
 def _move(t: Tensor, device: Any, dtype: Any, *, floating_only: bool) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from sadl._grad_mode import enable_grad, no_grad
-from sadl._tensor import Tensor
+from sadl._tensor import Parameter, Tensor
 from sadl.backends import to_device
 
 __all__ = ["Optimizer"]
@@ -32,8 +32,10 @@ def _is_nonnegative_number(value: Any) -> bool:
 class Optimizer:
     """Base class: ``Optimizer(params, defaults)``.
 
-    ``params`` is an iterable of tensors that require grad, or of dicts (param groups) with a
-    ``"params"`` entry and per-group hyperparameters overriding ``defaults``.
+    ``params`` is an iterable of tensors that require grad, a mapping of names to them (what
+    ``model.get_parameters()`` returns), or an iterable of dicts (param groups) with a
+    ``"params"`` entry and per-group hyperparameters overriding ``defaults``. Frozen parameters
+    (``requires_grad=False``) may be included: they get no gradient and are left alone.
     """
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
@@ -45,7 +47,7 @@ class Optimizer:
                 f"{type(self).__name__}: params must be an iterable of tensors (e.g. "
                 "model.parameters()), not a single tensor"
             )
-        items = list(params)
+        items = list(params.values() if isinstance(params, Mapping) else params)
         if not items:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
         groups = items if isinstance(items[0], dict) else [{"params": items}]
@@ -71,10 +73,10 @@ class Optimizer:
                 raise TypeError(
                     f"{type(self).__name__}: parameter {i} is {type(p).__name__}, not a Tensor"
                 )
-            if not p.requires_grad or not p.is_leaf:
+            if not p.is_leaf or not (p.requires_grad or isinstance(p, Parameter)):
                 raise ValueError(
                     f"{type(self).__name__}: parameter {i} (shape {p.shape}) is not a leaf tensor "
-                    "that requires grad"
+                    "that requires grad (nor a frozen Parameter)"
                 )
             if id(p) in existing:
                 raise ValueError(

@@ -153,28 +153,42 @@ def install_op_caller(caller: Callable[[OpDef, tuple[Any, ...], dict[str, Any]],
 
 @dataclass(frozen=True)
 class LayerDef:
-    """A layer (or loss module) class, served as ``sadl.nn.<name>`` and ``sadl.<name>``."""
+    """A layer (or loss module) class, served as ``sadl.nn.<name>`` and ``sadl.<name>``.
+
+    ``examples`` (optional, beyond the design contract) are what ``sadl check-plugins`` builds
+    and runs: in an :class:`Example`, the positional inputs are the forward pass's inputs (a
+    tuple of ints is a shape of random floats) and the keyword arguments go to the constructor,
+    e.g. ``LayerDef("Scale", Scale, examples=(Example((4, 3), num_features=3),))``.
+    """
 
     name: str
     cls: type
+    examples: tuple[Example, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self, self.name)
         if not isinstance(self.cls, type):
             raise TypeError(f"LayerDef {self.name!r}: cls must be a class, got {self.cls!r}")
+        _check_examples(self)
 
 
 @dataclass(frozen=True)
 class OptimizerDef:
-    """An optimizer or learning-rate scheduler class, served as ``sadl.optim.<name>``."""
+    """An optimizer or learning-rate scheduler class, served as ``sadl.optim.<name>``.
+
+    ``examples`` (optional) hold constructor keyword arguments for ``sadl check-plugins``, e.g.
+    ``Example(lr=0.1)``; without any, the class is built with its defaults.
+    """
 
     name: str
     cls: type
+    examples: tuple[Example, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self, self.name)
         if not isinstance(self.cls, type):
             raise TypeError(f"OptimizerDef {self.name!r}: cls must be a class, got {self.cls!r}")
+        _check_examples(self)
 
 
 @dataclass(frozen=True)
@@ -226,6 +240,19 @@ def _summary(doc: str | None) -> str:
     if lines and lines[0].endswith(")") and "(" in lines[0]:
         lines = lines[1:]
     return next((line for line in lines if line), "")
+
+
+def _check_examples(record: Any) -> None:
+    examples = record.examples
+    if not isinstance(examples, tuple):
+        examples = tuple(examples)
+        object.__setattr__(record, "examples", examples)
+    for example in examples:
+        if not isinstance(example, Example):
+            raise TypeError(
+                f"{type(record).__name__} {record.name!r}: examples must be Example(...) "
+                f"records, got {example!r}"
+            )
 
 
 def _check_name(record: object, name: object) -> None:

@@ -15,7 +15,7 @@ class SGD(Optimizer):
     """``SGD(params, lr, momentum=0, nesterov=False, weight_decay=0, dampening=0)``.
 
     With momentum ``b = momentum * b + (1 - dampening) * g``; the step is ``g + momentum * b``
-    (Nesterov) or ``b``.
+    (Nesterov) or ``b``. py-sadl's ``friction=f`` is accepted as ``momentum=1 - f``.
     """
 
     def __init__(
@@ -26,7 +26,15 @@ class SGD(Optimizer):
         nesterov: bool = False,
         weight_decay: float = 0.0,
         dampening: float = 0.0,
+        *,
+        friction: float | None = None,
     ) -> None:
+        if friction is not None:
+            if momentum:
+                raise TypeError("SGD: give momentum= or py-sadl's friction=, not both")
+            if not 0 <= friction <= 1:
+                raise ValueError(f"SGD: invalid friction={friction!r} (need a value in [0, 1])")
+            momentum = 1.0 - friction
         defaults = {
             "lr": lr,
             "momentum": momentum,

@@ -303,10 +303,16 @@ class Tensor(
         return (_rebuild, (type(self), self.numpy(), self.requires_grad))
 
 
-class Parameter(Tensor):
-    """A Tensor that is a trainable weight: always requires grad, floating dtypes only.
+_requires_grad_slot: Any = Tensor.__dict__["requires_grad"]
 
-    ``Parameter(data)`` keeps NumPy float arrays' dtype and turns Python floats into float32.
+
+class Parameter(Tensor):
+    """A Tensor that is a trainable weight: floating dtypes only, requires grad unless frozen.
+
+    ``Parameter(data)`` keeps NumPy float arrays' dtype and turns Python floats into the default
+    dtype. Freezing (``p.requires_grad_(False)``, ``p.requires_grad = False`` or, for a whole
+    model, ``model.requires_grad = False``) makes it a constant: it gets no gradient and
+    optimizers leave it alone. Every way of setting ``requires_grad`` goes through the same check.
     """
 
     __slots__ = ()
@@ -325,17 +331,31 @@ class Parameter(Tensor):
                 "or float data"
             )
         param = new_tensor(arr, cls=cls)
-        param.requires_grad = True
+        param.requires_grad = requires_grad
         return param  # type: ignore[return-value]
 
-    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
-        """Parameters always require grad; freezing is done by leaving them out of optimizers."""
-        if not requires_grad:
-            raise RuntimeError(
-                "a Parameter always requires grad; to freeze it, detach it or leave it out of "
-                "the optimizer"
+    @property  # type: ignore[override]
+    def requires_grad(self) -> builtins.bool:
+        """True unless the parameter is frozen."""
+        return _requires_grad_slot.__get__(self, Parameter)  # type: ignore[no-any-return]
+
+    @requires_grad.setter
+    def requires_grad(self, value: builtins.bool) -> None:
+        if not isinstance(value, builtins.bool | np.bool_):
+            raise TypeError(
+                f"Parameter.requires_grad must be True or False, got {value!r}; set it to "
+                "False to freeze the parameter"
             )
-        return super().requires_grad_(True)
+        _requires_grad_slot.__set__(self, builtins.bool(value))
+
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
+        """Unfreeze (True) or freeze (False) this parameter in place; returns it."""
+        self.requires_grad = requires_grad
+        return self
+
+    def copy_to_device(self, device: str | Device | builtins.int) -> Parameter:
+        """A copy on ``device`` that is a Parameter too (py-sadl's name; see ``to``)."""
+        return Parameter(to_device(self.data, device), requires_grad=self.requires_grad)
 
 
 def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) -> Any:

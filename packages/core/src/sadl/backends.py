@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from sadl._known import install_command
+
 __all__ = [
     "Device",
     "array_module",
@@ -58,7 +60,7 @@ class Device:
         return f"device('{self}')"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
+        if isinstance(other, str | int) and not isinstance(other, bool):
             try:
                 other = parse_device(other)
             except ValueError:
@@ -74,12 +76,17 @@ class Device:
 CPU = Device("cpu")
 
 
-def parse_device(spec: str | Device | None) -> Device:
-    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:1"`` (or a Device) into a Device; reject the rest."""
+def parse_device(spec: str | Device | int | None) -> Device:
+    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a Device into a Device; reject the rest.
+
+    An int ``N`` means ``"cuda:N"``, as torch and py-sadl read it.
+    """
     if spec is None:
         return CPU
     if isinstance(spec, Device):
         return spec
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+        return Device("cuda", spec)
     if not isinstance(spec, str):
         raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
     text = spec.strip().lower()
@@ -132,7 +139,7 @@ def ensure_same_device(arrays: tuple[Any, ...] | list[Any], what: str) -> None:
             )
 
 
-def to_device(data: Any, device: str | Device) -> Any:
+def to_device(data: Any, device: str | Device | int) -> Any:
     """Copy ``data`` to ``device`` (no copy when it is already there)."""
     target = parse_device(device)
     if target.type == "cpu":
@@ -144,7 +151,8 @@ def to_device(data: Any, device: str | Device) -> Any:
     cp = cupy_or_none()
     if cp is None:
         raise RuntimeError(
-            f"device {target} needs CuPy, which is not installed: pip install 'sadl-core[gpu]'"
+            f"device {target} needs CuPy, which is not installed: "
+            f"{install_command('sadl-core', extra='gpu')}"
         )
     index = target.index or 0
     try:

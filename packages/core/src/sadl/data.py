@@ -65,9 +65,23 @@ def train_val_split(
 
 
 def windows(
-    tokens: Any, block_size: int, batch_size: int, rng: np.random.Generator | int | None = None
+    tokens: Any,
+    block_size: int,
+    batch_size: int | None = None,
+    rng: np.random.Generator | int | None = None,
+    *,
+    bs: int | None = None,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Random next-token windows: ``x`` of shape (batch, block) and ``y`` = ``x`` shifted by one."""
+    """Random next-token windows: ``x`` of shape (batch, block) and ``y`` = ``x`` shifted by one.
+
+    ``bs`` is autodidact's spelling of ``batch_size``.
+    """
+    if bs is not None:
+        if batch_size is not None and batch_size != bs:
+            raise TypeError("windows: give batch_size= or autodidact's bs=, not both")
+        batch_size = bs
+    if batch_size is None:
+        raise TypeError("windows: missing batch_size (the number of windows to draw)")
     data = np.asarray(tokens.data if hasattr(tokens, "requires_grad") else tokens)
     if data.ndim != 1:
         raise ValueError(f"windows: tokens must be one-dimensional, got shape {data.shape}")

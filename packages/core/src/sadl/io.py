@@ -2,6 +2,7 @@
 
 The format is chosen by the file suffix (``.sadl``, ``.safetensors``, ...) or, on load, by the
 file's first bytes. Formats come from plugins (sadl-serialize provides both of those).
+``load_pysadl`` / ``save_pysadl`` read and write model files of py-sadl 2.0 (docs/compat.md).
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from sadl._host import registry
+from sadl._known import install_command
+from sadl._module import Function
+from sadl._pysadl import from_pysadl, to_pysadl
 from sadl._records import FormatDef
 
-__all__ = ["load", "save"]
+__all__ = ["from_pysadl", "load", "load_pysadl", "save", "save_pysadl", "to_pysadl"]
 
 
 def _formats() -> dict[str, FormatDef]:
@@ -24,8 +28,8 @@ def _no_format(path: Path, what: str) -> LookupError:
     formats = _formats()
     if not formats:
         return LookupError(
-            f"cannot {what} {path}: no file format is installed; pip install sadl-serialize "
-            "(it provides .sadl and .safetensors)"
+            f"cannot {what} {path}: no file format is installed; sadl-serialize provides .sadl "
+            f"and .safetensors: {install_command('sadl-serialize')}"
         )
     known = ", ".join(sorted(s for f in formats.values() for s in f.suffixes))
     suffix = path.suffix or "files without a suffix"
@@ -38,7 +42,9 @@ def _no_format(path: Path, what: str) -> LookupError:
 def _by_name(name: str) -> FormatDef:
     formats = _formats()
     if name not in formats:
-        known = ", ".join(sorted(formats)) or "none installed; pip install sadl-serialize"
+        known = ", ".join(sorted(formats)) or (
+            f"none installed; sadl-serialize provides them: {install_command('sadl-serialize')}"
+        )
         raise LookupError(f"unknown format {name!r} (known: {known})")
     return formats[name]
 
@@ -91,3 +97,21 @@ def _by_magic(path: Path) -> FormatDef | None:
     except OSError:
         return None
     return next((f for f in formats if f.magic and head.startswith(f.magic)), None)
+
+
+def load_pysadl(path: str | os.PathLike[str], model: Function) -> Function:
+    """Load a model file written by py-sadl 2.0 into the equivalent sadl ``model``; returns it.
+
+    The parameters are paired in order and renamed (``layers[0].W`` -> ``0.weight``, a Linear's
+    weight transposed); a model that does not match raises, naming the first mismatch.
+    """
+    params = load(path, format="sadl")
+    if not isinstance(params, dict):
+        raise ValueError(f"load_pysadl: {path} holds a single tensor, not a model's parameters")
+    model.load_state_dict(from_pysadl(params, model))
+    return model
+
+
+def save_pysadl(model: Function, path: str | os.PathLike[str]) -> None:
+    """Write ``model``'s parameters as py-sadl 2.0 would save its equivalent model."""
+    save(to_pysadl(model), path, format="sadl")

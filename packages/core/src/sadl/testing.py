@@ -1,12 +1,14 @@
-"""Public test helpers: ``gradcheck``, ``gradgradcheck`` and ``check_op``, used by every package.
+"""Public test helpers, used by every package: gradient checks and conformance batteries.
 
 ``gradcheck`` compares the analytic gradient of a scalar projection of ``fn``'s outputs with
-float64 central differences. ``gradgradcheck`` does the same for the gradient itself (computed
-with ``create_graph=True``). ``check_op`` runs the whole conformance battery on one ``OpDef``.
+float64 central differences; ``gradgradcheck`` does the same for the gradient itself (both from
+``sadl._gradcheck``). ``check_op``, ``check_layer`` and ``check_optimizer`` run the conformance
+battery on one registered record; ``sadl check-plugins`` runs them on every installed plugin.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,171 +17,31 @@ import numpy as np
 
 from sadl._backward import grad as _grad
 from sadl._grad_mode import no_grad
-from sadl._records import Example, OpDef
-from sadl._tensor import Tensor
+from sadl._gradcheck import (
+    GradcheckError,
+    Projection,
+    gradcheck,
+    gradgradcheck,
+    is_float_input,
+    outputs,
+    tensors,
+)
+from sadl._module import Function
+from sadl._optimizer import Optimizer
+from sadl._records import Example, LayerDef, OpDef, OptimizerDef
+from sadl._sgd import SGD
+from sadl._tensor import Parameter, Tensor
 
-__all__ = ["CheckResult", "GradcheckError", "OpReport", "check_op", "gradcheck", "gradgradcheck"]
-
-
-class GradcheckError(AssertionError):
-    """Analytic and numerical gradients disagree (the message says where and by how much)."""
-
-
-def _is_float_input(x: Any) -> bool:
-    if isinstance(x, Tensor):
-        return x.dtype.kind == "f"
-    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
-
-
-def _prepare(inputs: Sequence[Any]) -> tuple[list[Any], list[int]]:
-    """Float arrays/tensors become float64 leaf Tensors that require grad; the rest pass through."""
-    prepared: list[Any] = []
-    diff: list[int] = []
-    for i, x in enumerate(inputs):
-        if _is_float_input(x):
-            data = x.data if isinstance(x, Tensor) else x
-            if data.dtype != np.float64:
-                raise ValueError(
-                    f"gradcheck: input {i} is {data.dtype}; central differences need float64 "
-                    "inputs (cast with .astype(np.float64))"
-                )
-            prepared.append(Tensor(np.array(data, copy=True), requires_grad=True))
-            diff.append(i)
-        else:
-            prepared.append(x)
-    return prepared, diff
-
-
-def _outputs(result: Any) -> list[Tensor]:
-    if isinstance(result, Tensor):
-        return [result]
-    if isinstance(result, list | tuple):
-        out = []
-        for r in result:
-            out.extend(_outputs(r))
-        return out
-    return []
-
-
-class _Projection:
-    """s(x) = sum_k sum(out_k * w_k) with fixed random weights w_k (one per output)."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.weights: list[Any] = []
-
-    def __call__(self, result: Any) -> Any:
-        total: Any = None
-        for k, out in enumerate(_outputs(result)):
-            if out.dtype.kind != "f":
-                continue
-            if k >= len(self.weights):
-                self.weights.append(self.rng.uniform(0.5, 1.5, size=out.shape))
-            term = (out * self.weights[k]).sum()
-            total = term if total is None else total + term
-        if total is None:
-            raise ValueError("gradcheck: fn returned no floating-point Tensor")
-        return total
-
-
-def gradcheck(
-    fn: Callable[..., Any],
-    *inputs: Any,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    seed: int = 0,
-    raise_exception: bool = True,
-) -> bool:
-    """Check ``fn``'s gradients against float64 central differences.
-
-    Floating inputs (arrays or Tensors, float64) are differentiated; other inputs are constants.
-    ``fn`` may return a Tensor or a sequence of Tensors. Returns True, or raises
-    :class:`GradcheckError` naming the input, the element and both values.
-    """
-    xs, diff = _prepare(inputs)
-    if not diff:
-        raise ValueError("gradcheck: no floating-point input to differentiate")
-    project = _Projection(seed)
-    s = project(fn(*xs))
-    targets = [xs[i] for i in diff]
-    if s.requires_grad:
-        analytic = _grad(s, targets, allow_unused=True)
-    else:
-        analytic = tuple(None for _ in targets)
-    for slot, (i, x) in enumerate(zip(diff, targets)):
-        a = analytic[slot]
-        a_data = np.zeros(x.shape) if a is None else np.asarray(a.data, dtype=np.float64)
-        if a_data.shape != x.shape:
-            return _fail(
-                raise_exception,
-                f"gradcheck: gradient of input {i} has shape {a_data.shape}, input has {x.shape}",
-            )
-        numeric = np.zeros(x.shape)
-        flat = x.data.reshape(-1)
-        for j in range(flat.size):
-            orig = flat[j]
-            flat[j] = orig + eps
-            plus = float(project(fn(*xs)).data)
-            flat[j] = orig - eps
-            minus = float(project(fn(*xs)).data)
-            flat[j] = orig
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        bad = np.abs(a_data - numeric) > atol + rtol * np.abs(numeric)
-        if not np.isfinite(a_data).all():
-            bad |= ~np.isfinite(a_data)
-        if bad.any():
-            where = tuple(int(k) for k in np.argwhere(bad)[0])
-            return _fail(
-                raise_exception,
-                f"gradcheck: input {i} (shape {x.shape}) at {where}: analytic "
-                f"{a_data[where]:.6g} vs numerical {numeric[where]:.6g} "
-                f"(max abs error {np.max(np.abs(a_data - numeric)):.3g}, {int(bad.sum())} "
-                "elements off)",
-            )
-    return True
-
-
-def gradgradcheck(
-    fn: Callable[..., Any],
-    *inputs: Any,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    seed: int = 0,
-    raise_exception: bool = True,
-) -> bool:
-    """Check second derivatives: ``gradcheck`` of the (create_graph) gradient of ``fn``."""
-    xs, diff = _prepare(inputs)
-    if not diff:
-        raise ValueError("gradgradcheck: no floating-point input to differentiate")
-    project = _Projection(seed + 1)
-
-    def first_order(*args: Any) -> list[Tensor]:
-        s = project(fn(*args))
-        if not s.requires_grad:
-            return []
-        grads = _grad(s, [args[i] for i in diff], create_graph=True, allow_unused=True)
-        return [g for g in grads if g is not None]
-
-    probe = first_order(*xs)
-    if not any(g.requires_grad for g in probe):
-        return True  # the gradient does not depend on the inputs: second derivative is zero
-    return gradcheck(
-        first_order,
-        *inputs,
-        eps=eps,
-        atol=atol,
-        rtol=rtol,
-        seed=seed + 2,
-        raise_exception=raise_exception,
-    )
-
-
-def _fail(raise_exception: bool, message: str) -> bool:
-    if raise_exception:
-        raise GradcheckError(message)
-    return False
+__all__ = [
+    "CheckResult",
+    "GradcheckError",
+    "OpReport",
+    "check_layer",
+    "check_op",
+    "check_optimizer",
+    "gradcheck",
+    "gradgradcheck",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,10 +61,11 @@ class CheckResult:
 
 @dataclass
 class OpReport:
-    """Everything ``check_op`` found for one op."""
+    """Everything ``check_op`` (``check_layer``, ``check_optimizer``) found for one record."""
 
     op: str
     results: list[CheckResult] = field(default_factory=list)
+    kind: str = "op"
 
     @property
     def ok(self) -> bool:
@@ -214,7 +77,7 @@ class OpReport:
         return [r for r in self.results if not r.ok]
 
     def __str__(self) -> str:
-        lines = [f"op {self.op}: {'ok' if self.ok else 'FAILED'}"]
+        lines = [f"{self.kind} {self.op}: {'ok' if self.ok else 'FAILED'}"]
         lines += [f"  {r.check} {r.example}: {r.message}" for r in self.failures()]
         return "\n".join(lines)
 
@@ -297,21 +160,10 @@ def check_op(
     return report
 
 
-def _tensors(inputs: Sequence[Any], dtype: Any = None) -> list[Any]:
-    out: list[Any] = []
-    for x in inputs:
-        if _is_float_input(x):
-            data = x if dtype is None else x.astype(dtype)
-            out.append(Tensor(data, requires_grad=True))
-        else:
-            out.append(x)
-    return out
-
-
 def _check_forward(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
     plain = call(*inputs)
-    via_tensors = call(*_tensors(inputs))
-    for a, b in zip(_outputs_any(plain), _outputs(via_tensors)):
+    via_tensors = call(*tensors(inputs))
+    for a, b in zip(_outputs_any(plain), outputs(via_tensors)):
         if not np.allclose(
             np.asarray(a, dtype=float), np.asarray(b.data, dtype=float), equal_nan=True
         ):
@@ -327,8 +179,8 @@ def _outputs_any(result: Any) -> list[Any]:
 def _check_float32(
     call: Callable[..., Any], inputs: Sequence[Any], fixed_dtype: bool = False
 ) -> None:
-    xs = _tensors(inputs, np.float32)
-    outs = [o for o in _outputs(call(*xs)) if o.dtype.kind == "f"]
+    xs = tensors(inputs, np.float32)
+    outs = [o for o in outputs(call(*xs)) if o.dtype.kind == "f"]
     for o in outs:
         if o.dtype != np.float32 and not fixed_dtype:
             raise AssertionError(f"float32 inputs gave a {o.dtype} output")
@@ -346,22 +198,22 @@ def _check_float32(
 
 def _check_no_grad(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
     with no_grad():
-        outs = _outputs(call(*_tensors(inputs)))
+        outs = outputs(call(*tensors(inputs)))
     for o in outs:
         if o.requires_grad or o.grad_fn is not None:
             raise AssertionError("an output recorded the graph under no_grad()")
 
 
 def _check_nondifferentiable(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
-    for o in _outputs(call(*_tensors(inputs))):
+    for o in outputs(call(*tensors(inputs))):
         if o.requires_grad:
             raise AssertionError("a non-differentiable op returned a tensor that requires grad")
 
 
 def _check_double_backward_raises(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
-    xs = _tensors(inputs)
+    xs = tensors(inputs)
     diff = [x for x in xs if isinstance(x, Tensor)]
-    s = _Projection(0)(call(*xs))
+    s = Projection(0)(call(*xs))
     grads = [g for g in _grad(s, diff, create_graph=True, allow_unused=True) if g is not None]
     total = sum((g.sum() for g in grads), start=Tensor(0.0, dtype=np.float64))
     try:
@@ -371,3 +223,231 @@ def _check_double_backward_raises(call: Callable[..., Any], inputs: Sequence[Any
             return
         raise
     raise AssertionError("double_backward=False, but differentiating twice did not raise")
+
+
+# --------------------------------------------------------------------------------------------
+# check_layer / check_optimizer: what ``sadl check-plugins`` runs on layers and optimizers
+# --------------------------------------------------------------------------------------------
+
+
+def _run_checks(
+    report: OpReport, label: str, checks: Sequence[tuple[str, Callable[[], Any]]]
+) -> None:
+    """Run ``checks`` in order; the first failure stops the rest (they build on each other)."""
+    for name, check in checks:
+        try:
+            check()
+        except Exception as exc:
+            report.results.append(CheckResult(name, label, False, f"{type(exc).__name__}: {exc}"))
+            return
+        report.results.append(CheckResult(name, label, True))
+
+
+def _abstract(report: OpReport) -> OpReport:
+    """A registered abstract base class (to subclass, never built): nothing to run."""
+    report.results.append(CheckResult("abstract", "", True, "an abstract base class: not built"))
+    return report
+
+
+def _finish(report: OpReport, raise_exception: bool) -> OpReport:
+    if raise_exception and not report.ok:
+        raise GradcheckError(str(report))
+    return report
+
+
+def check_layer(
+    layer: LayerDef,
+    examples: Sequence[Example] | None = None,
+    *,
+    seed: int = 0,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> OpReport:
+    """Build a registered layer from each example and run it forward and backward.
+
+    In an :class:`Example` for a layer the positional inputs are the forward inputs and the
+    keywords go to the constructor. Checks: it builds; forward gives Tensors; backward reaches
+    every parameter (a gradient of its shape and dtype, finite) and every float input; a sample
+    of parameter and input elements agrees with float64 central differences (in eval mode);
+    nothing is recorded under ``no_grad``. A container without a forward pass is only built.
+    """
+    report = OpReport(layer.name, kind="layer")
+    cases = tuple(examples) if examples is not None else layer.examples
+    if inspect.isabstract(layer.cls):
+        return _abstract(report)
+    if not cases:
+        report.results.append(
+            CheckResult(
+                "examples",
+                "",
+                False,
+                "the layer has no examples; add LayerDef(..., examples=(Example(input_shape, "
+                "**constructor_kwargs),)) to check it",
+            )
+        )
+    rng = np.random.default_rng(seed)
+    for example in cases:
+        inputs, params = materialize(example, rng)
+        built: list[Function] = []
+
+        def build(_params: dict[str, Any] = params, _built: list[Function] = built) -> None:
+            module = layer.cls(**_params)
+            if not isinstance(module, Function):
+                raise TypeError(f"{layer.cls.__name__}(...) is not a sadl.nn.Module")
+            _built.append(module)
+
+        def runs(_inputs: list[Any] = inputs, _built: list[Function] = built) -> None:
+            module = _built[0]
+            if not _has_forward(module):
+                return
+            _layer_backward(module, _inputs)
+            _layer_gradcheck(module, _inputs, rng, atol, rtol)
+            plain = [Tensor(x) if is_float_input(x) else x for x in _inputs]
+            with no_grad():
+                outs = outputs(module(*plain))
+            if any(o.requires_grad for o in outs):
+                raise AssertionError("an output recorded the graph under no_grad()")
+
+        _run_checks(report, repr(example), [("build", build), ("forward_backward", runs)])
+    return _finish(report, raise_exception)
+
+
+def _has_forward(module: Function) -> bool:
+    cls = type(module)
+    return cls.forward is not Function.forward or cls.__call__ is not Function.__call__
+
+
+def _layer_backward(module: Function, inputs: Sequence[Any]) -> None:
+    xs = tensors([x.astype(np.float32) if is_float_input(x) else x for x in inputs])
+    outs = [o for o in outputs(module(*xs)) if o.dtype.kind == "f"]
+    if not outs:
+        raise AssertionError("forward returned no floating-point Tensor")
+    total = sum((o.sum() for o in outs[1:]), start=outs[0].sum())
+    if not total.requires_grad:
+        raise AssertionError("the output does not require grad: nothing would be trained")
+    total.backward()
+    for name, p in module.named_parameters():
+        if p.grad is None:
+            raise AssertionError(f"parameter {name!r} got no gradient")
+        grad = np.asarray(p.grad.data if isinstance(p.grad, Tensor) else p.grad)
+        if grad.shape != p.shape or grad.dtype != p.dtype or not np.isfinite(grad).all():
+            raise AssertionError(
+                f"parameter {name!r} ({p.dtype}, {p.shape}) got a {grad.dtype} gradient of "
+                f"shape {grad.shape}{'' if np.isfinite(grad).all() else ' with inf or nan'}"
+            )
+    for i, x in enumerate(xs):
+        if isinstance(x, Tensor) and x.grad is None:
+            raise AssertionError(f"float input {i} got no gradient")
+
+
+def _layer_gradcheck(
+    module: Function, inputs: Sequence[Any], rng: np.random.Generator, atol: float, rtol: float
+) -> None:
+    """Central differences at a few elements of every parameter and float input, in float64."""
+    module.to(dtype=np.float64).eval()
+    xs = tensors(inputs)
+    targets: list[tuple[str, Tensor]] = list(module.named_parameters())
+    targets += [(f"input {i}", x) for i, x in enumerate(xs) if isinstance(x, Tensor)]
+    project = Projection(0)
+    s = project(module(*xs))
+    analytic = _grad(s, [t for _, t in targets], allow_unused=True)
+    eps = 1e-6
+    for (name, t), a in zip(targets, analytic):
+        a_data = np.zeros(t.shape) if a is None else np.asarray(a.data)
+        flat = t.data.reshape(-1)
+        for j in rng.choice(flat.size, size=min(3, flat.size), replace=False):
+            orig = flat[j]
+            with no_grad():
+                flat[j] = orig + eps
+                plus = float(project(module(*xs)).data)
+                flat[j] = orig - eps
+                minus = float(project(module(*xs)).data)
+            flat[j] = orig
+            numeric = (plus - minus) / (2 * eps)
+            got = float(a_data.reshape(-1)[j])
+            if not abs(got - numeric) <= atol + rtol * abs(numeric):
+                raise GradcheckError(
+                    f"gradient of {name} at flat index {j}: analytic {got:.6g} vs numerical "
+                    f"{numeric:.6g}"
+                )
+
+
+def check_optimizer(
+    optimizer: OptimizerDef,
+    examples: Sequence[Example] | None = None,
+    *,
+    seed: int = 0,
+    raise_exception: bool = True,
+) -> OpReport:
+    """Build a registered optimizer (or scheduler) and take steps with it.
+
+    An :class:`Example`'s keywords go to the constructor (no examples: the defaults). An
+    ``Optimizer`` must update float32 and float64 parameters in place, in their dtype, to finite
+    values; skip a parameter without a gradient; and continue identically after
+    ``state_dict``/``load_state_dict``. A scheduler (any other class) is built on an SGD
+    optimizer and must keep its learning rate a finite number over a few steps.
+    """
+    report = OpReport(optimizer.name, kind="optimizer")
+    cases = tuple(examples) if examples is not None else (optimizer.examples or (Example(),))
+    if inspect.isabstract(optimizer.cls):
+        return _abstract(report)
+    rng = np.random.default_rng(seed)
+    cls = optimizer.cls
+    for example in cases:
+        params = dict(example.params)
+        if issubclass(cls, Optimizer):
+            checks = [("step", lambda p=params: _optimizer_steps(cls, p, rng))]
+        else:
+            checks = [("schedule", lambda p=params: _scheduler_steps(cls, p, rng))]
+        _run_checks(report, repr(example), checks)
+    return _finish(report, raise_exception)
+
+
+def _fresh_params(rng: np.random.Generator) -> list[Parameter]:
+    return [
+        Parameter(rng.normal(size=(3, 4)).astype(np.float32)),
+        Parameter(rng.normal(size=5)),
+        Parameter(np.ones(2, dtype=np.float32)),  # never gets a gradient
+    ]
+
+
+def _optimizer_steps(cls: type, kwargs: dict[str, Any], rng: np.random.Generator) -> None:
+    params = _fresh_params(rng)
+    twin = [Parameter(p.data.copy()) for p in params]
+    grads = [[rng.normal(size=p.shape).astype(p.dtype) for p in params[:2]] for _ in range(2)]
+    first, second = cls(params, **kwargs), cls(twin, **kwargs)
+    before = [p.data.copy() for p in params]
+    for step, step_grads in enumerate(grads):
+        for ps, opt in ((params, first), (twin, second)):
+            for p, g in zip(ps, step_grads):
+                p.grad = g.copy()
+            opt.step()
+            opt.zero_grad()
+        if step == 0:  # the twin continues from a saved and reloaded state
+            state = second.state_dict()
+            second = cls(twin, **kwargs)
+            second.load_state_dict(state)
+    for i, (p, old) in enumerate(zip(params, before)):
+        if p.dtype != old.dtype or not np.isfinite(p.data).all():
+            raise AssertionError(f"parameter {i} ({old.dtype}) became {p.dtype} or non-finite")
+        if i < 2 and np.array_equal(p.data, old):
+            raise AssertionError(f"parameter {i} did not change after two steps")
+        if i == 2 and not np.array_equal(p.data, old):
+            raise AssertionError("a parameter without a gradient was changed")
+        if not np.allclose(p.data, twin[i].data, rtol=1e-6, atol=1e-7):
+            raise AssertionError(
+                f"parameter {i} differs after state_dict()/load_state_dict(): the saved state "
+                "does not hold everything step() uses"
+            )
+
+
+def _scheduler_steps(cls: type, kwargs: dict[str, Any], rng: np.random.Generator) -> None:
+    optimizer = SGD(_fresh_params(rng), lr=0.1)
+    scheduler = cls(optimizer, **kwargs)
+    for _ in range(3):
+        optimizer.step()
+        scheduler.step()
+        lr = optimizer.param_groups[0]["lr"]
+        if not (isinstance(lr, int | float) and np.isfinite(lr) and lr >= 0):
+            raise AssertionError(f"the learning rate became {lr!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sadl.plugins import OptimizerDef, hookimpl, require_api
+from sadl.plugins import Example, OptimizerDef, hookimpl, require_api
 
 require_api("1.0")
 
@@ -35,7 +35,19 @@ PROVIDED: tuple[type, ...] = (
 )
 
 
+#: Constructor arguments ``sadl check-plugins`` builds each one with (the defaults otherwise).
+EXAMPLES: dict[type, tuple[Example, ...]] = {
+    AdamW: (Example(lr=0.01), Example(lr=0.01, amsgrad=True)),
+    RMSprop: (Example(lr=0.01), Example(lr=0.01, momentum=0.9, centered=True)),
+    Lion: (Example(lr=0.01),),
+    StepLR: (Example(step_size=2, gamma=0.5),),
+    CosineWithWarmup: (Example(warmup_steps=1, total_steps=3),),
+    LinearWarmup: (Example(warmup_steps=2),),
+    OneCycle: (Example(max_lr=0.5, total_steps=4),),
+}
+
+
 @hookimpl
 def register_optimizers() -> Iterable[OptimizerDef]:
     """AdamW, RMSprop, Adagrad, Lion and the schedules (with their base ``LRScheduler``)."""
-    return [OptimizerDef(cls.__name__, cls) for cls in PROVIDED]
+    return [OptimizerDef(cls.__name__, cls, EXAMPLES.get(cls, ())) for cls in PROVIDED]

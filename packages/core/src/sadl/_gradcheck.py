@@ -1,0 +1,200 @@
+"""Gradient checks in float64, ``gradcheck`` and ``gradgradcheck`` (public in ``sadl.testing``).
+
+``gradcheck`` compares the analytic gradient of a scalar projection of ``fn``'s outputs with
+float64 central differences. ``gradgradcheck`` does the same for the gradient itself (computed
+with ``create_graph=True``). The conformance batteries built on them are in ``sadl.testing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from sadl._backward import grad as _grad
+from sadl._tensor import Tensor
+
+__all__ = [
+    "GradcheckError",
+    "Projection",
+    "gradcheck",
+    "gradgradcheck",
+    "is_float_input",
+    "outputs",
+    "tensors",
+]
+
+
+class GradcheckError(AssertionError):
+    """Analytic and numerical gradients disagree (the message says where and by how much)."""
+
+
+def is_float_input(x: Any) -> bool:
+    """True for a floating NumPy array or Tensor (what the checks differentiate)."""
+    if isinstance(x, Tensor):
+        return x.dtype.kind == "f"
+    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
+
+
+def _prepare(inputs: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """Float arrays/tensors become float64 leaf Tensors that require grad; the rest pass through."""
+    prepared: list[Any] = []
+    diff: list[int] = []
+    for i, x in enumerate(inputs):
+        if is_float_input(x):
+            data = x.data if isinstance(x, Tensor) else x
+            if data.dtype != np.float64:
+                raise ValueError(
+                    f"gradcheck: input {i} is {data.dtype}; central differences need float64 "
+                    "inputs (cast with .astype(np.float64))"
+                )
+            prepared.append(Tensor(np.array(data, copy=True), requires_grad=True))
+            diff.append(i)
+        else:
+            prepared.append(x)
+    return prepared, diff
+
+
+def outputs(result: Any) -> list[Tensor]:
+    if isinstance(result, Tensor):
+        return [result]
+    if isinstance(result, list | tuple):
+        out = []
+        for r in result:
+            out.extend(outputs(r))
+        return out
+    return []
+
+
+class Projection:
+    """s(x) = sum_k sum(out_k * w_k) with fixed random weights w_k (one per output)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.weights: list[Any] = []
+
+    def __call__(self, result: Any) -> Any:
+        total: Any = None
+        for k, out in enumerate(outputs(result)):
+            if out.dtype.kind != "f":
+                continue
+            if k >= len(self.weights):
+                self.weights.append(self.rng.uniform(0.5, 1.5, size=out.shape))
+            term = (out * self.weights[k]).sum()
+            total = term if total is None else total + term
+        if total is None:
+            raise ValueError("gradcheck: fn returned no floating-point Tensor")
+        return total
+
+
+def gradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    seed: int = 0,
+    raise_exception: bool = True,
+) -> bool:
+    """Check ``fn``'s gradients against float64 central differences.
+
+    Floating inputs (arrays or Tensors, float64) are differentiated; other inputs are constants.
+    ``fn`` may return a Tensor or a sequence of Tensors. Returns True, or raises
+    :class:`GradcheckError` naming the input, the element and both values.
+    """
+    xs, diff = _prepare(inputs)
+    if not diff:
+        raise ValueError("gradcheck: no floating-point input to differentiate")
+    project = Projection(seed)
+    s = project(fn(*xs))
+    targets = [xs[i] for i in diff]
+    if s.requires_grad:
+        analytic = _grad(s, targets, allow_unused=True)
+    else:
+        analytic = tuple(None for _ in targets)
+    for slot, (i, x) in enumerate(zip(diff, targets)):
+        a = analytic[slot]
+        a_data = np.zeros(x.shape) if a is None else np.asarray(a.data, dtype=np.float64)
+        if a_data.shape != x.shape:
+            return _fail(
+                raise_exception,
+                f"gradcheck: gradient of input {i} has shape {a_data.shape}, input has {x.shape}",
+            )
+        numeric = np.zeros(x.shape)
+        flat = x.data.reshape(-1)
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            plus = float(project(fn(*xs)).data)
+            flat[j] = orig - eps
+            minus = float(project(fn(*xs)).data)
+            flat[j] = orig
+            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
+        bad = np.abs(a_data - numeric) > atol + rtol * np.abs(numeric)
+        if not np.isfinite(a_data).all():
+            bad |= ~np.isfinite(a_data)
+        if bad.any():
+            where = tuple(int(k) for k in np.argwhere(bad)[0])
+            return _fail(
+                raise_exception,
+                f"gradcheck: input {i} (shape {x.shape}) at {where}: analytic "
+                f"{a_data[where]:.6g} vs numerical {numeric[where]:.6g} "
+                f"(max abs error {np.max(np.abs(a_data - numeric)):.3g}, {int(bad.sum())} "
+                "elements off)",
+            )
+    return True
+
+
+def gradgradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    seed: int = 0,
+    raise_exception: bool = True,
+) -> bool:
+    """Check second derivatives: ``gradcheck`` of the (create_graph) gradient of ``fn``."""
+    xs, diff = _prepare(inputs)
+    if not diff:
+        raise ValueError("gradgradcheck: no floating-point input to differentiate")
+    project = Projection(seed + 1)
+
+    def first_order(*args: Any) -> list[Tensor]:
+        s = project(fn(*args))
+        if not s.requires_grad:
+            return []
+        grads = _grad(s, [args[i] for i in diff], create_graph=True, allow_unused=True)
+        return [g for g in grads if g is not None]
+
+    probe = first_order(*xs)
+    if not any(g.requires_grad for g in probe):
+        return True  # the gradient does not depend on the inputs: second derivative is zero
+    return gradcheck(
+        first_order,
+        *inputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        seed=seed + 2,
+        raise_exception=raise_exception,
+    )
+
+
+def _fail(raise_exception: bool, message: str) -> bool:
+    if raise_exception:
+        raise GradcheckError(message)
+    return False
+
+
+def tensors(inputs: Sequence[Any], dtype: Any = None) -> list[Any]:
+    """Float arrays become Tensors that require grad (cast to ``dtype``); the rest pass through."""
+    out: list[Any] = []
+    for x in inputs:
+        if is_float_input(x):
+            data = x if dtype is None else x.astype(dtype)
+            out.append(Tensor(data, requires_grad=True))
+        else:
+            out.append(x)
+    return out
