@@ -1,9 +1,15 @@
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 from sadl.cli import main
+
+
+def rows(out):
+    """The table's rows as lists of cells."""
+    return [line.split() for line in out.splitlines()]
 
 
 def run(*args):
@@ -29,14 +35,14 @@ def test_plugins_table_ops_and_info(capsys):
 
 
 def test_check_plugins_runs_the_battery_over_core(capsys):
-    assert main(["check-plugins", "--plugin", "sadl"]) == 0
+    assert main(["check-plugins", "--plugin", "sadl", "--plugin", "sadl.cli"]) == 0
     out = capsys.readouterr().out
-    assert "0 failed" in out
+    assert " 0 failed" in out and ["command", "check-plugins", "sadl.cli", "1", "ok"] in rows(out)
 
 
-def test_unknown_command_exits_nonzero():
+def test_unknown_command_exits_2():
     result = run("no-such-command")
-    assert result.returncode != 0 and "invalid choice" in result.stderr
+    assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
 @pytest.mark.usefixtures("restore_plugins")
@@ -50,3 +56,154 @@ def test_plugin_commands_are_added(capsys):
     )
     assert main(["fake-hello"]) == 0
     assert "hello from fake" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- one scheme for every command
+def ep(name, module=None):
+    import importlib.metadata as md
+
+    return md.EntryPoint(name=name, value=f"fake_plugins.{module or name}", group="sadl.plugins")
+
+
+@pytest.fixture
+def plugins(restore_plugins, monkeypatch):
+    """Load only the given fake plugins (not strict), for one test."""
+    monkeypatch.delenv("SADL_PLUGINS_STRICT", raising=False)
+    monkeypatch.delenv("SADL_DISABLE_PLUGINS", raising=False)
+
+    def load(*eps):
+        import warnings
+
+        import sadl
+
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            return sadl._host.reload_plugins(entry_points=list(eps))
+
+    return load
+
+
+def test_usage_errors_are_one_line_with_status_2(capsys):
+    assert main(["ops", "--no-such-option"]) == 2
+    err = capsys.readouterr().err
+    assert err == "sadl ops: error: unrecognized arguments: --no-such-option\n"
+    assert main(["no-such-command"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice: 'no-such-command'" in err
+    assert "usage:" not in err
+
+
+def test_version_lists_core_and_plugins(capsys):
+    import sadl
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"sadl-core {sadl.__version__} (plugin API")
+
+
+def test_help_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert "check-plugins" in capsys.readouterr().out
+
+
+def test_an_unexpected_error_is_one_line_and_status_1_or_a_traceback_with_verbose(
+    plugins, capsys, monkeypatch
+):
+    import sadl._commands as commands
+
+    def boom(args):
+        raise ZeroDivisionError("the op table\nis on fire")
+
+    monkeypatch.setattr(commands, "_cmd_ops", boom)
+    plugins()
+    assert main(["ops"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "sadl ops: error: ZeroDivisionError: the op table is on fire "
+        "(run with --verbose for the traceback)\n"
+    )
+    assert main(["--verbose", "ops"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.endswith("ZeroDivisionError: the op table is on fire\n")
+
+
+def test_a_command_of_a_missing_package_names_it_and_how_to_install(plugins, capsys):
+    plugins()  # only core: no sadl-models, no sadl-serialize
+    assert main(["train", "gpt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sadl: error: 'sadl train' is a command of sadl-models, which is not ")
+    assert "install" in err and err.count("\n") == 1
+    assert main(["inspect", "x.sadl"]) == 2
+    assert "sadl-serialize" in capsys.readouterr().err
+
+
+def test_a_broken_plugin_is_one_warning_line_on_the_command_line(tmp_path):
+    # A fake distribution whose entry point cannot be imported, on a fresh interpreter.
+    dist = tmp_path / "sadl_fake_broken-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sadl-fake-broken\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[sadl.plugins]\nfakebroken = no_such_module_xyz\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("SADL_PLUGINS_STRICT", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "info"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("sadl: warning: sadl plugin 'fakebroken' (sadl-fake-broken 0.1) ")
+    assert "No module named 'no_such_module_xyz'" in lines[0] and "sadl plugins" in lines[0]
+    assert " (at " not in lines[0]  # no internal paths; `sadl plugins` has the details
+
+
+# ---------------------------------------------------------------- check-plugins
+def test_check_plugins_fails_on_a_broken_or_unknown_plugin(plugins, capsys):
+    plugins(ep("broken"), ep("good"))
+    assert main(["check-plugins", "--plugin", "broken"]) == 1
+    out = capsys.readouterr().out
+    assert ["plugin", "broken", "broken", "-", "FAILED:", "error"] in rows(out)
+    assert "1 checked, 1 failed" in out
+    assert "ModuleNotFoundError" in out
+    assert main(["check-plugins", "--plugin", "nope"]) == 2
+    assert "no plugin named 'nope'" in capsys.readouterr().err
+    assert main(["check-plugins"]) == 1  # every plugin: the broken one fails the run
+
+
+def test_check_plugins_checks_layers_optimizers_and_commands(plugins, capsys):
+    plugins(ep("good"))
+    assert main(["check-plugins", "--plugin", "good"]) == 1
+    out = capsys.readouterr().out
+    table = rows(out)
+    assert ["op", "fake_cube", "good", "5", "ok"] in table
+    assert ["layer", "Doubler", "good", "1", "FAILED:", "examples"] in table
+    assert ["optimizer", "Noop", "good", "1", "FAILED:", "step"] in table
+    assert ["command", "fake-hello", "good", "1", "ok"] in table
+    # the optimizer never changes anything: the step check says so
+    assert "optimizer Noop: step" in out and "did not change after two steps" in out
+
+
+def test_check_plugins_prints_whole_messages_when_verbose(plugins, capsys, monkeypatch):
+    plugins(ep("good"))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("COLUMNS", "60")
+    main(["check-plugins", "--plugin", "good"])
+    short = capsys.readouterr().out
+    assert "messages shortened to fit" in short and " ..." in short
+    main(["check-plugins", "--plugin", "good", "--verbose"])
+    full = capsys.readouterr().out
+    assert "shortened" not in full
+    assert "add LayerDef(..., examples=(Example(input_shape, **constructor_kwargs),))" in full
+
+
+def test_check_plugins_fails_on_a_command_whose_help_breaks():
+    from sadl._commands import _check_commands
+
+    def register_commands(subparsers):
+        p = subparsers.add_parser("fake-broken-help", help="%(nonexistent)s")
+        p.add_argument("--size", help="%(no_such_key)s")
+        p.set_defaults(func=lambda args: 0)
+
+    reports = {name: report for _, name, report in _check_commands(register_commands)}
+    assert set(reports) == {"(sadl --help)", "fake-broken-help"}
+    assert not any(r.ok for r in reports.values())
+    assert "KeyError" in reports["fake-broken-help"].failures()[0].message

@@ -170,7 +170,7 @@ def _reports(reg: Any, plugin: PluginInfo) -> Iterator[tuple[str, str, Any]]:
 
 
 def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:
-    """Each subcommand the plugin adds must print its ``--help`` and exit 0."""
+    """The command list and each subcommand the plugin adds must print ``--help``, exit 0."""
     parser = ArgumentParser(prog="sadl")
     sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
     try:
@@ -180,19 +180,26 @@ def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:
         report.results.append(CheckResult("register", "", False, f"{type(exc).__name__}: {exc}"))
         yield "command", "(register_commands)", report
         return
+    listing = _help_report("sadl --help", parser)
+    if not listing.ok:  # a subcommand's help= text that cannot be formatted
+        yield "command", "(sadl --help)", listing
     for name, subparser in _subcommands(sub, "sadl"):
-        report = OpReport(name, kind="command")
-        try:
-            with contextlib.redirect_stdout(io.StringIO()) as out:
-                subparser.parse_args(["--help"])
-            report.results.append(CheckResult("help", "", False, "--help did not exit"))
-        except SystemExit as exc:
-            ok = exc.code in (0, None) and bool(out.getvalue().strip())
-            message = "" if ok else f"--help exited with {exc.code!r}"
-            report.results.append(CheckResult("help", "", ok, message))
-        except Exception as exc:
-            report.results.append(CheckResult("help", "", False, f"{type(exc).__name__}: {exc}"))
-        yield "command", name, report
+        yield "command", name, _help_report(name, subparser)
+
+
+def _help_report(name: str, parser: argparse.ArgumentParser) -> OpReport:
+    report = OpReport(name, kind="command")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            parser.parse_args(["--help"])
+        report.results.append(CheckResult("help", "", False, "--help did not exit"))
+    except SystemExit as exc:
+        ok = exc.code in (0, None) and bool(out.getvalue().strip())
+        message = "" if ok else f"--help exited with {exc.code!r}"
+        report.results.append(CheckResult("help", "", ok, message))
+    except Exception as exc:
+        report.results.append(CheckResult("help", "", False, f"{type(exc).__name__}: {exc}"))
+    return report
 
 
 def _subcommands(action: Any, prefix: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:

@@ -129,6 +129,9 @@ class Registry:
             if exact != name and exact in self._records[kind]:
                 return f"; did you mean {exact!r}? (names are case-sensitive)"
             return "; " + self.provider_status(distribution, exact, kind)
+        same = [n for n in self._records[kind] if n.casefold() == name.casefold()]
+        if same:
+            return f"; did you mean {same[0]!r}? (names are case-sensitive)"
         failed = [p for p in self.plugins if p.status in ("error", "incompatible")]
         if failed:
             names = ", ".join(f"{p.label} [{p.status}]" for p in failed)

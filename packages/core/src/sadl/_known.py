@@ -130,6 +130,9 @@ def _installer() -> str:
     if importlib.util.find_spec("pip") is not None:
         return f"{python} -m pip install"
     if shutil.which("uv"):
+        active = os.environ.get("VIRTUAL_ENV")
+        if active and os.path.abspath(active) == os.path.abspath(sys.prefix):
+            return "uv pip install"  # uv installs into the active virtual environment
         return f"uv pip install --python {python}"
     return f"{python} -m ensurepip && {python} -m pip install"
 

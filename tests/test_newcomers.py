@@ -1,0 +1,164 @@
+"""People arriving from py-sadl (and autodidact): their README code runs unchanged, their model
+files load, and what they type finds sadl's names (docs/compat.md)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sadl
+
+HERE = Path(__file__).parent
+PYSADL = HERE / "fixtures" / "pysadl"
+
+# py-sadl 2.0.0's README, Quick Start, verbatim.
+PYSADL_QUICK_START = """
+import sadl
+import numpy as np
+
+# Create tensors
+x = sadl.tensor([[1.0, 2.0], [3.0, 4.0]])
+
+# Build a model
+model = sadl.Mlp([
+    sadl.Linear(dim_in=2, dim_out=4),
+    sadl.ReLU(),
+    sadl.Linear(dim_in=4, dim_out=1),
+])
+
+# Forward pass
+output = model(x)
+loss = np.sum(output)
+
+# Backward pass and optimization
+optimizer = sadl.SGD(model.get_parameters(), lr=0.01)
+optimizer.backward(loss)
+optimizer.step()
+optimizer.zero_grad()
+"""
+
+# The Quick Start of the py-sadl README before 2.0 (``list(model.parameters)``, a property).
+PYSADL_EARLIER_QUICK_START = """
+import sadl
+
+# Create tensors
+x = sadl.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+
+# Build a model
+model = sadl.Mlp([
+    sadl.Linear(dim_in=2, dim_out=4),
+    sadl.ReLU(),
+    sadl.Linear(dim_in=4, dim_out=1),
+])
+
+# Forward pass
+output = model(x)
+loss = output.sum()
+
+# Backward pass and optimization
+optimizer = sadl.SGD(list(model.parameters), lr=0.01)
+optimizer.backward(loss)
+optimizer.step()
+optimizer.zero_grad()
+"""
+
+# py-sadl's README, "Mathematical Functions as First-Class Citizens" (the names it assumes
+# come from ``from sadl import Function, Tensor`` and NumPy as ``xp``).
+PYSADL_FUNCTION = """
+class Sigmoid(Function):
+    def __call__(self, x: Tensor) -> Tensor:
+        return 1 / (xp.exp(-x) + 1)
+"""
+
+
+@pytest.mark.parametrize("snippet", [PYSADL_QUICK_START, PYSADL_EARLIER_QUICK_START])
+def test_py_sadl_quick_start_runs_unchanged_and_trains(snippet):
+    namespace: dict[str, object] = {}
+    exec(compile(snippet, "py-sadl README", "exec"), namespace)
+    model = namespace["model"]
+    x = namespace["x"]
+    before = float(np.sum(namespace["output"].numpy()))
+    assert float(np.sum(model(x).numpy())) != before  # the step changed the weights
+    assert all(p.grad is None for p in model.parameters())  # zero_grad
+
+
+def test_py_sadl_function_subclass_runs_unchanged():
+    namespace = {"Function": sadl.Function, "Tensor": sadl.Tensor, "xp": np}
+    exec(compile(PYSADL_FUNCTION, "py-sadl README", "exec"), namespace)
+    x = sadl.tensor([0.0, 2.0], requires_grad=True)
+    y = namespace["Sigmoid"]()(x)
+    y.sum().backward()
+    np.testing.assert_allclose(y.numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
+    assert x.grad is not None
+
+
+def equivalent_mlp():
+    return sadl.Mlp(
+        [sadl.Linear(dim_in=2, dim_out=4), sadl.ReLU(), sadl.Linear(dim_in=4, dim_out=1)]
+    )
+
+
+def test_a_py_sadl_model_file_loads_into_the_equivalent_sadl_model():
+    # mlp.sadl was written by py-sadl 2.0.0 itself (fixtures/pysadl/make_pysadl_model.py), with
+    # an input and py-sadl's output for it in mlp_io.sadl.
+    model = sadl.io.load_pysadl(PYSADL / "mlp.sadl", equivalent_mlp())
+    io = sadl.load(PYSADL / "mlp_io.sadl")
+    np.testing.assert_allclose(model(io["x"]).numpy(), io["y"].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_and_back_byte_for_byte(tmp_path):
+    model = sadl.io.load_pysadl(PYSADL / "mlp.sadl", equivalent_mlp())
+    sadl.io.save_pysadl(model, tmp_path / "back.sadl")
+    assert (tmp_path / "back.sadl").read_bytes() == (PYSADL / "mlp.sadl").read_bytes()
+
+
+def test_a_model_that_does_not_match_is_an_error_naming_the_pair():
+    wider = sadl.Mlp([sadl.Linear(dim_in=2, dim_out=5), sadl.ReLU(), sadl.Linear(5, 1)])
+    with pytest.raises(ValueError, match=r"'layers\[0\].W' has shape \(4, 2\).*'0.weight'"):
+        sadl.io.load_pysadl(PYSADL / "mlp.sadl", wider)
+    with pytest.raises(ValueError, match="do not match the 2 parameters"):
+        sadl.io.load_pysadl(PYSADL / "mlp.sadl", sadl.nn.Linear(2, 4))
+
+
+def test_model_classes_by_class_name():
+    assert sadl.models.GPT is sadl.nn.GPT is sadl.models.gpt
+    model = sadl.models.create("GPT", vocab_size=11, block_size=8, n_layer=1, n_head=1, n_embd=8)
+    assert isinstance(model, sadl.models.GPT)
+    assert "GPT" in dir(sadl.models) and "gpt" in sadl.models.names()
+
+
+def run_python(code, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
+    full.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full
+    )
+
+
+def test_a_blocked_provider_is_named_with_the_whole_reason():
+    result = run_python(
+        """
+        import sadl
+        try:
+            sadl.nn.Linear
+        except AttributeError as e:
+            print(e)
+        """,
+        SADL_DISABLE_PLUGINS="layers",
+    )
+    assert result.stdout.strip() == (
+        "no layer named 'Linear' is registered; 'Linear' is provided by sadl-layers, whose "
+        "plugin 'layers' is blocked by SADL_DISABLE_PLUGINS=layers (remove 'layers' from it)"
+    )
+
+
+def test_version_lists_every_first_party_plugin():
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    for dist in ("sadl-layers", "sadl-optim", "sadl-serialize", "sadl-models"):
+        assert f"  {dist} 0." in result.stdout
