@@ -25,5 +25,6 @@ def register_ops() -> Iterable[OpDef]:
 def register_layers() -> Iterable[LayerDef]:
     """Every layer class of :mod:`sadl_layers.modules` (``Mlp`` is ``Sequential``)."""
     from sadl_layers.modules import LAYERS
+    from sadl_layers.modules.examples import EXAMPLES
 
-    return [LayerDef(name, cls) for name, cls in LAYERS.items()]
+    return [LayerDef(name, cls, EXAMPLES.get(name, ())) for name, cls in LAYERS.items()]

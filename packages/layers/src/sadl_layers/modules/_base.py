@@ -6,12 +6,20 @@ import math
 from typing import Any
 
 import numpy as np
+import sadl
 from sadl import Parameter, Tensor
 from sadl.nn import Module
 from sadl.plugins import OpDef
 from sadl.random import resolve_generator
 
-__all__ = ["Layer", "as_tensor", "check_count", "init_uniform", "resolve_generator"]
+__all__ = [
+    "Layer",
+    "as_tensor",
+    "check_count",
+    "init_uniform",
+    "param_dtype",
+    "resolve_generator",
+]
 
 
 def as_tensor(x: Any) -> Tensor:
@@ -24,6 +32,15 @@ def check_count(layer: str, name: str, value: Any, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{layer}: {name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def param_dtype(dtype: Any) -> np.dtype[Any]:
+    """The dtype of a new layer's parameters: ``dtype``, else ``sadl.get_default_dtype()``.
+
+    As in torch, ``sadl.set_default_dtype(np.float64)`` makes every layer built afterwards
+    float64 without passing ``dtype=`` to each one.
+    """
+    return sadl.get_default_dtype() if dtype is None else np.dtype(dtype)
 
 
 def init_uniform(

@@ -14,7 +14,13 @@ from typing import Any, cast
 import numpy as np
 from sadl import Parameter, Tensor
 
-from sadl_layers.modules._base import Layer, as_tensor, check_count, resolve_generator
+from sadl_layers.modules._base import (
+    Layer,
+    as_tensor,
+    check_count,
+    param_dtype,
+    resolve_generator,
+)
 from sadl_layers.modules.dense import Dropout, Linear
 from sadl_layers.ops import attention as _attn
 from sadl_layers.ops import dense as _dense
@@ -61,9 +67,10 @@ class MultiHeadAttention(Layer):
         dropout: float = 0.0,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         self.embed_dim = check_count("MultiHeadAttention", "embed_dim", embed_dim)
         self.num_heads = check_count("MultiHeadAttention", "num_heads", num_heads)
         if self.embed_dim % self.num_heads:
@@ -174,9 +181,10 @@ class CausalSelfAttention(Layer):
         dropout: float = 0.0,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         self.n_embd = check_count("CausalSelfAttention", "n_embd", n_embd)
         self.n_head = check_count("CausalSelfAttention", "n_head", n_head)
         if self.n_embd % self.n_head:

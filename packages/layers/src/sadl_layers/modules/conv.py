@@ -13,6 +13,7 @@ from sadl_layers.modules._base import (
     check_count,
     fan_in_bound,
     init_uniform,
+    param_dtype,
     resolve_generator,
 )
 from sadl_layers.ops import conv as _ops
@@ -51,9 +52,10 @@ class Conv2d(Layer):
         bias: bool = True,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         self.in_channels = check_count("Conv2d", "in_channels", in_channels)
         self.out_channels = check_count("Conv2d", "out_channels", out_channels)
         self.groups = check_count("Conv2d", "groups", groups)

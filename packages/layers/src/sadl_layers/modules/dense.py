@@ -13,6 +13,7 @@ from sadl_layers.modules._base import (
     check_count,
     fan_in_bound,
     init_uniform,
+    param_dtype,
     resolve_generator,
 )
 from sadl_layers.ops import dense as _ops
@@ -23,7 +24,7 @@ __all__ = ["Linear", "Embedding", "Dropout", "Flatten", "Identity"]
 class Linear(Layer):
     """``y = x @ weight.T + bias`` over any leading axes.
 
-    ``Linear(in_features, out_features, bias=True, *, rng=None, dtype=np.float32)``; SADL's
+    ``Linear(in_features, out_features, bias=True, *, rng=None, dtype=None)``; SADL's
     keywords ``dim_in=`` / ``dim_out=`` work too. ``weight`` has shape ``(out, in)`` and ``bias``
     ``(out,)``, both drawn from U(-1/sqrt(in), 1/sqrt(in)) (torch's default) with the generator
     ``rng`` (a ``numpy.random.Generator``, an int seed, or None for sadl's default generator).
@@ -36,11 +37,12 @@ class Linear(Layer):
         bias: bool = True,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
         dim_in: int | None = None,
         dim_out: int | None = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         in_features = _either("in_features", in_features, "dim_in", dim_in)
         out_features = _either("out_features", out_features, "dim_out", dim_out)
         self.in_features = check_count("Linear", "in_features", in_features, minimum=0)
@@ -89,9 +91,10 @@ class Embedding(Layer):
         padding_idx: int | None = None,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         self.num_embeddings = check_count("Embedding", "num_embeddings", num_embeddings)
         self.embedding_dim = check_count("Embedding", "embedding_dim", embedding_dim)
         if padding_idx is not None:

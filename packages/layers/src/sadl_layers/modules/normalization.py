@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from sadl import Parameter, Tensor
 
-from sadl_layers.modules._base import Layer, as_tensor, check_count
+from sadl_layers.modules._base import Layer, as_tensor, check_count, param_dtype
 from sadl_layers.ops import normalization as _ops
 
 __all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
@@ -53,9 +53,10 @@ class LayerNorm(_Norm):
         elementwise_affine: bool = True,
         bias: bool = True,
         *,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         self.normalized_shape = _shape("LayerNorm", normalized_shape)
         self.eps = float(eps)
         affine = bool(elementwise_affine)
@@ -95,9 +96,10 @@ class RMSNorm(_Norm):
         eps: float | None = None,
         elementwise_affine: bool = True,
         *,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         self.normalized_shape = _shape("RMSNorm", normalized_shape)
         self.eps = None if eps is None else float(eps)
         self.weight = (
@@ -132,9 +134,10 @@ class _BatchNorm(Layer):
         affine: bool = True,
         track_running_stats: bool = True,
         *,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
+        dtype = param_dtype(dtype)
         name = type(self).__name__
         self.num_features = check_count(name, "num_features", num_features)
         self.eps = float(eps)

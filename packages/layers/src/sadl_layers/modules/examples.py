@@ -1,0 +1,53 @@
+"""What ``sadl check-plugins`` builds and runs for each layer of sadl-layers.
+
+Registered with the layers (``LayerDef(name, cls, examples=...)``); ``sadl.testing.check_layer``
+builds each example, runs it forward and backward and compares sampled gradients with central
+differences. ``tests/test_layer_examples.py`` checks that every layer has one and passes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sadl.plugins import Example
+
+__all__ = ["EXAMPLES"]
+
+_TARGETS = np.array([0, 2, 1, 4])  # class indices for the classification losses
+#: Layer name -> what ``sadl check-plugins`` builds and runs (``check_layer``): in each
+#: ``Example`` the positional inputs go to forward, the keywords to the constructor.
+EXAMPLES: dict[str, tuple[Example, ...]] = {
+    "Sequential": (Example((2, 3)),),  # built empty: its layers are positional arguments
+    "Mlp": (Example((2, 3)),),
+    "ModuleList": (Example(),),  # containers without a forward pass are only built
+    "ModuleDict": (Example(),),
+    "Linear": (
+        Example((4, 3), in_features=3, out_features=2),
+        Example((2, 5, 3), in_features=3, out_features=2, bias=False),
+    ),
+    "Embedding": (Example(np.array([[1, 3], [0, 3]]), num_embeddings=5, embedding_dim=3),),
+    "Dropout": (Example((4, 3), p=0.5),),
+    "Flatten": (Example((2, 3, 4)),),
+    "Identity": (Example((2, 3)),),
+    "LayerNorm": (Example((2, 5), normalized_shape=5),),
+    "RMSNorm": (Example((2, 5), normalized_shape=5),),
+    "BatchNorm1d": (Example((6, 3), num_features=3),),
+    "BatchNorm2d": (Example((4, 2, 3, 3), num_features=2),),
+    "ReLU": (Example((3, 4)),),
+    "GELU": (Example((3, 4)), Example((3, 4), approximate="tanh")),
+    "SiLU": (Example((3, 4)),),
+    "Tanh": (Example((3, 4)),),
+    "Sigmoid": (Example((3, 4)),),
+    "Softmax": (Example((3, 4)),),
+    "LogSoftmax": (Example((3, 4)),),
+    "LeakyReLU": (Example((3, 4), negative_slope=0.1),),
+    "MultiHeadAttention": (Example((2, 3, 4), (2, 3, 4), (2, 3, 4), embed_dim=4, num_heads=2),),
+    "CausalSelfAttention": (Example((2, 3, 4), n_embd=4, n_head=2),),
+    "Conv2d": (Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding=1),),
+    "MaxPool2d": (Example((1, 2, 4, 4), kernel_size=2),),
+    "AvgPool2d": (Example((1, 2, 4, 4), kernel_size=2),),
+    "CrossEntropyLoss": (Example((4, 5), _TARGETS),),
+    "MSELoss": (Example((4, 3), (4, 3)),),
+    "L1Loss": (Example((4, 3), (4, 3)),),
+    "NLLLoss": (Example((4, 5), _TARGETS),),
+    "BCEWithLogitsLoss": (Example((4, 3), np.linspace(0.0, 1.0, 12).reshape(4, 3)),),
+}
