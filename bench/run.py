@@ -1,5 +1,7 @@
 """Run every benchmark script at 1 and 2 threads, each in a fresh process.
 
+``threads`` (bench/threads.py) compares the thread counts itself and runs once.
+
 OPENBLAS_CORETYPE is removed from the environment of these benchmark processes only (it can pin
 OpenBLAS to a slower kernel); tests keep whatever the machine sets.
 Usage: python bench/run.py [--quick] [--threads 1,2] [area ...]
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-AREAS = ["core", "erf_and_checkpoint", "layers", "serialize", "models", "distributed"]
+AREAS = ["core", "erf_and_checkpoint", "layers", "serialize", "models", "distributed", "threads"]
 #: Scripts that set their own thread counts (they compare settings): run once.
 RUN_ONCE = {"distributed"}
 
@@ -30,6 +32,11 @@ def main() -> int:
         script = HERE / f"{area}.py"
         if not script.exists():
             print(f"(no benchmark script for {area})")
+            continue
+        if area == "threads":  # it compares the thread counts itself: give it all of them
+            env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+            cmd = [sys.executable, str(script), "--threads", args.threads]
+            failed += subprocess.call(cmd + (["--quick"] if args.quick else []), env=env) != 0
             continue
         thread_counts = [int(t) for t in args.threads.split(",")]
         for threads in thread_counts[:1] if area in RUN_ONCE else thread_counts:

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import sadl
+
 from sadl_models.corpus import CorpusError
 from sadl_models.tokenizers import TokenizerError
 
@@ -141,8 +143,8 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
     arg(
         "--progress",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="show the progress bar (default: on)",
+        default=None,
+        help="a progress bar (default: on a terminal; plain lines into a file or a pipe)",
     )
     arg(
         "--nproc",
@@ -151,6 +153,7 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
         help="train data-parallel in N processes on this machine (needs sadl-distributed; "
         "--batch-size is the global batch, split over them)",
     )
+    _add_threads(p)
     p.set_defaults(func=_cmd_train_gpt)
     _one_line_errors(p)
     return p
@@ -161,6 +164,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
 
     prog = "sadl train gpt"
     keep_freed_memory()
+    sadl.set_num_threads(args.threads)
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     try:
@@ -202,8 +206,9 @@ def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
         flags.append("--resume")
     if args.stop_after is not None:
         flags += ["--stop-after", str(args.stop_after)]
-    if not args.progress:
-        flags.append("--no-progress")
+    if args.progress is not None:  # None: each rank decides by its own terminal
+        flags.append("--progress" if args.progress else "--no-progress")
+    flags += ["--threads", str(args.threads)]
     return flags
 
 
@@ -229,6 +234,7 @@ def _add_generate(sub: Any) -> argparse.ArgumentParser:
     arg("--seed", type=NON_NEGATIVE, default=0, metavar="S", help="default: 0")
     arg("--device", default="cpu", metavar="DEV", help="cpu, cuda or cuda:N (default: cpu)")
     arg("--no-cache", action="store_true", help="re-run the context per token (slower)")
+    _add_threads(p)
     p.set_defaults(func=_cmd_generate)
     _one_line_errors(p)
     return p
@@ -240,6 +246,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from sadl_models.train import TrainError, check_device, default_prompt, load_model
 
     prog = "sadl generate"
+    sadl.set_num_threads(args.threads)
     if args.top_p is not None and args.top_p > 1:
         return _fail(prog, f"argument --top-p: expected a number in (0, 1], got {args.top_p}")
     try:
@@ -265,6 +272,22 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return _fail(prog, str(exc))
     print(tokenizer.decode(out), flush=True)
     return 0
+
+
+#: BLAS threads for training and generation. At these model sizes one thread is the fastest on
+#: a busy machine by far and about as fast on an idle one (docs/getting-started.md, "Speed";
+#: bench/threads.py measures it).
+DEFAULT_THREADS = 1
+
+
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=POSITIVE,
+        default=DEFAULT_THREADS,
+        metavar="N",
+        help=f"BLAS threads (sadl.set_num_threads; default: {DEFAULT_THREADS})",
+    )
 
 
 def keep_freed_memory() -> None:

@@ -221,7 +221,9 @@ def _positive_int(name: str, value: Any) -> int:
 class GPT(Module):
     """A GPT-2 style language model.
 
-    ``GPT(vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, bias=True, *, rng=None)``.
+    ``GPT(vocab_size, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=True, *,
+    rng=None)`` (the defaults are ``sadl.models.create("gpt")``'s; autodidact's ``vocab=`` is
+    accepted for ``vocab_size``).
     ``model(idx, targets=None) -> (logits, loss)``: ``idx`` is (batch, time) integer token ids
     with time <= ``block_size``; ``logits`` is (batch, time, vocab_size) and ``loss`` the mean
     cross-entropy against ``targets`` (same shape as ``idx``; -100 is ignored), or None.
@@ -232,17 +234,24 @@ class GPT(Module):
 
     def __init__(
         self,
-        vocab_size: int,
-        block_size: int,
-        n_layer: int,
-        n_head: int,
-        n_embd: int,
+        vocab_size: int | None = None,
+        block_size: int = 64,
+        n_layer: int = 4,
+        n_head: int = 4,
+        n_embd: int = 128,
         dropout: float = 0.0,
         bias: bool = True,
         *,
         rng: np.random.Generator | int | None = None,
+        vocab: int | None = None,
     ) -> None:
         super().__init__()
+        if vocab is not None:
+            if vocab_size is not None and vocab_size != vocab:
+                raise TypeError("GPT: give vocab_size= or autodidact's vocab=, not both")
+            vocab_size = vocab
+        if vocab_size is None:
+            raise TypeError("GPT: missing vocab_size (the number of distinct tokens)")
         self.vocab_size = _positive_int("vocab_size", vocab_size)
         self.block_size = _positive_int("block_size", block_size)
         self.n_layer = _positive_int("n_layer", n_layer)

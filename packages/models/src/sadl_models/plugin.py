@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 
-from sadl.plugins import LayerDef, ModelDef, hookimpl, require_api
+from sadl.plugins import Example, LayerDef, ModelDef, hookimpl, require_api
 
 require_api("1.0")
 
@@ -38,10 +38,17 @@ def register_models() -> Iterable[ModelDef]:
 
 @hookimpl
 def register_layers() -> Iterable[LayerDef]:
-    """``GPT``, so that ``sadl.nn.GPT`` works."""
+    """``GPT``, so that ``sadl.nn.GPT`` works (with a tiny one for ``sadl check-plugins``)."""
+    import numpy as np
+
     from sadl_models.gpt import GPT
 
-    return [LayerDef("GPT", GPT)]
+    ids = np.array([[1, 2, 3], [4, 5, 6]])
+    examples = [
+        Example(*inputs, vocab_size=7, block_size=4, n_layer=1, n_head=2, n_embd=4)
+        for inputs in ((ids,), (ids, ids))  # logits alone, then logits and loss
+    ]
+    return [LayerDef("GPT", GPT, examples=tuple(examples))]
 
 
 @hookimpl

@@ -1,7 +1,8 @@
 """The training loop behind ``sadl train gpt``: set up data, model and optimizer, then step.
 
 :func:`train` runs (or resumes) a run in an output directory holding ``checkpoint.sadl`` (see
-:mod:`sadl_models.train.checkpoint`) and ``loss.png``. One random generator initializes the
+:mod:`sadl_models.train.checkpoint`), ``loss.png`` and ``metrics.jsonl`` (one line per step,
+:mod:`sadl_models.train.metrics`). One random generator initializes the
 model, then drives dropout and batch sampling, and its state is saved with every checkpoint: a
 resumed run continues bit-identically, with the same losses as an uninterrupted run. Started
 by an MPI launcher, every process runs this loop on its share of each batch
@@ -46,6 +47,7 @@ from sadl_models.train.checkpoint import (
     save_run,
 )
 from sadl_models.train.config import TrainConfig, TrainError, check_device
+from sadl_models.train.metrics import METRICS_NAME, MetricsLog
 from sadl_models.train.parallel import setup
 from sadl_models.train.progress import (
     PLOT_NAME,
@@ -82,7 +84,7 @@ def train(
     resume: bool = False,
     explicit: set[str] | None = None,
     stop_after: int | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     stream: TextIO | None = None,
     plot: bool = True,
     on_step: Callable[[int, float], None] | None = None,
@@ -91,7 +93,8 @@ def train(
 
     ``explicit`` names the settings the user gave on a resumed run (others come from the
     checkpoint). ``stop_after`` ends this session after that many steps (saving a checkpoint),
-    as Ctrl-C does. ``stream`` receives the log lines (default stdout).
+    as Ctrl-C does. ``stream`` receives the log lines (default stdout). ``progress``: True for
+    a progress bar, False for none, None for a bar on a terminal and plain lines otherwise.
     """
     par = setup()
     if not par.is_main:  # rank 0 speaks for the run
@@ -170,7 +173,13 @@ def train(
     flag = StopFlag(out)
     session_steps = 0
     interrupted = False
-    bar = ProgressBar(config.steps, step, progress, config.batch_size * config.block_size)
+    tokens_per_step = config.batch_size * config.block_size
+    bar = ProgressBar(config.steps, step, progress, tokens_per_step, out)
+    metrics = (  # rank 0 writes the files
+        MetricsLog(out_path / METRICS_NAME, resume_step=step if meta is not None else None)
+        if par.is_main
+        else None
+    )
     saved_at = step if meta is not None else None  # the checkpoint on disk holds this step
     with stop_on_sigint(flag):  # Ctrl-C only sets a flag from here until the last file is written
         try:
@@ -180,10 +189,13 @@ def train(
                 ):
                     interrupted = True
                     break
+                step_start = time.perf_counter()
+                lr = float(optimizer.param_groups[0]["lr"])  # what this step uses
                 x, y = par.windows(train_tokens, config.block_size, config.batch_size, rng)
                 if device != "cpu":
                     x, y = _to(x, device), _to(y, device)
                 value = par.mean(_step(model, optimizer, scheduler, x, y, config.grad_clip))
+                seconds = time.perf_counter() - step_start
                 if not math.isfinite(value):
                     raise TrainError(
                         f"the loss became {value} at step {step + 1}; lower --lr and start again"
@@ -193,10 +205,18 @@ def train(
                 session_steps += 1
                 if on_step is not None:
                     on_step(step, value)
-                bar.step(step, value)
+                bar.step(step, value, lr)
+                record = {
+                    "step": step,
+                    "loss": value,
+                    "lr": lr,
+                    "tokens_per_s": tokens_per_step / seconds,
+                    "time": time.perf_counter() - started,
+                }
                 if step % config.eval_interval == 0 or step == config.steps:
                     evaluation = (step, *evaluate())
                     history.evals.append(evaluation)
+                    record.update(train_loss=evaluation[1], val_loss=evaluation[2])
                     bar.write(
                         f"step {step}: train loss {evaluation[1]:.4f}, "
                         f"val loss {evaluation[2]:.4f}",
@@ -204,8 +224,12 @@ def train(
                     )
                     save(step)
                     saved_at = step
+                if metrics is not None:
+                    metrics.write(record)
         finally:
             bar.close()
+            if metrics is not None:
+                metrics.close()
         if saved_at != step:
             save(step)
         plot_path = plot_losses(history, unigram, out_path / PLOT_NAME) if plot else None
@@ -234,6 +258,8 @@ def train(
         print(f"checkpoint: {ckpt_path}", file=out)
         if plot_path is not None:
             print(f"loss curve: {plot_path}", file=out)
+        if metrics is not None:
+            print(f"metrics: {metrics.path} (one JSON line per step)", file=out)
         if config.sample_tokens and par.is_main:
             sample = sample_text(gpt, tokenizer, val_tokens, config.sample_tokens, config.seed)
             print(f"sample:\n{sample}", file=out, flush=True)

@@ -1,8 +1,9 @@
-"""What a training run shows while it runs: the progress bar, Ctrl-C, the loss plot.
+"""What a training run shows while it runs: the progress, Ctrl-C, the loss plot.
 
-Log lines go to a stream (stdout by default), the bar to stderr. Ctrl-C (SIGINT) only sets a
-flag that the loop checks between steps, so a run stops with a checkpoint; a second Ctrl-C
-aborts at once.
+Log lines go to a stream (stdout by default). On a terminal the progress is a bar on stderr;
+written to a file or a pipe it is a plain line every twentieth of the run, never hundreds of
+bar redraws. Ctrl-C (SIGINT) only sets a flag that the loop checks between steps, so a run
+stops with a checkpoint; a second Ctrl-C aborts at once.
 """
 
 from __future__ import annotations
@@ -61,38 +62,66 @@ def stop_on_sigint(flag: StopFlag) -> Iterator[None]:
 
 
 class ProgressBar:
-    """A tqdm bar over the steps that shows the loss and the tokens/s of the last second."""
+    """Progress over the steps: a tqdm bar on a terminal, plain periodic lines elsewhere.
 
-    def __init__(self, total: int, initial: int, enabled: bool, tokens_per_step: int) -> None:
+    ``enabled``: True for the bar, False for nothing, None to choose by whether stderr is a
+    terminal (the bar there, a line every ``total // 20`` steps into ``stream`` otherwise).
+    """
+
+    def __init__(
+        self,
+        total: int,
+        initial: int,
+        enabled: bool | None,
+        tokens_per_step: int,
+        stream: TextIO | None = None,
+    ) -> None:
         from tqdm import tqdm
 
+        self.live = sys.stderr.isatty() if enabled is None else enabled
+        self.lines = enabled is None and not self.live
         self.bar = tqdm(
             total=total,
             initial=initial,
-            disable=not enabled,
+            disable=not self.live,
             unit="step",
             dynamic_ncols=True,
             file=sys.stderr,
             mininterval=0.5,
         )
         self.total = total
+        self.every = max(1, total // 20)
+        self.stream = stream or sys.stdout
         self.tokens_per_step = tokens_per_step
         self.window_start = time.perf_counter()
         self.window_steps = 0
 
-    def step(self, step: int, loss: float) -> None:
-        """One step done (``step`` counts from 1) with this batch loss."""
+    def step(self, step: int, loss: float, lr: float | None = None) -> None:
+        """One step done (``step`` counts from 1) with this batch loss (and learning rate)."""
         self.window_steps += 1
         now = time.perf_counter()
-        if now - self.window_start >= 1.0 or step == self.total:
-            rate = self.window_steps * self.tokens_per_step / (now - self.window_start)
-            self.bar.set_postfix_str(f"loss {loss:.3f}, {rate:,.0f} tok/s", refresh=False)
+        if self.live:
+            if now - self.window_start >= 1.0 or step == self.total:
+                rate = self.window_steps * self.tokens_per_step / (now - self.window_start)
+                self.bar.set_postfix_str(f"loss {loss:.3f}, {rate:,.0f} tok/s", refresh=False)
+                self.window_start, self.window_steps = now, 0
+            self.bar.update(1)
+        elif self.lines and (step % self.every == 0 or step == self.total):
+            rate = self.window_steps * self.tokens_per_step / max(now - self.window_start, 1e-9)
+            lr_text = "" if lr is None else f", lr {lr:.2e}"
+            print(
+                f"step {step}/{self.total}: loss {loss:.4f}{lr_text}, {rate:,.0f} tok/s",
+                file=self.stream,
+                flush=True,
+            )
             self.window_start, self.window_steps = now, 0
-        self.bar.update(1)
 
     def write(self, line: str, stream: TextIO) -> None:
         """Print a log line without tearing the bar."""
-        self.bar.write(line, file=stream)
+        if self.live:
+            self.bar.write(line, file=stream)
+        else:
+            print(line, file=stream, flush=True)
 
     def close(self) -> None:
         """Remove the bar."""
