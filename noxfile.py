@@ -1,7 +1,8 @@
 """Every check of the sadl monorepo, one nox session each.
 
 `nox` runs tests (one venv per package), ecosystem, thirdparty, lint, types, docs and distributed.
-`nox -s demo` trains the demo GPT; `nox -s bench` runs the benchmarks; `nox -s gpu` the CUDA tests.
+`nox -s demo` trains the demo GPT; `nox -s bench` runs the benchmarks; `nox -s gpu` the CUDA tests;
+`nox -s serve_docs` serves the docs at http://127.0.0.1:8000 while you edit them.
 """
 
 from __future__ import annotations
@@ -149,22 +150,31 @@ def types(session: nox.Session) -> None:
         session.run("mypy", "--config-file", "mypy.ini", f"packages/{package}/src")
 
 
+DOCS_TOOLS = ["mkdocs>=1.6", "pymdown-extensions>=10", "pygments>=2.12"]
+
+
+def _install_docs(session: nox.Session) -> None:
+    groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    session.install(
+        *ALL, *groups, "tests/fixtures/plugins/sadl-sample", *DOCS_TOOLS, "scikit-learn>=1.3"
+    )
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build docs/ with warnings as errors and run every documented example."""
-    groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(
-        *ALL,
-        *groups,
-        "tests/fixtures/plugins/sadl-sample",
-        "mkdocs>=1.6",
-        "pymdown-extensions>=10",
-        "scikit-learn>=1.3",
-    )
+    _install_docs(session)
     session.run(
         "mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site")
     )
     session.run("pytest", "docs", "-p", "no:cacheprovider", *session.posargs, env=STRICT)
+
+
+@nox.session(default=False)
+def serve_docs(session: nox.Session) -> None:
+    """Serve the docs at http://127.0.0.1:8000, rebuilt on every save (pass mkdocs options)."""
+    _install_docs(session)
+    session.run("mkdocs", "serve", *session.posargs)
 
 
 @nox.session

@@ -1,9 +1,10 @@
 """Every documented example runs: ```python blocks in docs/*.md and README.md.
 
 Blocks of one page run in order in one namespace (like a reader following along), in a temporary
-working directory. ``--8<-- "path"`` lines (mkdocs snippets) are replaced by the file they include.
-Blocks fenced as ```py or ```bash are shown, not run. The scripts of docs/examples/ are run by
-docs/examples/test_examples.py.
+working directory. A block whose first line is ``# file: PATH`` shows the repository file PATH
+word for word (the rest of the block must equal it), so a tutorial reads whole in the Markdown
+source and cannot drift from the file it shows. Blocks fenced as ```py or ```bash are shown, not
+run. The scripts of docs/examples/ are run by docs/examples/test_examples.py.
 """
 
 from __future__ import annotations
@@ -19,15 +20,36 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
-SNIPPET = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$', re.M)
+ANY_FENCE = re.compile(r"^```\w*\n(.*?)^```", re.S | re.M)
+SHOWN_FILE = re.compile(r"\A# file: (\S+)\n")
 
 
 def python_blocks(page: Path) -> list[str]:
-    text = page.read_text()
-    blocks = []
-    for block in FENCE.findall(text):
-        blocks.append(SNIPPET.sub(lambda m: (ROOT / m.group(1)).read_text(), block))
-    return blocks
+    return FENCE.findall(page.read_text())
+
+
+def shown_files() -> list[tuple[Path, str, str]]:
+    """(page, path, block) for every block that shows a repository file."""
+    found = []
+    for page in PAGES:
+        for block in ANY_FENCE.findall(page.read_text()):
+            match = SHOWN_FILE.match(block)
+            if match:
+                found.append((page, match.group(1), block[match.end() :]))
+    return found
+
+
+@pytest.mark.parametrize("page, path, block", shown_files(), ids=lambda v: str(v)[-40:])
+def test_a_shown_file_is_the_file(page, path, block):
+    assert (ROOT / path).read_text() == block, f"{page.name} shows {path}, which has changed"
+
+
+def test_the_plugin_tutorial_shows_its_files():
+    shown = {path for page, path, _ in shown_files() if page.name == "plugins.md"}
+    assert shown == {
+        "tests/fixtures/plugins/sadl-sample/pyproject.toml",
+        "tests/fixtures/plugins/sadl-sample/src/sadl_sample/plugin.py",
+    }
 
 
 @pytest.mark.parametrize(
@@ -38,6 +60,9 @@ def test_page_examples_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     for i, block in enumerate(blocks):
+        shown = SHOWN_FILE.match(block)
+        if shown:  # a repository file shown whole runs as itself (its __file__ is its path)
+            namespace["__file__"] = str(ROOT / shown.group(1))
         code = compile(block, f"{page.name} block {i + 1}", "exec")
         exec(code, namespace)
 
@@ -72,3 +97,13 @@ def test_every_core_op_is_in_the_op_reference():
     reference = (DOCS / "ops.md").read_text()
     missing = [op.name for op in CORE_OPS if f"`{op.name}`" not in reference]
     assert not missing, f"docs/ops.md does not list: {missing}"
+
+
+def test_the_graph_picture_is_what_sadl_viz_draws():
+    result = subprocess.run(
+        [sys.executable, str(DOCS / "img" / "make_graph.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (DOCS / "img" / "mlp-graph.svg").read_text().lstrip().startswith("<?xml")

@@ -28,6 +28,22 @@ sadl does not know is reported as an error naming the closest known hook.
 """
 
 OUTRO = """\
+## `Example`
+
+`Example(*inputs, domain=(-2.0, 2.0), **params)`: one sample call, for `sadl check-plugins` and
+the `sadl.testing` checks. What the parts mean depends on the record it belongs to:
+
+| in | positional `inputs` | keyword `params` |
+|---|---|---|
+| `OpDef(..., examples=...)` | the op's inputs | the op's params |
+| `LayerDef(..., examples=...)` | the forward pass's inputs | the constructor's keywords |
+| `OptimizerDef(..., examples=...)` | (none) | the constructor's keywords |
+
+An input that is a tuple of ints is a shape, filled with random float64 values from `domain`; a
+floating NumPy array is used as given. Both are differentiated. Anything else (an integer or
+boolean array, a string, a Python number) is passed through as a constant.
+`sadl.testing.materialize(example, rng)` gives the concrete `(inputs, params)` it stands for.
+
 ## Records and helpers
 
 * `require_api("1.0")` at the top of a plugin module makes it load only on a core that provides

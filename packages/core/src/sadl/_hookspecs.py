@@ -77,22 +77,96 @@ def register_ops() -> Iterable[OpDef]:
 
 @hookspec
 def register_layers() -> Iterable[LayerDef]:
-    """Return layer classes as ``LayerDef(name, cls)`` records.
+    """Return layer classes as ``LayerDef(name, cls, examples=())`` records.
 
     ``cls`` is a ``sadl.nn.Module`` subclass; it is served as ``sadl.nn.<name>`` and, for the
     Quick Start style, ``sadl.<name>``. Name parameters and their shapes after ``torch.nn`` so a
     PyTorch ``state_dict`` loads by name.
+
+    ``examples`` are what ``sadl check-plugins`` (``sadl.testing.check_layer``) builds and runs:
+    in each ``Example`` the positional inputs go to the forward pass (a tuple of ints is a shape
+    of random floats, an integer array a constant such as token ids) and the keywords go to the
+    constructor. The check builds the layer, runs it forward and backward, requires a finite
+    gradient of the right shape and dtype on every parameter, compares sampled elements of the
+    gradients with float64 central differences (in eval mode), and checks that nothing is
+    recorded under ``no_grad``. A layer without examples fails the check, saying so::
+
+        import numpy as np
+        import sadl
+        from sadl.plugins import Example, LayerDef, hookimpl
+        from sadl.testing import check_layer
+
+
+        class Scale(sadl.nn.Module):
+            def __init__(self, num_features):
+                super().__init__()
+                self.weight = sadl.Parameter(np.ones(num_features, np.float32))
+
+            def forward(self, x):
+                return x * self.weight
+
+
+        @hookimpl
+        def register_layers():
+            return [LayerDef("Scale", Scale, examples=(Example((4, 3), num_features=3),))]
+
+
+        assert check_layer(register_layers()[0]).ok
     """
     raise NotImplementedError
 
 
 @hookspec
 def register_optimizers() -> Iterable[OptimizerDef]:
-    """Return optimizers and learning-rate schedulers as ``OptimizerDef(name, cls)`` records.
+    """Return optimizers and schedulers as ``OptimizerDef(name, cls, examples=())`` records.
 
-    An optimizer subclasses ``sadl.optim.Optimizer``, names its hyperparameters in ``defaults``
-    and implements ``update(param, grad, state, group)``, changing ``param.data`` in place. The
-    classes are served as ``sadl.optim.<name>`` and ``sadl.<name>``.
+    The classes are served as ``sadl.optim.<name>`` and ``sadl.<name>``. An optimizer subclasses
+    ``sadl.optim.Optimizer``, passes ``super().__init__(params, defaults)`` its hyperparameters
+    (``defaults``, a dict) and implements one method; the base class owns the loop, the param
+    groups, ``zero_grad``, ``state_dict`` and ``load_state_dict``.
+
+    ``update(param, grad, state, group) -> None``, the contract:
+
+    * ``step()`` calls it once per parameter that has a gradient, under ``no_grad``; frozen
+      parameters and parameters without a gradient are skipped.
+    * ``param`` is the Parameter: change ``param.data`` in place (``param.data -= ...``) and keep
+      its dtype and device. Never rebind it to a new array of another dtype; the base class bumps
+      its version counter afterwards.
+    * ``grad`` is a plain array (NumPy or CuPy) of the parameter's shape, dtype and device.
+    * ``state`` is this parameter's dict, empty on the first call and kept in
+      ``optimizer.state[param]``; whatever ``update`` puts there (arrays, numbers) is what
+      ``state_dict()`` saves, so put everything the next step needs there.
+    * ``group`` is the parameter's param group: ``defaults`` overridden per group and by
+      schedulers. Read hyperparameters from ``group`` (``group["lr"]``), never from ``self``.
+    * Reject bad hyperparameters in ``check_hyperparameters(group)`` (call ``super()`` first).
+
+    A scheduler is any other class; it takes the optimizer as its first argument and changes
+    ``group["lr"]`` in ``step()``. ``examples`` hold constructor keywords for ``sadl
+    check-plugins`` (``sadl.testing.check_optimizer``: the defaults when there are none), which
+    takes two steps on float32 and float64 parameters and checks the dtype, that a parameter
+    without gradient is untouched, and that stepping on after ``state_dict`` and
+    ``load_state_dict`` gives the same result::
+
+        import numpy as np
+        import sadl
+        from sadl.plugins import Example, OptimizerDef, hookimpl
+        from sadl.testing import check_optimizer
+
+
+        class SignSGD(sadl.optim.Optimizer):
+            def __init__(self, params, lr=0.01):
+                super().__init__(params, {"lr": lr})
+
+            def update(self, param, grad, state, group):
+                param.data -= float(group["lr"]) * np.sign(grad)
+
+
+        @hookimpl
+        def register_optimizers():
+            return [OptimizerDef("SignSGD", SignSGD, examples=(Example(lr=0.1),))]
+
+
+        assert check_optimizer(register_optimizers()[0]).ok
     """
     raise NotImplementedError
 

@@ -41,6 +41,7 @@ __all__ = [
     "check_optimizer",
     "gradcheck",
     "gradgradcheck",
+    "materialize",
 ]
 
 
