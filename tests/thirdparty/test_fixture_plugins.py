@@ -73,3 +73,26 @@ def test_cli_shows_the_errors():
     assert result.returncode == 0
     for name in ("broken", "incompatible", "typo", "conflict", "sample"):
         assert name in result.stdout
+
+
+def test_each_broken_plugin_is_one_warning_line_on_the_command_line():
+    result = subprocess.run([sys.executable, "-m", "sadl", "info"], capture_output=True, text=True)
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 4 and all(line.startswith("sadl: warning: ") for line in lines)
+    for name in ("broken", "incompatible", "typo", "sample"):
+        assert sum(f"plugin '{name}'" in line for line in lines) == 1, result.stderr
+
+
+def test_check_plugins_fails_on_a_plugin_that_did_not_load():
+    def check(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "sadl", "check-plugins", *args], capture_output=True, text=True
+        )
+
+    result = check("--plugin", "typo")
+    assert result.returncode == 1
+    assert "FAILED: error" in result.stdout and "register_layer" in result.stdout
+    assert check("--plugin", "no-such-plugin").returncode == 2
+    result = check("--plugin", "conflict")  # loaded, but its softsign is claimed twice
+    assert result.returncode == 1 and "registered by two plugins" in result.stdout

@@ -70,3 +70,32 @@ def test_blocking_hides_everything_it_provides(run_python):
 def test_import_stays_silent(run_python):
     result = run_python("import sadl")
     assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
+
+
+def test_check_plugins_passes_for_the_sample():
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "check-plugins", "--plugin", "sample"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    for kind, name in (("op", "softsign"), ("layer", "Scale"), ("optimizer", "SignSGD")):
+        assert any(r[:2] == [kind, name] and r[-1] == "ok" for r in rows), result.stdout
+    assert ["command", "sample-info", "sample", "1", "ok"] in rows
+
+
+def test_a_missing_package_is_named_with_a_command_that_works_here(run_python):
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "train", "gpt"], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "sadl: error: 'sadl train' is a command of sadl-models, which is not installed: "
+    )
+    # Installed from wheels, away from any checkout: say where the command works.
+    assert result.stderr.rstrip().endswith(
+        "install packages/models (run it in a clone of the sadl repository)"
+    )
+    result = run_python("import sadl; sadl.optim.AdamW")
+    assert "'AdamW' is provided by sadl-optim, which is not installed" in result.stderr

@@ -207,3 +207,11 @@ def test_check_plugins_fails_on_a_command_whose_help_breaks():
     assert set(reports) == {"(sadl --help)", "fake-broken-help"}
     assert not any(r.ok for r in reports.values())
     assert "KeyError" in reports["fake-broken-help"].failures()[0].message
+
+
+def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
+    plugins(ep("conflict"), ep("good"))
+    assert main(["check-plugins", "--plugin", "conflict"]) == 1
+    out = capsys.readouterr().out
+    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served"] in rows(out)
+    assert "registered by two plugins" in out

@@ -161,9 +161,14 @@ def _reports(reg: Any, plugin: PluginInfo) -> Iterator[tuple[str, str, Any]]:
     }
     for kind, check in checkers.items():
         for name in plugin.provides.get(KINDS[kind].hook, []):
-            record = reg.records(kind).get(name)
-            if record is not None:
-                yield KINDS[kind].label, name, check(record, raise_exception=False)
+            try:
+                record = reg.lookup(kind, name)
+            except Exception as exc:  # registered, but not served: another plugin claims it too
+                report = OpReport(name, kind=KINDS[kind].label)
+                report.results.append(CheckResult("served", "", False, str(exc)))
+                yield KINDS[kind].label, name, report
+                continue
+            yield KINDS[kind].label, name, check(record, raise_exception=False)
     register = next((f for p, f in reg.command_impls() if p is plugin), None)
     if register is not None:
         yield from _check_commands(register)

@@ -15,8 +15,8 @@ module, functions decorated with ``hookimpl`` implement the hooks of ``sadl.plug
 What a plugin may import from sadl is public and documented: this module, ``sadl`` itself,
 ``sadl.backends`` (array modules and devices), ``sadl.random`` (the seeded generator),
 ``sadl.optim`` (``Optimizer``, ``adam_update``), ``sadl.nn``, ``sadl.ops``, ``sadl.models``,
-``sadl.io``, ``sadl.data``, ``sadl.testing`` and ``sadl.cuda``. Everything whose name starts with
-an underscore is internal, as ``_pytest`` is to pytest.
+``sadl.io``, ``sadl.data``, ``sadl.testing``, ``sadl.cuda``, ``sadl.viz`` and ``sadl.cli``.
+Everything whose name starts with an underscore is internal, as ``_pytest`` is to pytest.
 """
 
 from __future__ import annotations
