@@ -73,10 +73,10 @@ def test_inspect_of_a_bad_or_missing_file_prints_one_line_and_fails(tmp_path, co
     if content is not None:
         path.write_bytes(content)
     out = _inspect(path)
-    assert out.returncode == 1
+    assert out.returncode == 2  # bad input file: the status every sadl command uses
     assert out.stdout == ""
     assert out.stderr.count("\n") == 1, out.stderr
-    assert out.stderr.startswith("sadl inspect: ") and message in out.stderr
+    assert out.stderr.startswith("sadl inspect: error: ") and message in out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -84,10 +84,10 @@ def test_inspect_of_a_bad_safetensors_file_and_a_directory(tmp_path):
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{}")  # header cut short
     out = _inspect(bad)
-    assert out.returncode == 1 and "invalid .safetensors file" in out.stderr
+    assert out.returncode == 2 and "invalid .safetensors file" in out.stderr
     assert out.stderr.count("\n") == 1
     out = _inspect(tmp_path)
-    assert out.returncode == 1 and "is a directory" in out.stderr
+    assert out.returncode == 2 and "is a directory" in out.stderr
 
 
 def test_format_size():

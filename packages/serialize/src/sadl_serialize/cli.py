@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from typing import Any
+
+from sadl.cli import CommandError
 
 from sadl_serialize.errors import SadlFormatError
 from sadl_serialize.sadl_format import MAGIC, TensorInfo, _load_mapped
@@ -71,20 +72,18 @@ def format_size(nbytes: int) -> str:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     path = args.file
+    # A file that is missing, unreadable or malformed is bad input: status 2, one line, in the
+    # format of every sadl command (sadl.cli).
     try:
         kind, index, notes = describe(path)
     except FileNotFoundError:
-        print(f"sadl inspect: {path}: no such file", file=sys.stderr)
-        return 1
+        raise CommandError(f"{path}: no such file") from None
     except IsADirectoryError:
-        print(f"sadl inspect: {path}: is a directory, not a file", file=sys.stderr)
-        return 1
+        raise CommandError(f"{path}: is a directory, not a file") from None
     except SadlFormatError as exc:
-        print(f"sadl inspect: {exc}", file=sys.stderr)
-        return 1
+        raise CommandError(str(exc)) from None
     except OSError as exc:
-        print(f"sadl inspect: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
     total = sum(info.nbytes for info in index)
     elements = sum(info.size for info in index)
     print(f"{path}: {kind}, {len(index)} tensor{'s' if len(index) != 1 else ''}")
