@@ -396,7 +396,7 @@ def _distribution(ep: Any) -> tuple[str, str]:
 
 def _first_frame_outside_sadl() -> int:
     """The ``stacklevel`` that makes a warning point at the user's line, not at sadl's."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep  # not sadl_layers/ and the like
     frame = sys._getframe(1)
     level = 1
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
@@ -406,7 +406,13 @@ def _first_frame_outside_sadl() -> int:
 
 
 def _describe(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
+    """``Type: message (at file:line)``, the line in the plugin's code where it failed."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep  # not sadl_layers/ and the like
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith((here, "<frozen "))  # sadl's own and the import system's
+    ]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
 
