@@ -139,9 +139,14 @@ class Registry:
         close = difflib.get_close_matches(name, list(self._records[kind]), n=3)
         return f"; did you mean {', '.join(close)}?" if close else ""
 
-    def provider_status(self, distribution: str, name: str, kind: str | None = None) -> str:
-        """Why ``name``, which ``distribution`` provides, is not available, and what to do."""
-        what = f"{name!r} is provided by {distribution}"
+    def provider_status(
+        self, distribution: str, name: str, kind: str | None = None, what: str = ""
+    ) -> str:
+        """Why ``name``, which ``distribution`` provides, is not available, and what to do.
+
+        ``what`` starts the sentence (default ``'name' is provided by distribution``).
+        """
+        what = what or f"{name!r} is provided by {distribution}"
         info = next((p for p in self.plugins if p.distribution == distribution), None)
         if info is None:
             return f"{what}, which is not installed: {install_command(distribution)}"
@@ -167,9 +172,8 @@ class Registry:
         distribution = KNOWN_COMMANDS.get(command)
         if distribution is None:
             return ""
-        return self.provider_status(distribution, command).replace(
-            f"{command!r} is provided by", f"'sadl {command}' is a command of", 1
-        )
+        what = f"'sadl {command}' is a command of {distribution}"
+        return self.provider_status(distribution, command, what=what)
 
     # ------------------------------------------------------------------ loading
     def load(self, entry_points: Iterable[Any] | None = None) -> None:
