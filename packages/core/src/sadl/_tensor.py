@@ -303,9 +303,6 @@ class Tensor(
         return (_rebuild, (type(self), self.numpy(), self.requires_grad))
 
 
-_requires_grad_slot: Any = Tensor.__dict__["requires_grad"]
-
-
 class Parameter(Tensor):
     """A Tensor that is a trainable weight: floating dtypes only, requires grad unless frozen.
 
@@ -331,27 +328,23 @@ class Parameter(Tensor):
                 "or float data"
             )
         param = new_tensor(arr, cls=cls)
-        param.requires_grad = requires_grad
+        param.requires_grad_(requires_grad)
         return param  # type: ignore[return-value]
 
-    @property  # type: ignore[override]
-    def requires_grad(self) -> builtins.bool:
-        """True unless the parameter is frozen."""
-        return _requires_grad_slot.__get__(self, Parameter)  # type: ignore[no-any-return]
-
-    @requires_grad.setter
-    def requires_grad(self, value: builtins.bool) -> None:
-        if not isinstance(value, builtins.bool | np.bool_):
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Only assignments are checked (reads stay a plain slot, free on the hot path).
+        if name == "requires_grad" and not isinstance(value, builtins.bool | np.bool_):
             raise TypeError(
                 f"Parameter.requires_grad must be True or False, got {value!r}; set it to "
                 "False to freeze the parameter"
             )
-        _requires_grad_slot.__set__(self, builtins.bool(value))
+        object.__setattr__(self, name, value)
 
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         """Unfreeze (True) or freeze (False) this parameter in place; returns it."""
-        self.requires_grad = requires_grad
-        return self
+        if not isinstance(requires_grad, builtins.bool | np.bool_):
+            raise TypeError(f"requires_grad_ takes True or False, got {requires_grad!r}")
+        return super().requires_grad_(builtins.bool(requires_grad))
 
     def copy_to_device(self, device: str | Device | builtins.int) -> Parameter:
         """A copy on ``device`` that is a Parameter too (py-sadl's name; see ``to``)."""
