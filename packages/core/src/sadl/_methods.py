@@ -68,9 +68,7 @@ class TensorLike(Protocol):
     def clip(self, a_min: Any = None, a_max: Any = None) -> Tensor: ...
     def round(self, decimals: builtins.int = 0) -> Tensor: ...
     def astype(self, dtype: Any, copy: builtins.bool = True) -> Tensor: ...
-    def to(
-        self, device: str | Device | builtins.int | None = None, dtype: Any = None
-    ) -> Tensor: ...
+    def to(self, device: str | Device | None = None, dtype: Any = None) -> Tensor: ...
 
 
 def _axis(axis: Any, dim: Any, name: str) -> Any:
@@ -569,9 +567,7 @@ class ConversionMethods:
             return cast("Tensor", self)
         return _apply(_sp.ASTYPE, (self,), {"dtype": dtype})
 
-    def to(
-        self: TensorLike, device: str | Device | builtins.int | None = None, dtype: Any = None
-    ) -> Tensor:
+    def to(self: TensorLike, device: str | Device | None = None, dtype: Any = None) -> Tensor:
         """A copy on ``device`` and/or as ``dtype``; differentiable."""
         out = cast("Tensor", self)
         if dtype is not None and np.dtype(dtype) != self.dtype:
@@ -582,10 +578,6 @@ class ConversionMethods:
                 params = {"device": str(target), "source": str(source)}
                 out = _apply(_sp.TO_DEVICE, (out,), params)
         return out
-
-    def copy_to_device(self: TensorLike, device: str | Device | builtins.int) -> Tensor:
-        """py-sadl's name for ``to(device)`` (an int N is ``"cuda:N"``)."""
-        return cast("Tensor", self).to(device)
 
     def cpu(self: TensorLike) -> Tensor:
         """This tensor on the CPU."""

@@ -153,6 +153,10 @@ class Tensor(
         _engine.retain_grad(self)
         return self
 
+    def copy_to_device(self, device: str | Device | builtins.int) -> Tensor:
+        """py-sadl's name for ``to(device)`` (an int N is ``"cuda:N"``)."""
+        return self.to(device)  # type: ignore[arg-type]
+
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and version counter)."""
         return new_tensor(self.data, None, self._version)
