@@ -162,3 +162,25 @@ def test_version_lists_every_first_party_plugin():
     assert result.returncode == 0
     for dist in ("sadl-layers", "sadl-optim", "sadl-serialize", "sadl-models"):
         assert f"  {dist} 0." in result.stdout
+
+
+@pytest.mark.parametrize(
+    "command, plugin, distribution",
+    [
+        ("train", "models", "sadl-models"),
+        ("generate", "models", "sadl-models"),
+        ("inspect", "serialize", "sadl-serialize"),
+        ("launch", "distributed", "sadl-distributed"),
+    ],
+)
+def test_a_blocked_plugins_command_names_its_package(command, plugin, distribution):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
+    env["SADL_DISABLE_PLUGINS"] = plugin
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", command], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"sadl: error: 'sadl {command}' is a command of {distribution}, whose plugin "
+        f"{plugin!r} is blocked by SADL_DISABLE_PLUGINS={plugin} (remove {plugin!r} from it)\n"
+    )

@@ -40,7 +40,12 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
 }
 
 #: Subcommands of ``sadl`` that first-party plugins add.
-KNOWN_COMMANDS = {"train": "sadl-models", "generate": "sadl-models", "inspect": "sadl-serialize"}
+KNOWN_COMMANDS = {
+    "train": "sadl-models",
+    "generate": "sadl-models",
+    "inspect": "sadl-serialize",
+    "launch": "sadl-distributed",
+}
 
 #: First-party distributions that ``pip install NAME`` finds on PyPI (none yet).
 PUBLISHED: frozenset[str] = frozenset()
@@ -52,6 +57,7 @@ CHECKOUT_DIRS = {
     "sadl-optim": "packages/optim",
     "sadl-serialize": "packages/serialize",
     "sadl-models": "packages/models",
+    "sadl-distributed": "packages/distributed",
 }
 
 

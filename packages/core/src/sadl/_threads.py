@@ -6,9 +6,9 @@ thread, and on a machine shared with other work it can be many times slower (see
 in docs/getting-started.md). The environment variables (``OPENBLAS_NUM_THREADS=1``) only work
 before NumPy is imported; threadpoolctl changes the running process, whichever BLAS it is.
 
-threadpoolctl is optional for sadl-core (its runtime dependencies stay numpy and pluggy):
-``sadl-core[threads]`` installs it, and sadl-models, whose ``sadl train --threads`` uses it,
-depends on it.
+threadpoolctl is optional for sadl-core (its runtime dependencies stay numpy and pluggy): the
+``threads`` extra of sadl-core installs it, and sadl-models, whose ``sadl train --threads`` uses
+it, depends on it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,6 @@ def _threadpoolctl(caller: str) -> Any:
     except ImportError:
         raise ModuleNotFoundError(
             f"sadl.{caller} needs threadpoolctl, which is not installed: "
-            f"{install_command('threadpoolctl')} (or install 'sadl-core[threads]')"
+            f"{install_command('threadpoolctl')}"
         ) from None
     return threadpoolctl

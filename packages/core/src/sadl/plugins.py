@@ -32,7 +32,7 @@ from sadl._errors import (
 from sadl._hookspecs import hookimpl
 from sadl._host import registry
 from sadl._host import reload_plugins as _reload
-from sadl._known import KNOWN_PROVIDERS
+from sadl._known import KNOWN_PROVIDERS, install_command
 from sadl._records import Example, FormatDef, LayerDef, ModelDef, OpDef, OptimizerDef
 from sadl._version import API_VERSION, __version__
 
@@ -51,6 +51,7 @@ __all__ = [
     "UnknownNameError",
     "hookimpl",
     "hookspecs",
+    "install_command",
     "known_providers",
     "plugins",
     "reload_plugins",

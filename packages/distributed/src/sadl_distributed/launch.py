@@ -60,10 +60,12 @@ def find_mpiexec(environ: Mapping[str, str] = os.environ) -> str:
     found = shutil.which("mpiexec", path=environ.get("PATH"))
     if found:
         return found
+    from sadl.plugins import install_command  # only on this error path: the launcher stays light
+
     raise FileNotFoundError(
         "no mpiexec found (not next to this Python, not on PATH): install an MPI with "
-        "'pip install sadl-distributed[mpich]' (or 'pip install mpich'), or point SADL_MPIEXEC "
-        "at your MPI's mpiexec"
+        f"'{install_command('sadl-distributed', extra='mpich')}' (or 'pip install mpich'), or "
+        "point SADL_MPIEXEC at your MPI's mpiexec"
     )
 
 

@@ -150,7 +150,7 @@ def check_device(device: str) -> str:
         if count == 0:
             raise TrainError(
                 f"device {device!r} is not available: no CUDA device found (it needs a GPU "
-                "and CuPy: pip install 'sadl-core[gpu]')"
+                f"and CuPy: {sadl.plugins.install_command('sadl-core', extra='gpu')})"
             )
         if (parsed.index or 0) >= count:
             raise TrainError(f"device {device!r} is not available: found {count} CUDA device(s)")

@@ -1,8 +1,8 @@
 """Training on several processes: ``sadl train gpt --nproc N`` or ``mpiexec -n N sadl train gpt``.
 
 A plain run gets :class:`SingleProcess`, which changes nothing. A run that an MPI launcher started
-gets :class:`DataParallel`, through sadl-distributed (an optional dependency:
-``pip install 'sadl-models[distributed]'``): the model in ``DistributedDataParallel``, AdamW's
+gets :class:`DataParallel`, through sadl-distributed (an optional dependency, the extra
+``distributed`` of sadl-models): the model in ``DistributedDataParallel``, AdamW's
 state sharded over the ranks, each rank its share of every batch, the logged loss and Ctrl-C
 agreed on by all ranks, checkpoints written by rank 0, and log lines, the progress bar, the plot
 and the sample on rank 0 only. The loop itself does not know which one it has.
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import sadl_serialize
 from sadl.data import windows
+from sadl.plugins import install_command
 
 from sadl_models.train.config import TrainError
 
@@ -25,7 +26,6 @@ __all__ = ["DataParallel", "SingleProcess", "launch", "launched_by_mpi", "setup"
 
 #: Set by MPI launchers in the processes they start (MPICH and Intel MPI, Open MPI, PMIx).
 _LAUNCHER_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
-_INSTALL = "pip install 'sadl-models[distributed]'"
 
 
 def launched_by_mpi() -> bool:
@@ -144,6 +144,7 @@ def _distributed(why: str) -> Any:
         return _import_sadl_distributed()
     except ImportError:
         raise TrainError(
-            f"{why}, which needs sadl-distributed to train on several processes ({_INSTALL}); "
+            f"{why}, which needs sadl-distributed to train on several processes "
+            f"({install_command('sadl-models', extra='distributed')}); "
             "without it every process would train alone"
         ) from None
