@@ -49,7 +49,9 @@ boolean array, a string, a Python number) is passed through as a constant.
 * `require_api("1.0")` at the top of a plugin module makes it load only on a core that provides
   plugin API 1.x (status `incompatible` otherwise). `sadl.plugins.API_VERSION` is the core's.
 * `sadl.plugins.plugins()` lists plugins as dicts; `sadl.plugins.reload_plugins()` discovers again;
-  `sadl.plugins.known_providers()` says which first-party package provides which name.
+  `sadl.plugins.known_providers()` says which first-party package provides which name;
+  `sadl.plugins.install_command(distribution, extra=None)` is a command that installs it from
+  where the user is (for a plugin's own "this needs X" messages).
 * Errors: `PluginError`, `PluginConflictError`, `IncompatiblePluginError`, `UnknownNameError`;
   warnings: `SadlPluginWarning`.
 * What else a plugin may import from sadl:
