@@ -24,7 +24,7 @@ def test_find_mpiexec_prefers_the_environment_then_this_python(monkeypatch, tmp_
     if beside.exists():  # the test group installs the mpich wheel next to python
         assert launch.find_mpiexec({"PATH": ""}) == str(beside)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-    with pytest.raises(FileNotFoundError, match=r"sadl-distributed\[mpich\]"):
+    with pytest.raises(FileNotFoundError, match=r"install .*distributed\[mpich\]'"):
         launch.find_mpiexec({"PATH": str(tmp_path / "empty")})
 
 

@@ -30,7 +30,7 @@ def test_nproc_without_sadl_distributed_is_a_one_line_error(without_sadl_distrib
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "--nproc 2, which needs sadl-distributed" in err
-    assert "pip install 'sadl-models[distributed]'" in err
+    assert "install 'packages/models[distributed]'" in err  # from this checkout
 
 
 def test_an_mpi_launch_without_sadl_distributed_refuses_to_train_alone(

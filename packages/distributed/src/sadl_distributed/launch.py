@@ -64,7 +64,7 @@ def find_mpiexec(environ: Mapping[str, str] = os.environ) -> str:
 
     raise FileNotFoundError(
         "no mpiexec found (not next to this Python, not on PATH): install an MPI with "
-        f"'{install_command('sadl-distributed', extra='mpich')}' (or 'pip install mpich'), or "
+        f"{install_command('sadl-distributed', extra='mpich')} (or pip install mpich), or "
         "point SADL_MPIEXEC at your MPI's mpiexec"
     )
 
