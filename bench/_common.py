@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,13 +22,21 @@ def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (smoke test)")
+    parser.add_argument(
+        "--no-torch-compile", action="store_true", help="skip the torch.compile rows (slow)"
+    )
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     set_threads(args.threads)
     return args
 
 
-def set_threads(n: int) -> None:
-    """Pin BLAS and torch to ``n`` threads (env vars must be set before NumPy loads BLAS)."""
+def set_threads(n: int, torch_too: bool = True) -> None:
+    """Pin BLAS and torch to ``n`` threads (env vars must be set before NumPy loads BLAS).
+
+    ``torch_too=False`` leaves torch unimported: a process measuring sadl's peak RSS must not
+    carry torch's (about 150 MiB).
+    """
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
     try:
@@ -34,7 +45,7 @@ def set_threads(n: int) -> None:
         threadpool_limits(n)
     except ImportError:
         pass
-    torch = optional_torch()
+    torch = optional_torch() if torch_too else None
     if torch is not None:
         torch.set_num_threads(n)
 
@@ -74,3 +85,29 @@ def header(title: str, threads: int) -> None:
     print(f"\n### {title} ({threads} thread{'s' if threads > 1 else ''})\n", flush=True)
     print("| workload | sadl | reference | ratio (sadl time / reference time) | note |")
     print("|---|---|---|---|---|", flush=True)
+
+
+#: Seconds a torch.compile worker may take (it compiles C++ kernels first, minutes on one core).
+TORCH_COMPILE_TIMEOUT = 900
+
+
+def run_worker(script: str, worker: list[str], threads: int, quick: bool, timeout: float) -> Any:
+    """Run ``script --worker ...`` in a fresh process; its last stdout line is JSON.
+
+    Returns the decoded result, or a short string saying why there is none (it failed, or ran
+    out of time: torch.compile needs a C++ toolchain and may be unavailable).
+    """
+    cmd = [sys.executable, script, "--worker", *worker, "--threads", str(threads)]
+    if quick:
+        cmd.append("--quick")
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:.0f} s"
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        return f"failed: {lines[-1][:120] if lines else f'exit status {proc.returncode}'}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])

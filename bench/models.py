@@ -5,11 +5,15 @@ Configs (vocab 65, as tiny Shakespeare):
   M: block 128, 4 layers, 4 heads, 128 dims, batch 32
 Each (framework, config) runs in its own subprocess, so the peak RSS of one never includes
 another's. The reference is a PyTorch eager re-implementation with the same layout, run in the
-same session. Generation: tokens/s of ``GPT.generate`` with and without the KV cache (greedy).
+same session. The step also runs under ``sadl.compile`` (W3-S / W3-M compiled) and under
+``torch.compile`` (when it can: it needs a C++ toolchain and minutes of compiling; failures are
+reported in the row; ``--no-torch-compile`` skips it). Generation: tokens/s of ``GPT.generate``
+with and without the KV cache (greedy).
 
-Usage: python bench/models.py [--threads 1] [--quick]
-Budget (issue 8, at 1 thread): S and M step time <= 1.5x PyTorch eager; M peak RSS <= PyTorch's.
-The exit status is 1 when the budget is not met.
+Usage: python bench/models.py [--threads 1] [--quick] [--no-torch-compile]
+Budgets (at 1 thread): eager S and M step time <= 1.5x PyTorch eager, M peak RSS <= PyTorch's
+(issue 8); compiled S and M faster than PyTorch eager, compiled M peak RSS <= 0.8x PyTorch's
+(issue 13). The exit status is 1 when a budget is not met.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ CONFIGS: dict[str, dict[str, int]] = {
     "M": {"vocab": 65, "block": 128, "n_layer": 4, "n_head": 4, "n_embd": 128, "batch": 32},
 }
 BUDGET_TIME = 1.5
+BUDGET_COMPILED_TIME = 1.0
+BUDGET_COMPILED_RSS = 0.8
 #: The issue states the budget at one thread. With more threads PyTorch also parallelizes its
 #: elementwise kernels and attention while NumPy only threads BLAS, so the ratios there are
 #: reported, not judged.
@@ -63,7 +69,8 @@ def _generate_tokens(cfg_name: str, quick: bool) -> int:
 
 
 # ---------------------------------------------------------------------------------- workers
-def _sadl_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
+def _sadl_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> dict[str, float]:
+    import sadl
     from _common import best_time, peak_rss_mib
     from sadl_models.gpt import GPT
     from sadl_optim import AdamW, param_groups_for_weight_decay
@@ -74,17 +81,27 @@ def _sadl_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
     data = _batches(cfg, 4)
     i = [0]
 
-    def step() -> None:
-        x, y = data[i[0] % len(data)]
-        i[0] += 1
+    def train_step(x: Any, y: Any) -> Any:
         _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
+
+    run = sadl.compile(train_step) if compiled else train_step
+
+    def step() -> None:
+        x, y = data[i[0] % len(data)]
+        i[0] += 1
+        run(x, y)
 
     number, repeat = _repeats(cfg_name, quick)
     seconds = best_time(step, number=number, repeat=repeat, warmup=2)
     return {"seconds": seconds, "peak_rss_mib": peak_rss_mib()}
+
+
+def _sadl_compiled_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
+    return _sadl_step_worker(cfg_name, quick, compiled=True)
 
 
 def _torch_model(cfg: dict[str, int]) -> Any:
@@ -143,7 +160,7 @@ def _torch_model(cfg: dict[str, int]) -> Any:
     return GPT()
 
 
-def _torch_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
+def _torch_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> dict[str, float]:
     import torch
     from _common import best_time, peak_rss_mib
 
@@ -159,13 +176,18 @@ def _torch_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
     data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(cfg, 4)]
     i = [0]
 
-    def step() -> None:
-        x, y = data[i[0] % len(data)]
-        i[0] += 1
+    def train_step(x: Any, y: Any) -> None:
         _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
+    run = torch.compile(train_step) if compiled else train_step
+
+    def step() -> None:
+        x, y = data[i[0] % len(data)]
+        i[0] += 1
+        run(x, y)
 
     number, repeat = _repeats(cfg_name, quick)
     seconds = best_time(step, number=number, repeat=repeat, warmup=2)
@@ -216,9 +238,15 @@ def _torch_generate_worker(cfg_name: str, quick: bool) -> dict[str, float]:
     return {"uncached": n / best}
 
 
+def _torch_compile_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
+    return _torch_step_worker(cfg_name, quick, compiled=True)
+
+
 WORKERS = {
     ("sadl", "step"): _sadl_step_worker,
+    ("sadl-compiled", "step"): _sadl_compiled_step_worker,
     ("torch", "step"): _torch_step_worker,
+    ("torch-compile", "step"): _torch_compile_step_worker,
     ("sadl", "generate"): _sadl_generate_worker,
     ("torch", "generate"): _torch_generate_worker,
 }
@@ -241,15 +269,76 @@ def _run_worker(
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _compiled_rows(
+    cfg_name: str, args: argparse.Namespace, have_torch: bool, ref: dict[str, float] | None
+) -> int:
+    """sadl.compile and torch.compile next to PyTorch eager; returns the budgets missed."""
+    from _common import TORCH_COMPILE_TIMEOUT, row, run_worker
+
+    over = 0
+    judged = args.threads == BUDGET_THREADS
+    mine = _run_worker("sadl-compiled", "step", cfg_name, args.threads, args.quick)
+    if mine is None:
+        return 1
+    seconds = mine["seconds"]
+    if ref is None:
+        row(f"{cfg_name}: sadl.compile", f"{1 / seconds:.1f} steps/s", "n/a", "n/a", "")
+    else:
+        ratio = seconds / ref["seconds"]
+        ok = ratio < BUDGET_COMPILED_TIME
+        over += judged and not ok
+        row(
+            f"{cfg_name}: sadl.compile vs PyTorch eager",
+            f"{1 / seconds:.1f} steps/s ({seconds * 1e3:.1f} ms)",
+            f"{1 / ref['seconds']:.1f} steps/s ({ref['seconds'] * 1e3:.1f} ms)",
+            f"{ratio:.2f}",
+            f"budget < {BUDGET_COMPILED_TIME}: {'ok' if ok else 'OVER'}" if judged else "",
+        )
+        rss = mine["peak_rss_mib"] / ref["peak_rss_mib"]
+        note = ""
+        if cfg_name == "M":
+            ok = rss <= BUDGET_COMPILED_RSS
+            over += judged and not ok
+            note = f"budget <= {BUDGET_COMPILED_RSS}: {'ok' if ok else 'OVER'}" if judged else ""
+        row(
+            f"{cfg_name}: sadl.compile peak RSS",
+            f"{mine['peak_rss_mib']:.0f} MiB",
+            f"{ref['peak_rss_mib']:.0f} MiB",
+            f"{rss:.2f}",
+            note,
+        )
+    if have_torch and not args.no_torch_compile:
+        theirs = run_worker(
+            __file__,
+            ["torch-compile", "step", cfg_name],
+            args.threads,
+            args.quick,
+            TORCH_COMPILE_TIMEOUT,
+        )
+        if isinstance(theirs, str):
+            row(f"{cfg_name}: torch.compile", "-", "-", "-", f"torch.compile {theirs}")
+        else:
+            row(
+                f"{cfg_name}: sadl.compile vs torch.compile",
+                f"{1 / seconds:.1f} steps/s",
+                f"{1 / theirs['seconds']:.1f} steps/s ({theirs['seconds'] * 1e3:.1f} ms)",
+                f"{seconds / theirs['seconds']:.2f}",
+                "",
+            )
+    return over
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--worker", nargs=3, metavar=("FRAMEWORK", "KIND", "CONFIG"))
     args = parser.parse_args()
     from _common import header, optional_torch, row, set_threads
 
-    set_threads(args.threads)
+    # A sadl worker never imports torch: its peak RSS is sadl's own.
+    set_threads(args.threads, torch_too=not args.worker or args.worker[0].startswith("torch"))
     if args.worker:
         framework, kind, cfg = args.worker
         print(json.dumps(WORKERS[(framework, kind)](cfg, args.quick)))
@@ -301,6 +390,7 @@ def main() -> int:
         row(
             f"{cfg_name}: peak RSS", f"{mine['peak_rss_mib']:.0f} MiB", ref_mem, mem_ratio, mem_note
         )
+        over_budget += _compiled_rows(cfg_name, args, have_torch, ref)
 
     header("models: GPT generation, greedy, tokens/s (higher is better)", args.threads)
     for cfg_name in CONFIGS:

@@ -41,6 +41,8 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "testing",
             "viz",
             "_pysadl",
+            "_compile",
+            "_compile.*",
             "_builtin",
         ],
     ),

@@ -30,6 +30,7 @@ from sadl import (  # noqa: F401
 from sadl._adam import Adam
 from sadl._backward import RemovableHandle, grad, queue_backward_callback
 from sadl._checkpoint import checkpoint
+from sadl._compile import CompiledFunction, compile
 from sadl._creation import (
     arange,
     empty,
@@ -46,7 +47,13 @@ from sadl._creation import (
     zeros_like,
 )
 from sadl._defaults import get_default_dtype, set_default_dtype
-from sadl._errors import MissingGradientError, PluginConflictError, UnknownNameError
+from sadl._errors import (
+    CompileError,
+    CompileWarning,
+    MissingGradientError,
+    PluginConflictError,
+    UnknownNameError,
+)
 from sadl._grad_mode import (
     enable_grad,
     is_global_grad_mode_enabled,
@@ -72,6 +79,9 @@ from sadl.random import default_generator, manual_seed
 __all__ = [
     "SGD",
     "Adam",
+    "CompileError",
+    "CompileWarning",
+    "CompiledFunction",
     "Device",
     "Function",
     "MissingGradientError",
@@ -85,6 +95,7 @@ __all__ = [
     "arange",
     "backends",
     "checkpoint",
+    "compile",
     "cuda",
     "data",
     "default_generator",

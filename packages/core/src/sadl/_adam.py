@@ -21,6 +21,8 @@ class Adam(Optimizer):
     ``epsilon`` are accepted for ``betas`` and ``eps``.
     """
 
+    flat_update = True
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -83,17 +85,25 @@ def adam_update(
         else:
             grad = grad + weight_decay * data
     exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+    # torch's arithmetic, with one scratch array instead of a new array per expression:
+    # x * c computed into the scratch is the same number as c * x in a fresh array.
+    scratch = xp.asarray(xp.multiply(grad, 1.0 - beta1))  # an array even for 0-d parameters
     exp_avg *= beta1
-    exp_avg += (1.0 - beta1) * grad
+    exp_avg += scratch
+    xp.multiply(grad, grad, out=scratch)
+    scratch *= 1.0 - beta2
     exp_avg_sq *= beta2
-    exp_avg_sq += (1.0 - beta2) * (grad * grad)
+    exp_avg_sq += scratch
     bias_correction1 = 1.0 - beta1**step
     bias_correction2 = 1.0 - beta2**step
     second = exp_avg_sq
     if group.get("amsgrad"):
         xp.maximum(state["max_exp_avg_sq"], exp_avg_sq, out=state["max_exp_avg_sq"])
         second = state["max_exp_avg_sq"]
-    denom = xp.sqrt(second)
+    same = scratch.dtype == second.dtype and scratch.shape == second.shape
+    denom = xp.sqrt(second, out=scratch) if same else xp.sqrt(second)
     denom /= math.sqrt(bias_correction2)
     denom += eps
-    data -= (lr / bias_correction1) * (exp_avg / denom)
+    xp.divide(exp_avg, denom, out=denom)
+    denom *= lr / bias_correction1
+    data -= denom

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sadl._adam import Adam
+from sadl._compile import CORE_PASSES
 from sadl._hookspecs import hookimpl
 from sadl._ops import (
     activations,
@@ -25,7 +26,7 @@ from sadl._ops import (
     shapes,
     special,
 )
-from sadl._records import OpDef, OptimizerDef
+from sadl._records import CompilePassDef, OpDef, OptimizerDef
 from sadl._sgd import SGD
 
 CORE_OPS: tuple[OpDef, ...] = (
@@ -54,3 +55,9 @@ def register_ops() -> Iterable[OpDef]:
 def register_optimizers() -> Iterable[OptimizerDef]:
     """Core's SGD and Adam."""
     return (OptimizerDef("SGD", SGD), OptimizerDef("Adam", Adam))
+
+
+@hookimpl
+def register_compile_passes() -> Iterable[CompilePassDef]:
+    """Core's passes of ``sadl.compile`` (folding, dead code, common subexpressions, memory)."""
+    return CORE_PASSES

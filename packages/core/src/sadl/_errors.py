@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
+    "CompileError",
+    "CompileWarning",
     "IncompatiblePluginError",
     "MissingGradientError",
     "PluginConflictError",
@@ -34,3 +36,11 @@ class UnknownNameError(AttributeError):
 
 class SadlPluginWarning(UserWarning):
     """A plugin was skipped because it failed to load (once per discovery)."""
+
+
+class CompileError(RuntimeError):
+    """``sadl.compile`` met Python it cannot replay (a tensor's value read into Python ...)."""
+
+
+class CompileWarning(UserWarning):
+    """``sadl.compile`` fell back or retraced often enough to cost more than it saves."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pluggy
 
-from sadl._records import FormatDef, LayerDef, ModelDef, OpDef, OptimizerDef
+from sadl._records import CompilePassDef, FormatDef, LayerDef, ModelDef, OpDef, OptimizerDef
 
 __all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec"]
 
@@ -194,6 +194,43 @@ def register_formats() -> Iterable[FormatDef]:
 
 
 @hookspec
+def register_compile_passes() -> Iterable[CompilePassDef]:
+    """Return passes for ``sadl.compile`` as ``CompilePassDef(name, run, order=50, fusion=False)``.
+
+    ``run(graph, context)`` edits the traced graph in place. A graph is a list of nodes in
+    program order (``graph.nodes``); a node calls ``node.func`` on ``node.args`` /
+    ``node.kwargs`` (trees whose leaves are values or literal parameters), returns
+    ``node.outputs`` and writes into ``node.writes`` in place. Values sharing memory share a
+    ``value.storage``; ``storage.const`` marks contents known while compiling,
+    ``storage.escapes`` memory handed out of the call. Effects (``node.kind`` other than
+    ``"call"``) must be kept in order. ``context.options.fusion`` is False when the user asked
+    for results identical to eager.
+
+    Passes run in ascending ``order``. Core's: ``fold_constants`` (10), ``dead_code`` (20),
+    ``common_subexpressions`` (30), ``shared_recomputation`` (35),
+    ``fuse_elementwise`` (50, fusion), ``flat_optimizer`` (60),
+    ``dead_code_final`` (70), ``memory_plan`` (90). A pass that changes how values are computed
+    (a fused kernel whose rounding differs from NumPy's) sets ``fusion=True`` and is skipped
+    under ``sadl.compile(fusion=False)``. ``docs/compile.md`` shows a complete example.
+
+    Example::
+
+        from sadl.plugins import CompilePassDef, hookimpl
+
+
+        def count_calls(graph, context):
+            calls = sum(1 for node in graph.nodes if node.kind == "call")
+            graph.notes.append(f"count_calls: {calls} calls")
+
+
+        @hookimpl
+        def register_compile_passes():
+            return [CompilePassDef("count_calls", count_calls, order=95)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
 def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add subcommands to the ``sadl`` command line.
 
@@ -238,4 +275,5 @@ KINDS: dict[str, RecordKind] = {
     "optimizers": RecordKind("register_optimizers", OptimizerDef, "optimizer"),
     "models": RecordKind("register_models", ModelDef, "model"),
     "formats": RecordKind("register_formats", FormatDef, "format"),
+    "compile_passes": RecordKind("register_compile_passes", CompilePassDef, "compile pass"),
 }

@@ -31,6 +31,7 @@ from typing import Any
 import pluggy
 
 from sadl import _dispatch, _hookspecs
+from sadl._compile.pipeline import install_pass_source
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -479,3 +480,10 @@ def _op_source() -> tuple[int, Mapping[str, OpDef]]:
 
 
 _dispatch.install_op_source(_op_source)
+
+
+def _pass_source() -> Mapping[str, Any]:
+    return registry().records("compile_passes")
+
+
+install_pass_source(_pass_source)

@@ -38,6 +38,11 @@ class Optimizer:
     (``requires_grad=False``) may be included: they get no gradient and are left alone.
     """
 
+    #: True when ``update`` is elementwise: the same arithmetic on every element, with state
+    #: arrays shaped like the parameter and per-group scalars. ``sadl.compile`` may then run it
+    #: once over a group's parameters packed into one flat buffer (same results, fewer calls).
+    flat_update: bool = False
+
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state: dict[Tensor, dict[str, Any]] = {}

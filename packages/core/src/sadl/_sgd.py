@@ -18,6 +18,8 @@ class SGD(Optimizer):
     (Nesterov) or ``b``. py-sadl's ``friction=f`` is accepted as ``momentum=1 - f``.
     """
 
+    flat_update = True
+
     def __init__(
         self,
         params: Iterable[Any],

@@ -33,11 +33,20 @@ from sadl._hookspecs import hookimpl
 from sadl._host import registry
 from sadl._host import reload_plugins as _reload
 from sadl._known import KNOWN_PROVIDERS, install_command
-from sadl._records import Example, FormatDef, LayerDef, ModelDef, OpDef, OptimizerDef
+from sadl._records import (
+    CompilePassDef,
+    Example,
+    FormatDef,
+    LayerDef,
+    ModelDef,
+    OpDef,
+    OptimizerDef,
+)
 from sadl._version import API_VERSION, __version__
 
 __all__ = [
     "API_VERSION",
+    "CompilePassDef",
     "Example",
     "FormatDef",
     "IncompatiblePluginError",

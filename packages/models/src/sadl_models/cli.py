@@ -153,6 +153,12 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
         help="train data-parallel in N processes on this machine (needs sadl-distributed; "
         "--batch-size is the global batch, split over them)",
     )
+    arg(
+        "--compile",
+        action="store_true",
+        help="trace the forward and backward pass once and replay it (sadl.compile); the "
+        "losses are the same as without",
+    )
     _add_threads(p)
     p.set_defaults(func=_cmd_train_gpt)
     _one_line_errors(p)
@@ -188,6 +194,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
             explicit=set(given),
             stop_after=args.stop_after,
             progress=args.progress,
+            compile=args.compile,
         )
     except (TrainError, CorpusError, TokenizerError) as exc:
         return _fail(prog, str(exc))

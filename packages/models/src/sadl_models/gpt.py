@@ -363,7 +363,9 @@ class GPT(Module):
             raise ValueError(
                 f"GPT: sequence of length {T} is longer than the block size {self.block_size}"
             )
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
+        # A boolean test, not the ids' values read into Python: under sadl.compile it is a
+        # guard that every replay checks again.
+        if ids.size and ((ids < 0) | (ids >= self.vocab_size)).any():
             raise ValueError(
                 f"GPT: token ids must be in [0, {self.vocab_size}), got values from "
                 f"{int(ids.min())} to {int(ids.max())}"

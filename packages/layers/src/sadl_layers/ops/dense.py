@@ -84,8 +84,11 @@ linear = OpDef(
 
 def _check_ids(fn, ids, num_embeddings):
     check_int(fn, "ids", ids)
-    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_embeddings):
-        bad = ids[(ids < 0) | (ids >= num_embeddings)].flat[0]
+    # A boolean test, not the ids' values read into Python: under sadl.compile it is a guard
+    # that every replay checks again.
+    outside = (ids < 0) | (ids >= num_embeddings)
+    if ids.size and outside.any():
+        bad = ids[outside].flat[0]
         raise ValueError(
             f"{fn}: ids holds {int(bad)}, expected ids in [0, {num_embeddings}) "
             f"(num_embeddings={num_embeddings})"

@@ -88,6 +88,7 @@ def train(
     stream: TextIO | None = None,
     plot: bool = True,
     on_step: Callable[[int, float], None] | None = None,
+    compile: bool = False,
 ) -> TrainResult:
     """Train (or with ``resume``, continue) a GPT, checkpointing into ``out_dir``.
 
@@ -95,6 +96,9 @@ def train(
     checkpoint). ``stop_after`` ends this session after that many steps (saving a checkpoint),
     as Ctrl-C does. ``stream`` receives the log lines (default stdout). ``progress``: True for
     a progress bar, False for none, None for a bar on a terminal and plain lines otherwise.
+    With ``compile`` the
+    forward and backward passes (and the evaluation's forward) run under ``sadl.compile``:
+    traced once, replayed after; the losses, checkpoints and samples are the same.
     """
     par = setup()
     if not par.is_main:  # rank 0 speaks for the run
@@ -165,10 +169,17 @@ def train(
         }
         save_run(ckpt_path, at, state, extra, par.save_checkpoint)
 
+    if compile and par.world_size > 1:
+        raise TrainError(
+            "--compile trains in one process: the gradient all-reduce of --nproc runs in "
+            "backward hooks, Python a compiled step does not replay"
+        )
+    steps = _Steps(model, gpt, optimizer, scheduler, config.grad_clip, compile)
+
     def evaluate() -> tuple[float, float]:
         if not par.is_main:  # only rank 0's numbers are logged and saved
             return math.nan, math.nan
-        return _evaluate(gpt, train_batches), _evaluate(gpt, val_batches)
+        return steps.evaluate(train_batches), steps.evaluate(val_batches)
 
     flag = StopFlag(out)
     session_steps = 0
@@ -194,7 +205,7 @@ def train(
                 x, y = par.windows(train_tokens, config.block_size, config.batch_size, rng)
                 if device != "cpu":
                     x, y = _to(x, device), _to(y, device)
-                value = par.mean(_step(model, optimizer, scheduler, x, y, config.grad_clip))
+                value = par.mean(steps.train(x, y))
                 seconds = time.perf_counter() - step_start
                 if not math.isfinite(value):
                     raise TrainError(
@@ -409,32 +420,60 @@ def _announce(
 # ------------------------------------------------------------------ steps
 
 
-def _step(
-    model: Any, optimizer: Any, scheduler: CosineWithWarmup, x: Any, y: Any, grad_clip: float
-) -> float:
-    """One training step on the batch (x, y); the batch loss."""
-    _, loss = model(x, y)
-    assert loss is not None
-    optimizer.zero_grad()
-    loss.backward()
-    clip_grad_norm(model.parameters(), grad_clip)
-    optimizer.step()
-    scheduler.step()
-    return float(loss.item())
+class _Steps:
+    """A training step and an evaluation pass, compiled with ``sadl.compile`` when asked.
 
+    Gradient clipping reads the gradients' norm into Python, so with ``compile`` the traced part
+    is the forward and backward pass; clipping, the AdamW step and the schedule run after it.
+    """
 
-@sadl.no_grad()
-def _evaluate(model: GPT, batches: list[tuple[Any, Any]]) -> float:
-    model.eval()
-    try:
-        total = 0.0
-        for x, y in batches:
-            _, loss = model(x, y)
-            assert loss is not None
-            total += float(loss.item())
-        return total / len(batches)
-    finally:
-        model.train()
+    def __init__(
+        self,
+        model: Any,
+        evaluated: GPT,
+        optimizer: Any,
+        scheduler: CosineWithWarmup,
+        grad_clip: float,
+        compiled: bool,
+    ) -> None:
+        self.model = model  # what trains (wrapped for data parallelism)
+        self.evaluated = evaluated  # the GPT itself
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.grad_clip = grad_clip
+        self._forward_backward = sadl.compile(self._loss_and_grads) if compiled else None
+        self._eval_loss = sadl.compile(self._loss) if compiled else self._loss
+
+    def _loss_and_grads(self, x: Any, y: Any) -> Any:
+        _, loss = self.model(x, y)
+        assert loss is not None
+        self.optimizer.zero_grad()
+        loss.backward()
+        return loss
+
+    def _loss(self, x: Any, y: Any) -> Any:
+        _, loss = self.evaluated(x, y)
+        assert loss is not None
+        return loss
+
+    def train(self, x: Any, y: Any) -> float:
+        """One training step on the batch (x, y); the batch loss."""
+        run = self._forward_backward or self._loss_and_grads
+        loss = run(x, y)
+        clip_grad_norm(self.model.parameters(), self.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        return float(loss.item())
+
+    def evaluate(self, batches: list[tuple[Any, Any]]) -> float:
+        """The mean loss over ``batches``, in evaluation mode and without gradients."""
+        self.evaluated.eval()
+        try:
+            with sadl.no_grad():
+                total = sum(float(self._eval_loss(x, y).item()) for x, y in batches)
+            return total / len(batches)
+        finally:
+            self.evaluated.train()
 
 
 def _to(array: np.ndarray[Any, Any], device: str) -> Any:

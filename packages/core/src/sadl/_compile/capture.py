@@ -1,0 +1,332 @@
+"""What a trace sees beyond arrays: tensors, modules' training flags and optimizer steps.
+
+A tensor that exists before the call (a parameter, an argument) is *adopted* the first time its
+``.data`` is read: its array becomes an external value and its data slot holds a traced view
+until the trace ends. Writing ``.grad`` or ``.data`` of such a tensor, setting a module's
+``training`` flag and stepping an optimizer are effects: replayed in order on every call. Reading
+a module's training flag, or a ``.grad`` that was None, becomes a guard checked before each
+replay (a change retraces).
+
+An optimizer step is one node: at replay it runs the optimizer's own update (per parameter, or
+over flat buffers once the ``flat_optimizer`` pass has packed them), so learning-rate schedules
+and step counts stay live instead of being frozen into the trace.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sadl._compile.ir import AsTensor, Graph, Value, iter_values
+from sadl._compile.traced import ACTIVE, TracedArray, plain
+from sadl._compile.tracer import Tracer
+from sadl._engine import is_tensor
+from sadl._errors import CompileError
+from sadl._grad_mode import enable_grad
+from sadl._tensor import Tensor
+
+__all__ = ["DATA", "GRAD", "Capture"]
+
+#: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing).
+DATA: Any = Tensor.__dict__["data"]
+GRAD: Any = Tensor.__dict__["grad"]
+
+
+class _Adopted:
+    """A tensor that existed before the traced call, and what it held then."""
+
+    __slots__ = ("arg", "grad_known", "ref", "version", "version_list")
+
+    def __init__(self, tensor: Tensor, arg: int | None) -> None:
+        self.ref = weakref.ref(tensor)
+        self.arg = arg  #: its position among the argument tensors, or None when captured
+        self.version_list = tensor._version
+        self.version = tensor._version[0]
+        self.grad_known = False  #: .grad was read or written during the trace
+
+
+class Capture(Tracer):
+    """A :class:`Tracer` that also records what happens to tensors, modules and optimizers."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.inputs: list[Value] = []
+        self.arg_tensors: list[Tensor] = []
+        self._adopted: dict[int, _Adopted] = {}
+        self._tensors: list[Tensor] = []  # strong refs while tracing, to restore their slots
+        self.data_guards: list[tuple[Any, Any]] = []  # (tensor ref, its array)
+        self.grad_guards: list[tuple[Any, Any]] = []  # (tensor ref or arg index, None / value)
+        self.training_guards: dict[int, tuple[Any, bool]] = {}
+        self._training_set: set[int] = set()
+        self._optimizer_bumps: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ arguments
+    def adopt_arguments(self, tree: Any) -> Any:
+        """The arguments with each array replaced by its traced view (tensors keep their object,
+        their data slot is traced). Leaves are numbered in walking order, as the replay does.
+        """
+        if isinstance(tree, Tensor):
+            if tree._node is not None and tree.requires_grad:
+                raise CompileError(
+                    "sadl.compile: an argument is a tensor attached to an autograd graph "
+                    "(computed outside the compiled function); a replay cannot extend that "
+                    "graph. Pass tree.detach(), or compute it inside the compiled function."
+                )
+            array = DATA.__get__(tree, Tensor)
+            if type(array) is TracedArray:  # the same tensor passed twice
+                self.inputs.append(array._v)
+                self.arg_tensors.append(tree)
+                return tree
+            value = self._argument(array)
+            self._adopt(tree, len(self.arg_tensors))
+            self.arg_tensors.append(tree)
+            DATA.__set__(tree, self.traced_of(value, array))
+            return tree
+        if type(tree) is np.ndarray:
+            return self.traced_of(self._argument(tree), tree)
+        if isinstance(tree, tuple | list):
+            return type(tree)(self.adopt_arguments(x) for x in tree)
+        if isinstance(tree, dict):
+            return {k: self.adopt_arguments(v) for k, v in tree.items()}
+        return tree
+
+    def _argument(self, array: Any) -> Value:
+        """The value of the next argument array (an array passed twice is one value: the
+        signature records which arguments were the same array).
+        """
+        index = len(self.inputs)
+        value = self.external(array, ("arg", index), f"arg{index}")
+        self.inputs.append(value)
+        return value
+
+    def _adopt(self, tensor: Tensor, arg: int | None) -> _Adopted:
+        record = self._adopted.get(id(tensor))
+        if record is None:
+            record = self._adopted[id(tensor)] = _Adopted(tensor, arg)
+            self._tensors.append(tensor)
+        return record
+
+    def _ref(self, record: _Adopted) -> Any:
+        """How effects name a tensor: ``("arg", i)`` or a weak reference."""
+        return ("arg", record.arg) if record.arg is not None else record.ref
+
+    # ------------------------------------------------------------------ tensor attributes
+    def read_data(self, tensor: Tensor, array: Any) -> Any:
+        """``tensor.data`` holds a plain array: adopt it (captured by identity), trace it."""
+        if not isinstance(array, np.ndarray):
+            return array
+        self._adopt(tensor, None)
+        value = self.external(array, ("data", array))
+        self.data_guards.append((weakref.ref(tensor), array))
+        traced = self.traced_of(value, array)
+        DATA.__set__(tensor, traced)
+        return traced
+
+    def write_data(self, tensor: Tensor, new: Any) -> None:
+        """``tensor.data = new``: an effect on a tensor that outlives the call."""
+        record = self._adopted.get(id(tensor))
+        if record is not None:
+            value = self._value_of(new)
+            if value is not None:
+                node = self.effect("set_data", "set .data", (value,), tensor=self._ref(record))
+                self.note_irreversible(node)
+        DATA.__set__(tensor, new)
+
+    def read_grad(self, tensor: Tensor, grad: Any) -> Any:
+        """``tensor.grad`` read: a guard on what it held at entry, or a value read per call."""
+        record = self._adopted.get(id(tensor))
+        if record is None or record.grad_known or type(grad) is TracedArray:
+            return grad
+        record.grad_known = True
+        if grad is None:
+            self.grad_guards.append((self._ref(record), None))
+            return None
+        if is_tensor(grad) or not isinstance(grad, np.ndarray):
+            raise CompileError(
+                "sadl.compile: a .grad holding a Tensor (left by backward(create_graph=True)) "
+                "cannot be read in a compiled function"
+            )
+        value = self.external(grad, ("grad", self._ref(record)))
+        self.grad_guards.append((self._ref(record), value))
+        traced = self.traced_of(value, grad)
+        GRAD.__set__(tensor, traced)
+        return traced
+
+    def write_grad(self, tensor: Tensor, grad: Any) -> None:
+        """``tensor.grad = grad``: replayed in order (None, or an array of the graph)."""
+        record = self._adopted.get(id(tensor))
+        if record is not None:
+            record.grad_known = True
+            if grad is None:
+                self.effect("set_grad", "set .grad = None", (), tensor=self._ref(record))
+            else:
+                value = self._value_of(grad)
+                if value is None:
+                    raise CompileError(
+                        "sadl.compile: .grad was set to a Tensor (backward(create_graph=True)); "
+                        "a compiled function can only hand out array gradients"
+                    )
+                node = self.effect("set_grad", "set .grad", (value,), tensor=self._ref(record))
+                self.note_irreversible(node)
+        GRAD.__set__(tensor, grad)
+
+    def _value_of(self, array: Any) -> Value | None:
+        if type(array) is TracedArray and array._v is not None and self.owns(array._v):
+            return array._v  # type: ignore[no-any-return]
+        if type(array) is np.ndarray:
+            return self.external(array, ("const", array))
+        return None
+
+    # ------------------------------------------------------------------ modules
+    def read_training(self, module: Any, flag: bool) -> None:
+        """A module's ``training`` flag was read: replay only while it still holds ``flag``."""
+        key = id(module)
+        if key not in self._training_set and key not in self.training_guards:
+            self.training_guards[key] = (weakref.ref(module), bool(flag))
+
+    def write_training(self, module: Any, flag: bool) -> None:
+        """``module.training = flag`` inside the function: replayed as an effect."""
+        self._training_set.add(id(module))
+        self.effect("set_training", f"{type(module).__name__}.training = {flag}", module=module)
+
+    # ------------------------------------------------------------------ optimizers
+    def optimizer_step(self, optimizer: Any, closure: Any, step: Callable[..., Any]) -> Any:
+        """``optimizer.step()``: one node that runs the optimizer's own update at replay."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        params: list[Any] = []
+        grads: list[Value] = []
+        datas: list[Value] = []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                grad = p.grad  # through the traced property: guards a None that was there
+                if grad is None:
+                    continue
+                value = self._value_of(grad)
+                if value is None:
+                    raise CompileError(
+                        "sadl.compile: optimizer.step() found a Tensor in .grad "
+                        "(backward(create_graph=True)); step outside the compiled function"
+                    )
+                data = self._value_of(p.data)
+                assert data is not None
+                params.append(p)
+                grads.append(value)
+                datas.append(data)
+        node = self.effect(
+            "optimizer",
+            f"{type(optimizer).__name__}.step",
+            (*grads, *datas),
+            optimizer=optimizer,
+            params=params,
+            step=step,
+        )
+        node.writes = tuple(datas)
+        for v in datas:
+            self._set_nonconst(v.storage)
+        self.note_irreversible(node)
+        self._run_untraced(step, optimizer, params)
+        return loss
+
+    def _run_untraced(self, step: Callable[..., Any], optimizer: Any, params: list[Any]) -> None:
+        """Run the real step on plain arrays (so the trace's own call updates for real)."""
+        saved = [(p, DATA.__get__(p, Tensor), GRAD.__get__(p, Tensor)) for p in params]
+        for p, data, grad in saved:
+            DATA.__set__(p, plain(data) if type(data) is TracedArray else data)
+            GRAD.__set__(p, plain(grad) if type(grad) is TracedArray else grad)
+        tracer, ACTIVE.tracer = ACTIVE.tracer, None
+        try:
+            before = {id(p._version): p._version[0] for p in params}
+            step(optimizer)
+            for p in params:
+                key = id(p._version)
+                if key in before:
+                    bumps = p._version[0] - before.pop(key)
+                    self._optimizer_bumps[key] = self._optimizer_bumps.get(key, 0) + bumps
+        finally:
+            ACTIVE.tracer = tracer
+            for p, data, grad in saved:
+                DATA.__set__(p, data)
+                GRAD.__set__(p, grad)
+
+    # ------------------------------------------------------------------ the end
+    def finish(self, result: Any) -> tuple[Graph, Any]:
+        """Restore every adopted tensor, add the version effects, and build the graph.
+
+        Returns the graph and the call's result (tensors detached, arrays plain).
+        """
+        outputs = self._output_template(result)
+        first = _plain_result(result)
+        self.restore()
+        seen: set[int] = set()
+        for record in self._adopted.values():
+            key = id(record.version_list)
+            if key in seen:
+                continue
+            seen.add(key)
+            delta = record.version_list[0] - record.version - self._optimizer_bumps.get(key, 0)
+            if delta:
+                self.effect("version", f"version += {delta}", versions=record.version_list, n=delta)
+        for v in iter_values(outputs):
+            v.storage.escapes = True
+        for node in self.nodes:
+            if node.kind in ("set_grad", "set_data"):
+                for v in node.reads:
+                    v.storage.escapes = True
+        graph = Graph(self.name, self.inputs, self.nodes, outputs, self.values, self.storages)
+        graph.meta.update(
+            data_guards=[(t, a) for t, a in self.data_guards if t() is not None],
+            grad_guards=self.grad_guards,
+            training_guards=[g for g in self.training_guards.values() if g[0]() is not None],
+        )
+        return graph, first
+
+    def restore(self) -> None:
+        """Put plain arrays back into every adopted tensor (also when the trace failed)."""
+        for tensor in self._tensors:
+            data = DATA.__get__(tensor, Tensor)
+            if type(data) is TracedArray:
+                DATA.__set__(tensor, plain(data))
+            grad = GRAD.__get__(tensor, Tensor)
+            if type(grad) is TracedArray:
+                GRAD.__set__(tensor, plain(grad))
+        self._tensors.clear()
+
+    def _output_template(self, tree: Any) -> Any:
+        if isinstance(tree, Tensor):
+            node = tree._node
+            if node is not None and node.datas is not None:
+                raise CompileError(
+                    "sadl.compile: the function returns a tensor that requires grad and still "
+                    "has its autograd graph; a replay hands back arrays without a graph. Call "
+                    "backward() inside the compiled function, return .detach(), or compile "
+                    "under sadl.no_grad()."
+                )
+            inner = self._output_template(DATA.__get__(tree, Tensor))
+            return AsTensor(inner) if type(inner) is Value else inner
+        if type(tree) is TracedArray or type(tree) is np.ndarray:
+            return self._value_of(tree)
+        if isinstance(tree, tuple | list):
+            return type(tree)(self._output_template(x) for x in tree)
+        if isinstance(tree, dict):
+            return {k: self._output_template(v) for k, v in tree.items()}
+        return tree
+
+
+def _plain_result(tree: Any) -> Any:
+    """The traced call's result as an eager call returns it: plain arrays, detached tensors."""
+    if isinstance(tree, Tensor):
+        data = DATA.__get__(tree, Tensor)
+        return Tensor(plain(data) if type(data) is TracedArray else data)
+    if type(tree) is TracedArray:
+        return plain(tree)
+    if isinstance(tree, tuple | list):
+        return type(tree)(_plain_result(x) for x in tree)
+    if isinstance(tree, dict):
+        return {k: _plain_result(v) for k, v in tree.items()}
+    return tree

@@ -1,0 +1,325 @@
+"""The memory plan: every temporary array lives in a buffer allocated once, reused across calls.
+
+Walking the graph in order, each call that allocates a new array (a ufunc, a matmul, a
+reduction, a copy) gets a buffer from a pool and writes into it with ``out=``; once the last
+node reading any view of that memory has run, its buffer goes back to the pool for a later
+array (best fit by size; an elementwise ufunc may write straight into the buffer of an operand
+that dies at that very call). Buffers are laid out like the arrays they replace (same strides),
+so every view and copy NumPy makes downstream behaves as in the trace. Views of buffers and of
+captured arrays are computed once, while compiling.
+
+Arrays that leave the call (returned, stored as ``.grad``), arrays whose shape depends on data
+and arrays of calls without an ``out=`` stay fresh allocations, released as early as possible.
+The result is bit for bit the same: NumPy computes ``f(x, out=buf)`` exactly as ``f(x)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sadl._compile.ir import Graph, Node, Storage, Value, iter_values
+
+__all__ = ["memory_plan", "plan_stats"]
+
+_ndarray = np.ndarray
+_ALIGN = 64
+
+#: NumPy functions and ndarray methods that accept ``out=`` with the result's shape and dtype.
+_OUT_FUNCS: frozenset[Any] = frozenset(
+    {
+        np.dot,
+        np.einsum,
+        np.sum,
+        np.prod,
+        np.max,
+        np.min,
+        np.amax,
+        np.amin,
+        np.mean,
+        np.cumsum,
+        np.cumprod,
+        np.clip,
+        np.take,
+        np.concatenate,
+        np.stack,
+        np.round,
+        _ndarray.sum,
+        _ndarray.prod,
+        _ndarray.max,
+        _ndarray.min,
+        _ndarray.mean,
+        _ndarray.cumsum,
+        _ndarray.clip,
+        _ndarray.take,
+        _ndarray.dot,
+        _ndarray.all,
+        _ndarray.any,
+        _ndarray.round,
+    }
+)
+
+
+#: Constructors whose array is just memory (np.empty) or memory filled with a constant.
+_EMPTY: frozenset[Any] = frozenset({np.empty, np.empty_like})
+_FILLED: dict[Any, int] = {np.zeros: 0, np.zeros_like: 0, np.ones: 1, np.ones_like: 1}
+#: Calls that copy their first argument (converted, for astype): np.copyto into the buffer.
+_COPIES: frozenset[Any] = frozenset(
+    {_ndarray.copy, _ndarray.astype, np.copy, np.ascontiguousarray, np.array}
+)
+
+
+def writes_into(node: Node) -> str | None:
+    """How the node's single output can be made in a given buffer: ``"out"`` (pass ``out=``),
+    ``"empty"`` (the buffer is the result), ``"fill"`` / ``"copy"`` (``np.copyto`` into it).
+    """
+    if node.kind != "call" or len(node.outputs) != 1 or "out" in node.kwargs:
+        return None
+    key = node.key
+    if isinstance(key, tuple):
+        ufunc, method = key
+        ok = method in ("__call__", "reduce", "accumulate") and ufunc.nout == 1
+        return "out" if ok else None
+    func = node.func
+    if func in _OUT_FUNCS or node.meta.get("accepts_out"):
+        return "out"
+    if func in _EMPTY:
+        return "empty"
+    if func in _FILLED and not node.kwargs.get("fill_value"):
+        return "fill"
+    if func in _COPIES and node.args and type(node.args[0]) is Value:
+        order = node.kwargs.get("order", "K")
+        return "copy" if order in ("K", "A", "C") or node.outputs[0].strides else None
+    return None
+
+
+def _rewrite(node: Node, how: str, buffer: Any) -> bool:
+    """Make ``node`` produce its output in ``buffer``; False when the node is not needed."""
+    if how == "out":
+        node.kwargs = {**node.kwargs, "out": buffer}
+        return True
+    if how == "empty":
+        return False
+    out = node.outputs[0]
+    if how == "fill":
+        args: tuple[Any, ...] = (buffer, _FILLED[node.func])
+        kwargs: dict[str, Any] = {}
+        node.reads = ()
+    else:  # copy: np.copyto converts like astype / np.array do
+        args, kwargs = (buffer, node.args[0]), {"casting": "unsafe"}
+        node.reads = (node.args[0],)
+    node.func = node.key = np.copyto
+    node.label = "copyto"
+    node.args, node.kwargs = args, kwargs
+    node.outputs, node.writes = (), (out,)
+    return True
+
+
+def _elementwise(node: Node) -> bool:
+    key = node.key
+    return (
+        isinstance(key, tuple)
+        and key[1] == "__call__"
+        and key[0].signature is None
+        and key[0].nout == 1
+    )
+
+
+def _dense_layout(v: Value) -> tuple[int, ...] | None:
+    """The axis order (outermost first) in which ``v``'s strides are dense, or None."""
+    if len(v.shape) != len(v.strides):
+        return None
+    order = sorted(range(len(v.shape)), key=lambda i: -abs(v.strides[i]))
+    step = v.dtype.itemsize
+    for i in reversed(order):
+        if v.shape[i] != 1 and v.strides[i] != step:
+            return None
+        step *= v.shape[i]
+    return tuple(order)
+
+
+def _allocate(nbytes: int) -> Any:
+    raw = np.empty(nbytes + _ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % _ALIGN
+    return raw[start : start + nbytes]
+
+
+def _view(raw: Any, v: Value, order: tuple[int, ...]) -> Any:
+    """An array over ``raw`` with ``v``'s shape, dtype and strides."""
+    permuted = tuple(v.shape[i] for i in order)
+    flat = raw[: v.nbytes].view(v.dtype)
+    inverse = np.argsort(order)
+    return flat.reshape(permuted).transpose(tuple(int(i) for i in inverse))
+
+
+class _Slot:
+    """One buffer of the plan: its size and the arrays that take turns in it."""
+
+    __slots__ = ("capacity", "current", "free_at", "raw", "values")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.free_at = -1  # index of the node after which the slot is free (-1: in use)
+        self.current: Storage | None = None
+        self.values: list[tuple[Value, tuple[int, ...]]] = []
+        self.raw: Any = None
+
+
+def _last_uses(graph: Graph) -> dict[Storage, int]:
+    last: dict[Storage, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.reads:
+            last[v.storage] = i
+        for v in node.writes:
+            last[v.storage] = i
+        for v in node.outputs:
+            last.setdefault(v.storage, i)
+        source = node.meta.get("source")
+        if source is not None:
+            for v in source.reads:
+                last[v.storage] = i
+    return last
+
+
+def _plannable(v: Value, node: Node) -> bool:
+    s = v.storage
+    return (
+        s.kind == "temp"
+        and s.root is v
+        and not s.escapes
+        and not s.dynamic
+        and not s.const
+        and v.nbytes > 0
+    )
+
+
+def memory_plan(graph: Graph, context: Any) -> None:
+    """Give every temporary a reused buffer (``out=``), and hoist views of persistent arrays."""
+    last = _last_uses(graph)
+    slots: list[_Slot] = []
+    owner: dict[Storage, _Slot] = {}
+    planned = 0
+    rewrites: list[tuple[Node, str]] = []
+    for i, node in enumerate(graph.nodes):
+        how = writes_into(node)
+        if how is not None:
+            v = node.outputs[0]
+            order = _dense_layout(v)
+            if _plannable(v, node) and order is not None:
+                rewrites.append((node, how))
+                slot = _reuse_in_place(node, v, owner, last, i) or _best_fit(slots, v.nbytes, i)
+                slot.values.append((v, order))
+                slot.free_at = -1
+                slot.current = v.storage
+                owner[v.storage] = slot
+                node.meta["buffer"] = slots.index(slot) if slot in slots else len(slots)
+                if slot not in slots:
+                    slots.append(slot)
+                planned += 1
+        for storage in {v.storage for v in (*node.reads, *node.writes, *node.outputs)}:
+            held = owner.get(storage)
+            if held is not None and last.get(storage) == i and held.current is storage:
+                held.free_at = i
+    for slot in slots:
+        slot.raw = _allocate(slot.capacity)
+        for v, order in slot.values:
+            v.array = _view(slot.raw, v, order)
+    dropped = {id(node) for node, how in rewrites if not _rewrite(node, how, node.outputs[0].array)}
+    graph.nodes = [node for node in graph.nodes if id(node) not in dropped]
+    hoisted = _hoist_views(graph)
+    total = sum(s.capacity for s in slots)
+    graph.meta["arena_bytes"] = total
+    graph.notes.append(
+        f"memory_plan: {planned} arrays in {len(slots)} reused buffers "
+        f"({total / 2**20:.1f} MiB, allocated once); {hoisted} views computed once"
+    )
+
+
+def _reuse_in_place(
+    node: Node, v: Value, owner: dict[Storage, _Slot], last: dict[Storage, int], i: int
+) -> _Slot | None:
+    """An elementwise ufunc may overwrite an operand laid out exactly like its result that is
+    read for the last time here (NumPy handles ``np.add(a, b, out=a)`` exactly).
+    """
+    if not _elementwise(node):
+        return None
+    for operand in node.reads:
+        s = operand.storage
+        if (
+            s in owner
+            and last.get(s) == i
+            and s.root is operand
+            and operand.shape == v.shape
+            and operand.dtype == v.dtype
+            and operand.strides == v.strides
+            and sum(1 for r in node.reads if r.storage is s) == 1
+        ):
+            slot = owner[s]
+            if slot.capacity >= v.nbytes:
+                return slot
+    return None
+
+
+def _best_fit(slots: list[_Slot], nbytes: int, i: int) -> _Slot:
+    free = [s for s in slots if 0 <= s.free_at < i]
+    fitting = [s for s in free if s.capacity >= nbytes]
+    if fitting:
+        return min(fitting, key=lambda s: s.capacity)
+    if free:
+        slot = max(free, key=lambda s: s.capacity)
+        slot.capacity = nbytes  # grown: nothing is allocated before the plan is complete
+        return slot
+    return _Slot(nbytes)
+
+
+def _hoist_views(graph: Graph) -> int:
+    """Compute once the views (reshape, slice, transpose) of arrays that live across calls."""
+    persistent = {
+        v.index
+        for v in graph.values
+        if v.array is not None or (v.entry is not None and v.entry[0] in ("data", "const"))
+    }
+    kept: list[Node] = []
+    hoisted = 0
+    for node in graph.nodes:
+        if (
+            node.kind == "call"
+            and len(node.outputs) == 1
+            and not node.writes
+            and node.outputs[0].storage in {r.storage for r in node.reads}
+            and node.outputs[0].storage.kind != "input"
+            and all(r.index in persistent for r in node.reads)
+        ):
+            out = node.outputs[0]
+            args = _resolve(node.args)
+            kwargs = _resolve(node.kwargs)
+            assert node.func is not None
+            out.array = node.func(*args, **kwargs)
+            persistent.add(out.index)
+            hoisted += 1
+            continue
+        kept.append(node)
+    graph.nodes = kept
+    return hoisted
+
+
+def _resolve(tree: Any) -> Any:
+    if type(tree) is Value:
+        if tree.array is not None:
+            return tree.array
+        assert tree.entry is not None
+        return tree.entry[1]
+    if isinstance(tree, tuple):
+        return tuple(_resolve(x) for x in tree)
+    if isinstance(tree, list):
+        return [_resolve(x) for x in tree]
+    if isinstance(tree, dict):
+        return {k: _resolve(v) for k, v in tree.items()}
+    return tree
+
+
+def plan_stats(graph: Graph) -> dict[str, int]:
+    """Buffers and bytes of the plan (for benchmarks and tests)."""
+    outs = {v.index for v in iter_values(graph.outputs)}
+    return {"arena_bytes": int(graph.meta.get("arena_bytes", 0)), "outputs": len(outs)}

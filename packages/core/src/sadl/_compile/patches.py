@@ -1,0 +1,155 @@
+"""What tracing changes in the process while it runs, and puts back afterwards.
+
+* ``Tensor.data`` and ``Tensor.grad`` become properties, so the tracer sees the first read of a
+  tensor that existed before the call (and swaps in a traced view) and every assignment.
+* ``Module.training`` becomes a property, so the flags the function reads become guards.
+* ``Optimizer.step`` asks the tracer, which records one optimizer node.
+* NumPy's array constructors (``np.zeros``, ``np.asarray`` ...), which take no array to dispatch
+  on, are wrapped so a buffer made inside the function is part of the graph.
+* sadl's generators report their draws (``sadl.random.install_draw_observer``).
+
+Everything is installed for the duration of one trace, process-wide but acting only in the
+tracing thread (others see the original behaviour); traces run one at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from sadl import random as sadl_random
+from sadl._compile.capture import DATA, GRAD, Capture
+from sadl._compile.traced import ACTIVE, TracedArray
+from sadl._module import Function
+from sadl._optimizer import Optimizer
+from sadl._tensor import Tensor
+
+__all__ = ["CONSTRUCTORS", "tracing"]
+
+#: NumPy functions that make arrays without an array argument to dispatch on.
+CONSTRUCTORS = (
+    "array asarray asanyarray ascontiguousarray asfortranarray empty zeros ones full arange "
+    "linspace logspace geomspace eye identity tri frombuffer fromiter"
+).split()
+
+_LOCK = threading.RLock()
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+_TRAINING_DEFAULT = Function.__dict__["training"]
+_STEP = Optimizer.step
+
+
+def _capture() -> Capture | None:
+    tracer = ACTIVE.tracer
+    return tracer if isinstance(tracer, Capture) else None
+
+
+def _get_data(tensor: Tensor) -> Any:
+    data = DATA.__get__(tensor, Tensor)
+    capture = _capture()
+    if capture is None or type(data) is TracedArray:
+        return data
+    return capture.read_data(tensor, data)
+
+
+def _set_data(tensor: Tensor, value: Any) -> None:
+    capture = _capture()
+    if capture is None:
+        DATA.__set__(tensor, value)
+    else:
+        capture.write_data(tensor, value)
+
+
+def _get_grad(tensor: Tensor) -> Any:
+    grad = GRAD.__get__(tensor, Tensor)
+    capture = _capture()
+    if capture is None:
+        return grad
+    return capture.read_grad(tensor, grad)
+
+
+def _set_grad(tensor: Tensor, value: Any) -> None:
+    capture = _capture()
+    if capture is None:
+        GRAD.__set__(tensor, value)
+    else:
+        capture.write_grad(tensor, value)
+
+
+def _get_training(module: Any) -> bool:
+    flag = module.__dict__.get("training", _TRAINING_DEFAULT)
+    capture = _capture()
+    if capture is not None:
+        capture.read_training(module, flag)
+    return bool(flag)
+
+
+def _set_training(module: Any, flag: bool) -> None:
+    module.__dict__["training"] = flag
+    capture = _capture()
+    if capture is not None:
+        capture.write_training(module, flag)
+
+
+def _step(self: Any, closure: Any = None) -> Any:
+    capture = _capture()
+    if capture is None:
+        return _STEP(self, closure)
+    return capture.optimizer_step(self, closure, _STEP)
+
+
+def _observe_draw(generator: Any, method: str, args: Any, kwargs: Any) -> Any:
+    capture = _capture()
+    if capture is None:
+        return getattr(np.random.Generator, method)(generator, *args, **kwargs)
+    default = generator is sadl_random.default_generator()
+    return capture.draw(generator, default, method, args, kwargs)
+
+
+def _recording(name: str, original: Any) -> Any:
+    def constructor(*args: Any, **kwargs: Any) -> Any:
+        capture = _capture()
+        # NumPy's own Python code calls these too (np.broadcast_to calls np.array): those
+        # calls are part of whatever NumPy function is running, not of the traced program.
+        if (
+            capture is None
+            or capture.busy
+            or sys._getframe(1).f_code.co_filename.startswith(_NUMPY_DIR)
+        ):
+            return original(*args, **kwargs)
+        return capture.call(original, original, args, kwargs, name)
+
+    constructor.__name__ = name
+    constructor.__doc__ = original.__doc__
+    return constructor
+
+
+@contextlib.contextmanager
+def tracing(capture: Capture) -> Iterator[None]:
+    """Install the patches and make ``capture`` the tracer of this thread, for one trace."""
+    with _LOCK:
+        saved_numpy = {name: getattr(np, name) for name in CONSTRUCTORS}
+        try:
+            Tensor.data = property(_get_data, _set_data)  # type: ignore[assignment,misc]
+            Tensor.grad = property(_get_grad, _set_grad)  # type: ignore[assignment,misc]
+            Function.training = property(_get_training, _set_training)  # type: ignore[assignment]
+            Optimizer.step = _step  # type: ignore[method-assign]
+            for name, original in saved_numpy.items():
+                setattr(np, name, _recording(name, original))
+            sadl_random.install_draw_observer(_observe_draw)
+            ACTIVE.tracer = capture
+            yield
+        finally:
+            ACTIVE.tracer = None
+            sadl_random.install_draw_observer(None)
+            for name, original in saved_numpy.items():
+                setattr(np, name, original)
+            Optimizer.step = _STEP  # type: ignore[method-assign]
+            Function.training = _TRAINING_DEFAULT
+            Tensor.grad = GRAD  # type: ignore[misc]
+            Tensor.data = DATA  # type: ignore[misc]

@@ -1,0 +1,386 @@
+"""The tracer: runs a function for real and records every array call it makes into a graph.
+
+Arrays enter a trace as values with an *entry* (an argument, a tensor's ``.data`` or ``.grad``, a
+captured constant) and leave it as outputs or effects. Each recorded call notes which values it
+read, which it wrote in place and which it returned, and whether its result is *constant*
+(computed from nothing that changes between calls: those calls are folded away). Memory is
+tracked per :class:`~sadl._compile.ir.Storage`: a view shares the storage of its base.
+
+The tracer is driven from three sides: :class:`~sadl._compile.traced.TracedArray` (NumPy calls),
+``sadl._compile.patches`` (tensor attributes, modules' training flags, optimizer steps, random
+draws, NumPy's array constructors) and ``sadl._compile.api`` (arguments in, results out).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sadl._compile import rules
+from sadl._compile.ir import Node, Storage, Value
+from sadl._compile.traced import TracedArray, plain, unwrap_plain
+from sadl._compile.where import caller, source_line
+from sadl._errors import CompileError
+
+__all__ = ["Tracer"]
+
+_ndarray = np.ndarray
+_asarray = np.asarray  # the original: NumPy's constructors are wrapped while tracing
+
+
+def root_of(array: Any) -> Any:
+    """The array that owns ``array``'s memory (following ``.base`` through views)."""
+    while isinstance(array.base, _ndarray):
+        array = array.base
+    return array
+
+
+class Tracer:
+    """Records one call of a function: values, storages and nodes, in program order."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.values: list[Value] = []
+        self.storages: list[Storage] = []
+        self.nodes: list[Node] = []
+        self._traced: dict[int, weakref.ref[TracedArray]] = {}  # value index -> its array
+        self._roots: dict[int, tuple[Any, Storage]] = {}  # id(root array) -> (weakref, storage)
+        self._known: dict[int, tuple[Any, Value]] = {}  # id(plain array) -> (array, value)
+        self._storage_values: dict[int, list[Value]] = {}
+        self.irreversible: Node | None = None  #: the first effect a fallback could not undo
+        self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
+
+    def owns(self, value: Value) -> bool:
+        """Whether ``value`` belongs to this trace (an array of another trace is plain data)."""
+        v = self.values
+        return value.index < len(v) and v[value.index] is value
+
+    # ------------------------------------------------------------------ values and storages
+    def _storage(self, array: Any, kind: str, const: bool) -> tuple[Storage, bool]:
+        """The storage holding ``array`` (found by its memory's owner), and whether it is new."""
+        root = root_of(array)
+        hit = self._roots.get(id(root))
+        if hit is not None and hit[0]() is root:
+            return hit[1], False
+        storage = Storage(len(self.storages), kind, const)
+        self.storages.append(storage)
+        self._storage_values[storage.index] = []
+        key = id(root)
+        self._roots[key] = (weakref.ref(root, self._forget(key)), storage)
+        return storage, True
+
+    def _forget(self, key: int) -> Callable[[Any], None]:
+        """A weakref callback: the array owning memory ``key`` is gone (ids get reused)."""
+
+        def forget(_: Any) -> None:
+            self._roots.pop(key, None)
+
+        return forget
+
+    def _value(self, array: Any, storage: Storage, producer: Node | None, entry: Any) -> Value:
+        shape = tuple(int(n) for n in array.shape)
+        value = Value(len(self.values), storage, shape, array.dtype, array.strides, producer, entry)
+        self.values.append(value)
+        self._storage_values[storage.index].append(value)
+        if storage.const:
+            value.array = array
+        if storage.root is None and root_of(array) is array:
+            storage.root = value
+        return value
+
+    def wrap(self, array: Any, value: Value) -> TracedArray:
+        """A ``TracedArray`` view of ``array`` that stands for ``value``."""
+        traced = _ndarray.view(array, TracedArray)
+        traced._p = array
+        traced._v = value
+        self._traced[value.index] = weakref.ref(traced)
+        return traced
+
+    def traced_of(self, value: Value, array: Any) -> TracedArray:
+        """The live ``TracedArray`` of ``value`` (a new view of ``array`` if it was dropped)."""
+        ref = self._traced.get(value.index)
+        found = ref() if ref is not None else None
+        return found if found is not None else self.wrap(array, value)
+
+    def traced_base(self, traced: TracedArray, base: Any) -> Any:
+        """``traced.base``, as the traced array of the owner when the trace knows it."""
+        hit = self._known.get(id(base))
+        if hit is not None and hit[0] is base:
+            return self.traced_of(hit[1], base)
+        storage = traced._v.storage
+        root = storage.root
+        if root is not None and (ref := self._traced.get(root.index)) is not None:
+            owner = ref()
+            if owner is not None and plain(owner) is base:
+                return owner
+        return base
+
+    def external(self, array: Any, entry: Any, name: str = "") -> Value:
+        """The value of an array that exists outside the trace (found again by identity)."""
+        hit = self._known.get(id(array))
+        if hit is not None and hit[0] is array:
+            return hit[1]
+        kind = "input" if entry[0] == "arg" else "external"
+        const = entry[0] == "const" and not array.flags.writeable
+        storage, _ = self._storage(array, kind, const)
+        value = self._value(array, storage, None, entry)
+        value.name = name
+        self._known[id(array)] = (array, value)
+        return value
+
+    def _set_nonconst(self, storage: Storage) -> None:
+        if storage.const:
+            storage.const = False
+            for v in self._storage_values[storage.index]:
+                v.array = None
+
+    # ------------------------------------------------------------------ recording calls
+    def _unwrap(self, tree: Any, reads: list[Value], plains: list[Any]) -> tuple[Any, Any]:
+        """(plain tree to execute, template tree with Value leaves) of call arguments."""
+        kind = type(tree)
+        if kind is TracedArray:
+            value = tree._v
+            p = plain(tree)
+            if value is None:
+                raise CompileError(_orphan_message())
+            if not self.owns(value):
+                value = self.external(p, ("const", p))
+            reads.append(value)
+            plains.append(p)
+            return p, value
+        if kind is _ndarray:
+            value = self.external(tree, ("const", tree))
+            reads.append(value)
+            plains.append(tree)
+            return tree, value
+        if kind is tuple or kind is list:
+            pairs = [self._unwrap(x, reads, plains) for x in tree]
+            return kind(p for p, _ in pairs), kind(t for _, t in pairs)
+        if kind is dict:
+            out_p, out_t = {}, {}
+            for k, v in tree.items():
+                out_p[k], out_t[k] = self._unwrap(v, reads, plains)
+            return out_p, out_t
+        if rules.is_tensor(tree):
+            return self._unwrap(tree.data, reads, plains)
+        if isinstance(tree, _ndarray):  # another ndarray subclass: its plain view
+            return self._unwrap(_ndarray.view(tree, _ndarray), reads, plains)
+        return tree, tree
+
+    def ufunc(self, ufunc: np.ufunc, method: str, inputs: Any, kwargs: Any) -> Any:
+        """``TracedArray.__array_ufunc__``: record ``ufunc.method(*inputs, **kwargs)``.
+
+        A call that also involves a Tensor is the Tensor's to handle (NumPy then asks it).
+        """
+        if _has_tensor(inputs) or _has_tensor(kwargs.get("out", ())):
+            return NotImplemented
+        func = ufunc if method == "__call__" else getattr(ufunc, method)
+        label = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+        return self.call(func, (ufunc, method), inputs, kwargs, label)
+
+    def function(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """``TracedArray.__array_function__``: record ``func(*args, **kwargs)``."""
+        if _has_tensor(args) or _has_tensor(tuple(kwargs.values())):
+            return NotImplemented
+        if func in rules.METADATA:
+            return func(*unwrap_plain(args), **unwrap_plain(kwargs))
+        return self.call(func, func, args, kwargs, getattr(func, "__name__", repr(func)))
+
+    def call(
+        self, func: Any, key: Any, args: Any, kwargs: Any, label: str, kind: str = "call"
+    ) -> Any:
+        """Run ``func`` on the plain arrays and record the call; returns traced results."""
+        reads: list[Value] = []
+        plains: list[Any] = []
+        plain_args, targs = self._unwrap(tuple(args), reads, plains)
+        plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
+        writes = rules.written(func, key, targs, tkwargs)
+        data_reads = reads if func not in rules.SHAPE_ONLY else []
+        const = kind == "call" and all(v.storage.const for v in data_reads)
+        self.busy += 1
+        try:
+            result = func(*plain_args, **plain_kwargs)
+        finally:
+            self.busy -= 1
+        if result is None and not writes and kind == "call":
+            writes = tuple(dict.fromkeys(reads))  # an unknown function that mutates its inputs
+        node = Node(kind, func, key, targs, tkwargs, reads=tuple(reads), writes=writes)
+        node.label = label
+        node.where = caller()
+        node.const = const
+        if rules.dynamic_shape(func, key, reads):
+            node.meta["dynamic"] = True
+        for v in reads:
+            if not const:
+                v.storage.nonconst_read = True
+        for w in writes:
+            storage = w.storage
+            if not const or storage.nonconst_read:
+                self._set_nonconst(storage)
+            if storage.kind != "temp":
+                self.note_irreversible(node)
+        out = self._outputs(result, node, plains, reads)
+        if node.outputs or node.writes or kind != "call":
+            self.nodes.append(node)
+        return out
+
+    def _outputs(self, result: Any, node: Node, plains: list[Any], reads: list[Value]) -> Any:
+        if isinstance(result, _ndarray):
+            return self._output(result, node, plains, reads)
+        if isinstance(result, np.generic):
+            out = self._output(_asarray(result), node, plains, reads)
+            out._v.scalar = True
+            return out
+        if (
+            isinstance(result, tuple | list)
+            and result
+            and all(isinstance(r, _ndarray | np.generic) for r in result)
+        ):
+            return type(result)(self._outputs(r, node, plains, reads) for r in result)
+        if result is None or node.const:
+            return result
+        return self._python_value(result, node)
+
+    def _output(self, array: Any, node: Node, plains: list[Any], reads: list[Value]) -> Any:
+        for p, v in zip(plains, reads):
+            if array is p:
+                return self.traced_of(v, p)  # the call returned one of its inputs
+        dynamic = node.meta.get("dynamic") or any(v.storage.dynamic for v in reads)
+        storage, new = self._storage(array, "temp", node.const)
+        if new:
+            storage.dynamic = bool(dynamic)
+        value = self._value(array, storage, node, None)
+        node.outputs = (*node.outputs, value)
+        return self.wrap(array, value)
+
+    def _python_value(self, result: Any, node: Node) -> Any:
+        """A call returned a Python value computed from the inputs (``np.count_nonzero``)."""
+        if isinstance(result, bool | np.bool_):
+            return self._guard(node, bool(result), node.label)
+        raise CompileError(_read_message(f"np.{node.label}(...)", node.label, tensor_level=False))
+
+    # ------------------------------------------------------------------ values read into Python
+    def host_read(self, traced: TracedArray, what: str, convert: Any) -> Any:
+        """``bool(a)``, ``a.item()``, ``float(a)``...: allowed for constants, a guard for a
+        ``bool`` of an array in op code, an error for anything else.
+        """
+        value = traced._v
+        result = convert(plain(traced))
+        if value.storage.const:
+            return result
+        frame = sys._getframe(3)  # host_read <- _host_read <- TracedArray.<method> <- caller
+        tensor_level = frame.f_code.co_filename.endswith(("_tensor.py", "_methods.py"))
+        if tensor_level:
+            what = _TENSOR_READS.get(frame.f_code.co_name, what)
+        elif what == "bool":
+            read = Node("call", bool, bool, (value,), {}, reads=(value,))
+            read.label, read.where = "bool", caller()
+            return self._guard(read, result, "bool")
+        raise CompileError(_read_message(what, traced, tensor_level))
+
+    def _guard(self, source: Node, expected: bool, label: str) -> bool:
+        """Record that ``source`` (a call returning a bool) must give ``expected`` on replay."""
+        guard = Node("guard", None, None, (), {}, reads=source.reads)
+        guard.label, guard.where = f"guard {label} is {expected}", caller()
+        guard.meta.update(source=source, expected=expected)
+        if self.irreversible is not None:
+            raise CompileError(
+                f"sadl.compile: a value-dependent branch ({source_line(guard.where)}) comes after "
+                f"the function changed state that outlives the call "
+                f"({self.irreversible.label} at {source_line(self.irreversible.where)}); a "
+                "replay that takes the other branch could not fall back to running eagerly. "
+                "Move the condition before the update or out of the compiled function."
+            )
+        self.nodes.append(guard)
+        return expected
+
+    def note_irreversible(self, node: Node) -> None:
+        """``node`` changed state outside the call: a later guard could not fall back."""
+        if self.irreversible is None:
+            self.irreversible = node
+
+    # ------------------------------------------------------------------ effects
+    def effect(self, kind: str, label: str, reads: tuple[Value, ...] = (), **meta: Any) -> Node:
+        """Record an effect node (``set_grad``, ``set_data``, ``set_training``, ``optimizer``)."""
+        node = Node(kind, None, None, (), {}, reads=reads)
+        node.label, node.where = label, caller()
+        node.meta.update(meta)
+        self.nodes.append(node)
+        return node
+
+    def draw(self, generator: Any, default: bool, method: str, args: Any, kwargs: Any) -> Any:
+        """A random draw from ``generator`` (sadl's default one when ``default``): recorded."""
+        func = getattr(np.random.Generator, method)
+        reads: list[Value] = []
+        plains: list[Any] = []
+        plain_args, targs = self._unwrap(tuple(args), reads, plains)
+        plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
+        self.busy += 1
+        try:
+            result = func(generator, *plain_args, **plain_kwargs)
+        finally:
+            self.busy -= 1
+        node = Node("draw", func, None, targs, tkwargs, reads=tuple(reads))
+        node.label, node.where = f"random.{method}", caller()
+        node.meta.update(generator=None if default else generator, method=method)
+        self.nodes.append(node)
+        if not isinstance(result, _ndarray | np.generic):
+            raise CompileError(
+                f"sadl.compile: random.{method}(...) at {source_line(node.where)} returned a "
+                "Python value; a compiled function can only replay draws of arrays (pass size=)"
+            )
+        return self._outputs(result, node, plains, reads)
+
+
+#: Tensor methods that read values, and what the refusal calls them.
+_TENSOR_READS = {
+    "__bool__": "bool",
+    "__float__": "float",
+    "__int__": "int",
+    "__index__": "index",
+    "item": "item",
+    "tolist": "tolist",
+}
+
+
+def _has_tensor(items: Any) -> bool:
+    """Whether a Tensor is among ``items`` (or inside a list or tuple among them)."""
+    if not isinstance(items, tuple | list):
+        items = (items,)
+    for item in items:
+        if rules.is_tensor(item):
+            return True
+        if isinstance(item, tuple | list) and any(rules.is_tensor(x) for x in item):
+            return True
+    return False
+
+
+def _orphan_message() -> str:
+    return (
+        "sadl.compile: an array reached a NumPy call without passing through the tracer (it was "
+        f"made by an ndarray attribute the tracer does not know), at {source_line(caller())}; "
+        "use the NumPy function instead (np.transpose(a) for a.T ...)"
+    )
+
+
+def _read_message(what: str, traced: Any, tensor_level: bool) -> str:
+    where = source_line(caller())
+    how = {
+        "bool": "bool(...) (an `if` or `while` on a tensor, a comparison used as a condition)",
+        "item": ".item()",
+        "int": "int(...)",
+        "float": "float(...)",
+        "index": "its use as an index",
+        "tolist": ".tolist()",
+    }.get(what, what)
+    subject = "a tensor's value" if tensor_level else "an array's value"
+    return (
+        f"sadl.compile: {how} reads {subject} into Python while tracing, at {where}. A compiled "
+        "function replays array operations; Python code that depends on values cannot be "
+        "replayed. Return the tensor and read it after the call, or keep this code out of the "
+        "compiled function."
+    )

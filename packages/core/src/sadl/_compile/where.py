@@ -1,0 +1,49 @@
+"""Which source line made a call: the first frame outside NumPy and sadl's engine."""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = ["caller", "source_line"]
+
+_SADL = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP = (
+    os.path.dirname(os.path.abspath(str(np.__file__))),
+    os.path.join(_SADL, "_compile"),
+    *(
+        os.path.join(_SADL, f"{name}.py")
+        for name in ("_engine", "_backward", "_tensor", "_methods", "_dispatch", "random")
+    ),
+    os.path.abspath(contextlib.__file__),
+)
+
+Where = tuple[str, int, str]
+
+
+def caller() -> Where:
+    """(file, line, function) of the innermost frame outside NumPy and sadl's engine."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_SKIP):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+
+
+def short(where: Any) -> str:
+    """``dense.py:45`` for a :func:`caller` result."""
+    if not where:
+        return ""
+    return f"{os.path.basename(where[0])}:{where[1]}"
+
+
+def source_line(where: Any) -> str:
+    """``file.py:12 (`the code`)``: where a call was made, with its line of source."""
+    if not where:
+        return "an unknown line"
+    text = linecache.getline(where[0], where[1]).strip()
+    return f"{where[0]}:{where[1]}" + (f" (`{text}`)" if text else "")

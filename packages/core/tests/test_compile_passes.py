@@ -1,0 +1,151 @@
+"""sadl.compile's passes, one at a time, and a pass added by a plugin through the hook."""
+
+import importlib.metadata as md
+
+import numpy as np
+import pytest
+import sadl
+from sadl import _host
+from sadl.plugins import CompilePassDef
+
+
+def calls(compiled, name):
+    """How many calls to ``name`` the last trace's graph still makes."""
+    return sum(1 for node in compiled.graph.nodes if node.label == name)
+
+
+def test_constants_are_folded():
+    compiled = sadl.compile(lambda x: x + (sadl.ones(3) * 2).exp())
+    assert compiled(sadl.zeros(3)).tolist() == pytest.approx([np.exp(2.0)] * 3)
+    assert calls(compiled, "exp") == 0 and calls(compiled, "add") == 1
+    assert any(n.startswith("fold_constants") for n in compiled.graph.notes)
+
+
+def test_dead_code_is_removed():
+    def fn(x):
+        unused = (x * 3).exp()  # noqa: F841
+        return x * 2
+
+    compiled = sadl.compile(fn)
+    compiled(sadl.ones(2))
+    assert calls(compiled, "exp") == 0 and calls(compiled, "multiply") == 1
+
+
+def test_common_subexpressions_are_computed_once():
+    compiled = sadl.compile(lambda x: x.exp() + x.exp() * 2)
+    x = sadl.arange(3.0)
+    assert np.array_equal(compiled(x).numpy(), (x.exp() + x.exp() * 2).numpy())
+    assert calls(compiled, "exp") == 1
+
+
+def test_a_recomputation_through_in_place_writes_reads_the_first_result():
+    def fn(x):
+        a = x * 2.0
+        a += 1.0  # an in-place write: plain CSE cannot merge a and b
+        b = x * 2.0
+        b += 1.0
+        return (a * 3.0 + b).sum()
+
+    compiled = sadl.compile(fn, fusion=False)
+    x = sadl.arange(4.0)
+    for _ in range(2):
+        assert compiled(x).item() == fn(x).item()
+    assert calls(compiled, "multiply") == 2  # x * 2.0 once, then * 3.0
+    assert any(n.startswith("shared_recomputation") for n in compiled.graph.notes)
+
+
+def test_the_memory_plan_reuses_buffers_and_keeps_results_exact():
+    def fn(x):
+        y = x
+        for _ in range(20):
+            y = (y * 1.5).tanh() - 0.25
+        return y.sum()
+
+    compiled = sadl.compile(fn, fusion=False)
+    x = sadl.Tensor(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32))
+    expected = fn(x).item()
+    for _ in range(3):
+        assert compiled(x).item() == expected
+    arena = compiled.graph.meta["arena_bytes"]
+    assert 0 < arena <= 2 * x.data.nbytes  # 60 temporaries, two buffers' worth of memory
+    assert "out=" in compiled.source
+
+
+def test_elementwise_chains_on_large_arrays_are_fused_unless_fusion_is_off():
+    def fn(x):
+        return ((x * 0.5 + 1.0) * x - x).tanh()
+
+    x = sadl.Tensor(np.random.default_rng(1).standard_normal((512, 256)).astype(np.float32))
+    fused, plain = sadl.compile(fn), sadl.compile(fn, fusion=False)
+    expected = fn(x).numpy()
+    np.testing.assert_allclose(fused(x).numpy(), expected, rtol=1e-6, atol=1e-7)
+    assert np.array_equal(plain(x).numpy(), expected)
+    assert any(n.startswith("fuse_elementwise") for n in fused.graph.notes)
+    assert not any(n.startswith("fuse_elementwise") for n in plain.graph.notes)
+    assert "fused[multiply -> add -> multiply -> subtract -> tanh]" in str(fused.graph)
+
+
+def test_small_arrays_are_not_fused():
+    compiled = sadl.compile(lambda x: ((x * 0.5 + 1.0) * x).tanh())
+    compiled(sadl.ones(100))
+    assert calls(compiled, "multiply") == 2
+
+
+def test_optimizer_steps_run_over_flat_buffers():
+    w = sadl.Parameter(np.ones((3, 4), np.float32))
+    b = sadl.Parameter(np.zeros(4, np.float32))
+    opt = sadl.Adam([w, b], lr=0.1)
+
+    @sadl.compile
+    def step(x):
+        loss = (x @ w + b).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for _ in range(3):
+        step(x)
+    assert step.graph.nodes[-1].meta.get("flat") is True
+    assert w.data.base is not None and w.data.base is b.data.base  # one buffer for the group
+    state = opt.state[w]
+    assert state["exp_avg"].base is opt.state[b]["exp_avg"].base
+    assert state["step"] == opt.state[b]["step"] == 3
+    assert w._version[0] == 3
+    assert "(flat buffers)" in str(step.graph)
+
+
+def test_choosing_passes_by_name():
+    compiled = sadl.compile(lambda x: x.exp() + x.exp(), passes=["dead_code"])
+    compiled(sadl.ones(2))
+    assert calls(compiled, "exp") == 2
+    assert compiled.graph.notes == []
+
+
+def test_compile_pass_records_are_checked():
+    with pytest.raises(ValueError, match="identifier"):
+        CompilePassDef("no spaces", lambda g, c: None)
+    with pytest.raises(TypeError, match="callable"):
+        CompilePassDef("bad", run=3)
+    with pytest.raises(TypeError, match="order"):
+        CompilePassDef("bad", lambda g, c: None, order="first")
+
+
+@pytest.mark.usefixtures("restore_plugins")
+def test_a_plugin_adds_a_pass_through_register_compile_passes():
+    entry = md.EntryPoint(
+        name="compile_pass", value="fake_plugins.compile_pass", group="sadl.plugins"
+    )
+    registry = _host.reload_plugins(entry_points=[entry])
+    assert "count_calls" in registry.records("compile_passes")
+    assert registry.provider("compile_passes", "count_calls").name == "compile_pass"
+    compiled = sadl.compile(lambda x: x * 2 + 1, fusion=False)
+    compiled(sadl.ones(3))
+    assert "count_calls: 2 calls (fusion False)" in compiled.graph.notes
+    listed = {p["name"]: p for p in sadl.plugins.plugins()}
+    assert listed["compile_pass"]["provides"]["register_compile_passes"] == ["count_calls"]
+    assert set(listed["sadl"]["provides"]["register_compile_passes"]) >= {
+        "memory_plan",
+        "flat_optimizer",
+    }
