@@ -4,8 +4,19 @@ NumPy hands a call that involves a Tensor to ``Tensor.__array_ufunc__`` or
 ``Tensor.__array_function__``; both land here. Each registered op lists the NumPy callables it
 implements (``OpDef.numpy_funcs``); the call's arguments are bound to the op's forward signature
 (positional parameters are inputs, keyword-only ones are params) and the op is applied.
-NumPy functions that no op implements still work on tensors that need no gradient (the result is a
-plain Tensor); on tensors that require grad they raise instead of silently dropping the gradient.
+
+The contract for everything else (``docs/concepts/tensors.md`` states it for users):
+
+* A NumPy function or ufunc method no op implements runs on the arrays. Its array and NumPy
+  scalar results come back as Tensors that need no grad. If an input requires grad (and grad mode
+  is on) and a result is floating, it raises instead, naming the function and what to use: the
+  gradient is never dropped silently.
+* Functions that write into an argument (``np.copyto``, ``np.put``, ``np.place``,
+  ``np.putmask``, ``np.fill_diagonal``, ``np.put_along_axis``, ``out=`` of any ufunc or
+  function) bump the written Tensor's version counter, so a backward through a value saved
+  before the write raises. They refuse a leaf that requires grad, as ``w += 1`` does;
+  ``np.copyto`` and ufunc ``out=`` are recorded like ``t[...] = value``, the others raise when
+  the write would have to be recorded.
 
 Which op implements which NumPy callable is known only once the plugins are loaded: the plugin host
 (a higher layer) hands this module its op table with :func:`install_op_source`, and this module
@@ -21,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from sadl import _tensor
-from sadl._engine import apply
+from sadl._engine import apply, constant_param
 from sadl._grad_mode import is_grad_enabled
 from sadl._ops.nondifferentiable import ALL, ANY
 from sadl._ops.reductions import AMAX, AMIN, CUMPROD, CUMSUM, PROD, SUM
@@ -149,20 +160,15 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
                     f"(op {op.name!r} takes: {accepted})"
                 )
         if not variadic and len(inputs) < len(positional):
-            inputs.extend(defaults.get(name, _MISSING) for name in positional[len(inputs) :])
+            inputs.extend([_MISSING] * (len(positional) - len(inputs)))
+        for index, value in enumerate(inputs):
+            if value is _MISSING and not variadic:
+                inputs[index] = defaults.get(positional[index], _MISSING)
         if any(x is _MISSING for x in inputs):
             raise TypeError(f"{label}: missing a required argument for op {op.name!r}")
-        return inputs, {k: _plain(v) for k, v in params.items()}
+        return inputs, {k: constant_param(v, op.name, k) for k, v in params.items()}
 
     return bind
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Tensor):
-        return value.data
-    if isinstance(value, tuple) and any(isinstance(v, Tensor) for v in value):
-        return tuple(v.data if isinstance(v, Tensor) else v for v in value)
-    return value
 
 
 def array_ufunc(
@@ -171,14 +177,13 @@ def array_ufunc(
     """``Tensor.__array_ufunc__``: route a ufunc call to its op."""
     out = kwargs.pop("out", None)
     tables = _tables.current()
-    if method == "__call__":
+    if method == "__call__" and ufunc in tables.ufuncs:
         if kwargs:
             raise TypeError(
                 f"np.{ufunc.__name__}: keyword arguments {sorted(kwargs)} are not supported on "
                 "sadl Tensors"
             )
-        op = tables.ufuncs.get(ufunc)
-        result = apply(op, inputs, {}) if op is not None else _fallback(ufunc, inputs, {})
+        result = apply(tables.ufuncs[ufunc], inputs, {})
     elif method == "reduce" and ufunc in _REDUCE:
         op = _REDUCE[ufunc]
         params = {"axis": kwargs.pop("axis", 0), "keepdims": kwargs.pop("keepdims", False)}
@@ -192,18 +197,29 @@ def array_ufunc(
     elif method == "at":
         return _ufunc_at(ufunc, inputs, kwargs)
     else:
-        raise TypeError(
-            f"np.{ufunc.__name__}.{method} is not supported on sadl Tensors; convert with "
-            ".numpy() first if no gradient is needed"
-        )
+        label = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        function = ufunc if method == "__call__" else getattr(ufunc, method)
+        result = _fallback(function, inputs, kwargs, label)
     if out is None:
         return result
-    target = out[0] if isinstance(out, tuple) else out
-    if isinstance(target, Tensor):
-        target._assign(Ellipsis, result)
-        return target
-    np.copyto(target, result.data if isinstance(result, Tensor) else result)
-    return target
+    return _write_out(out, result, f"np.{ufunc.__name__}")
+
+
+def _write_out(out: Any, result: Any, label: str) -> Any:
+    """Store a ufunc's result(s) in ``out=``: a Tensor is written like ``t[...] = result``."""
+    targets = out if isinstance(out, tuple) else (out,)
+    results = result if isinstance(result, tuple) else (result,)
+    for target, value in zip(targets, results):
+        if isinstance(target, Tensor):
+            target._assign(Ellipsis, value)
+        elif target is not None:
+            if isinstance(value, Tensor) and value.requires_grad:
+                raise TypeError(
+                    f"{label}(..., out=array): the result requires grad, and a NumPy array cannot "
+                    "carry it; pass a Tensor as out=, or detach the inputs"
+                )
+            np.copyto(target, value.data if isinstance(value, Tensor) else value)
+    return out
 
 
 def _ufunc_at(ufunc: np.ufunc, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -235,7 +251,10 @@ def array_function(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[st
     """``Tensor.__array_function__``: route a NumPy function call to its op."""
     entry = _tables.current().functions.get(func)
     if entry is None:
-        return _fallback(func, args, kwargs)
+        label = f"np.{_name(func)}"
+        if func in _WRITES_FIRST_ARGUMENT:
+            return _write_in_place(func, args, kwargs, label)
+        return _fallback(func, args, kwargs, label)
     op, binder = entry
     if binder is None:  # composite: written with other ops, runs on the Tensors as given
         return op.forward(*args, **kwargs)
@@ -243,32 +262,105 @@ def array_function(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[st
     return apply(op, inputs, params)
 
 
-def _fallback(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+# NumPy functions that write into their first argument (and return None).
+_WRITES_FIRST_ARGUMENT = frozenset(
+    {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+)
+
+# What to use instead of a NumPy function that no op implements, when a gradient is needed.
+_INSTEAD = {
+    "median": "t.sort(axis) and indexing",
+    "average": "(t * w).sum(axis) / w.sum(axis)",
+    "ptp": "t.max(axis) - t.min(axis)",
+    "vdot": "(a.conj() * b).sum() or a.ravel() @ b.ravel()",
+    "nansum": "np.where(t.isnan(), 0, t).sum()",
+    "nanmean": "np.where(t.isnan(), 0, t).sum() / (~t.isnan()).sum()",
+    "cross": "products of slices, t[..., i] * u[..., j] - ...",
+}
+
+
+def _write_in_place(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], label: str) -> Any:
+    """``np.copyto(t, ...)`` and friends: write, bump the version, refuse what would be lost."""
+    names = ("dst", "a", "arr")  # the first parameter's name in each of these functions
+    target = args[0] if args else next((kwargs[k] for k in names if k in kwargs), None)
+    if not isinstance(target, Tensor):  # writing into an array: tensors are only read
+        return func(*_unwrap(args), **_unwrap(kwargs))
+    if is_grad_enabled() and _any_requires_grad(args, kwargs):
+        if target.requires_grad and target.is_leaf:
+            raise RuntimeError(_LEAF_MESSAGE.format(label=label))
+        if func is np.copyto:
+            bound = {**dict(zip(("dst", "src", "casting", "where"), args)), **kwargs}
+            return _copyto_recorded(**bound)
+            raise RuntimeError(_LEAF_MESSAGE.format(label=label))
+        raise TypeError(
+            f"{label} on a tensor that requires grad is not differentiable; write with "
+            "t[index] = value (recorded on the graph), or do it under sadl.no_grad()"
+        )
+    func(*_unwrap(args), **_unwrap(kwargs))
+    target._version[0] += 1
+    return None
+
+
+_LEAF_MESSAGE = (
+    "{label}: a leaf tensor that requires grad is used in an in-place operation; do the update "
+    "under sadl.no_grad() (as optimizers do) or use an out-of-place op"
+)
+
+
+def _copyto_recorded(dst: Tensor, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    """``np.copyto`` recorded on the graph: ``dst[...] = src`` (only where ``where`` holds)."""
+    if where is not True:
+        src = np.where(where, src, dst)
+    dst._assign(Ellipsis, src)
+
+
+def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
     """A NumPy callable no op implements: run it on the arrays, never hide a lost gradient."""
     needs_grad = is_grad_enabled() and _any_requires_grad(args, kwargs)
-    result = func(*_unwrap(args), **_unwrap(kwargs))
-    if needs_grad and _has_float_array(result):
-        name = getattr(func, "__name__", repr(func))
+    written = _tensors_in(kwargs.get("out"))
+    if needs_grad and written:
+        if any(t.requires_grad and t.is_leaf for t in written):
+            raise RuntimeError(_LEAF_MESSAGE.format(label=label))
         raise TypeError(
-            f"np.{name} is not a registered sadl op, so its result would carry no gradient; "
-            f"detach the input (t.detach()) if that is intended, or register an OpDef for "
-            f"np.{name} in a plugin"
+            f"{label}(..., out=tensor) on tensors that require grad is not recorded on the "
+            "graph; assign the result instead (t[...] = result), or detach the inputs"
         )
-    return _wrap(result)
+    result = func(*_unwrap(args), **_unwrap(kwargs))
+    if needs_grad and _has_float(result):
+        name = label.removeprefix("np.")
+        instead = f"use {_INSTEAD[name]}, " if name in _INSTEAD else ""
+        raise TypeError(
+            f"{label} is not a registered sadl op, so its result would carry no gradient; "
+            f"{instead}detach the input (t.detach()) if no gradient is intended, or register "
+            f"an OpDef for {label} in a plugin"
+        )
+    if written:
+        for t in written:
+            t._version[0] += 1
+        return kwargs["out"]
+    return _wrap(result, args)
 
 
-def _any_requires_grad(*trees: Any) -> bool:
-    stack = list(trees)
+def _name(func: Any) -> str:
+    return str(getattr(func, "__name__", repr(func)))
+
+
+def _tensors_in(tree: Any) -> list[Any]:
+    found: list[Any] = []
+    stack = [tree]
     while stack:
         item = stack.pop()
         if isinstance(item, Tensor):
-            if item.requires_grad:
-                return True
+            found.append(item)
         elif isinstance(item, list | tuple):
             stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())
-    return False
+    return found
+
+
+def _any_requires_grad(*trees: Any) -> bool:
+    return any(t.requires_grad for t in _tensors_in(trees))
 
 
 def _unwrap(tree: Any) -> Any:
@@ -281,19 +373,31 @@ def _unwrap(tree: Any) -> Any:
     return tree
 
 
-def _wrap(value: Any) -> Any:
-    if is_array(value):
-        return Tensor(value)
-    if isinstance(value, tuple | list) and any(is_array(v) for v in value):
-        return type(value)(_wrap(v) for v in value)
+def _wrap(value: Any, args: Any) -> Any:
+    """Arrays and NumPy scalars as Tensors that need no grad; views share their base's counter."""
+    if is_array(value) or isinstance(value, np.generic):
+        tensor = Tensor(value)
+        base = getattr(value, "base", None)
+        for source in _tensors_in(args):
+            data = source.data
+            if data is value or (base is not None and (data is base or data.base is base)):
+                tensor._version = source._version  # a view: in-place writes show on both
+                break
+        return tensor
+    if isinstance(value, tuple | list) and any(
+        is_array(v) or isinstance(v, np.generic) for v in value
+    ):
+        return type(value)(_wrap(v, args) for v in value)
     return value
 
 
-def _has_float_array(value: Any) -> bool:
-    if is_array(value):
+def _has_float(value: Any) -> bool:
+    if is_array(value) or isinstance(value, np.generic):
         return bool(value.dtype.kind in "fc")
+    if isinstance(value, float | complex):
+        return True
     if isinstance(value, tuple | list):
-        return any(_has_float_array(v) for v in value)
+        return any(_has_float(v) for v in value)
     return False
 
 

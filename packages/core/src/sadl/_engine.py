@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sadl import _records
+from sadl import _defaults, _records
 from sadl._errors import MissingGradientError
 from sadl._grad_mode import _state as _grad_state
 from sadl._known import KNOWN_PROVIDERS
@@ -33,6 +33,7 @@ __all__ = [
     "Node",
     "apply",
     "call_op",
+    "constant_param",
     "install_tensor_class",
     "is_tensor",
     "new_tensor",
@@ -65,7 +66,7 @@ def new_tensor(
     t.data = data
     t.grad = None
     t._node = node
-    t.requires_grad = node is not None
+    t._requires_grad = node is not None
     t._version = [0] if version is None else version
     return t  # type: ignore[no-any-return]
 
@@ -138,7 +139,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     for a in args:
         if isinstance(a, Tensor):
             d = a.data
-            if a.requires_grad:
+            if a._requires_grad:
                 record = True
             if type(d) is not _ndarray:
                 off_cpu = True
@@ -154,6 +155,8 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     out = op.forward(*datas, **params)
     if type(out) is not _ndarray and not is_array(out):
         out = _as_array_like(out, datas)
+    if out.dtype.kind == "f" and out.dtype != _defaults._default_dtype:
+        out = _promote_to_default(out, datas, params)
     base = out.base
     version = _shared_counter(base, args) if base is not None else [0]
     if not (record and out.dtype.kind in "fc"):
@@ -164,7 +167,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     for a in args:
         if isinstance(a, Tensor):
             n = a._node
-            parents.append(n if n is not None else (a if a.requires_grad else None))
+            parents.append(n if n is not None else (a if a._requires_grad else None))
             c = a._version
             counters.append(c)
             versions.append(c[0])
@@ -210,11 +213,45 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
         return op.forward(*args, **params)
     Tensor = _Tensor
     if params:
-        params = {k: v.data if isinstance(v, Tensor) else v for k, v in params.items()}
+        params = {k: constant_param(v, op.name, k) for k, v in params.items()}
     for a in args:
         if isinstance(a, Tensor):
             return apply(op, args, params)
     return op.forward(*args, **params)
+
+
+def constant_param(value: Any, op_name: str, name: str) -> Any:
+    """A value given for one of an op's params (never differentiated), with Tensors unwrapped.
+
+    A Tensor that requires grad given as a param would silently get no gradient, so it is
+    refused (as a tuple or list item too); pass it as an input, or ``.detach()`` it.
+    """
+    if isinstance(value, _Tensor):
+        if value._requires_grad and _grad_state.enabled:
+            raise TypeError(
+                f"op {op_name!r}: {name}= is a constant parameter, but the Tensor given for it "
+                "requires grad and would get no gradient; pass value.detach() if a constant is "
+                "meant"
+            )
+        return value.data
+    if isinstance(value, tuple | list) and any(isinstance(v, _Tensor) for v in value):
+        return type(value)(constant_param(v, op_name, name) for v in value)
+    return value
+
+
+def _promote_to_default(out: Any, datas: Sequence[Any], params: dict[str, Any]) -> Any:
+    """A float result computed from integers and Python numbers takes the default dtype.
+
+    NumPy makes ``int_array * 1.5`` or ``np.sqrt(int_array)`` float64; torch (and sadl) give
+    the default dtype, float32 unless changed. A float input, or an explicit ``dtype=``, decides.
+    """
+    if "dtype" in params:
+        return out
+    for d in datas:
+        dtype = getattr(d, "dtype", None)
+        if dtype is not None and dtype.kind in "fc":
+            return out
+    return out.astype(_defaults._default_dtype)
 
 
 def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
@@ -256,7 +293,7 @@ def rebase_inplace(
     that produced it now points at the snapshot, and ``y *= y`` reads the snapshot twice.
     """
     before = new_tensor(tensor.data.copy(), tensor._node)
-    before.requires_grad = tensor.requires_grad
+    before._requires_grad = tensor._requires_grad
     producer = tensor._node
     if producer is not None:
         producer.out = before.data
@@ -272,7 +309,7 @@ def rebase_inplace(
         node.counters = (*node.counters[:-1], tensor._version)
         node.versions = (*node.versions[:-1], tensor._version[0])
     tensor._node = node
-    tensor.requires_grad = node is not None
+    tensor._requires_grad = node is not None
     return tensor
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 from sadl._engine import apply as _apply
-from sadl._engine import is_tensor
+from sadl._engine import constant_param, is_tensor
 from sadl._ops import activations as _act
 from sadl._ops import arithmetic as _ar
 from sadl._ops import elementwise as _el
@@ -88,7 +88,7 @@ def _required_axis(axis: Any, dim: Any, name: str) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """Tensors used as indices or bounds are constants: take their arrays."""
+    """Tensors used as indices are constants (integer or boolean): take their arrays."""
     return value.data if is_tensor(value) else value
 
 
@@ -213,7 +213,7 @@ class ArithmeticMethods:
 
     def clamp_(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
         """In-place clip to ``[min, max]``."""
-        return self._inplace(_ix.CLIP, a_min=min, a_max=max)
+        return self._inplace(_ix.CLIP, min, max)
 
 
 class ElementwiseMethods:
@@ -273,8 +273,8 @@ class ElementwiseMethods:
         return self.round(ndigits or 0)
 
     def clip(self: TensorLike, a_min: Any = None, a_max: Any = None) -> Tensor:
-        """Limit values to ``[a_min, a_max]``."""
-        return _apply(_ix.CLIP, (self,), {"a_min": _plain(a_min), "a_max": _plain(a_max)})
+        """Limit values to ``[a_min, a_max]``; tensor bounds get their gradient too."""
+        return _apply(_ix.CLIP, (self, a_min, a_max), {})
 
     def clamp(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
         """Limit values to ``[min, max]`` (torch's name)."""
@@ -364,7 +364,8 @@ class ReductionMethods:
         self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
     ) -> Tensor:
         """Euclidean (Frobenius) norm over ``axis``."""
-        return _la.NORM.forward(self, axis=_axis(axis, dim, "norm"), keepdims=keepdims)  # type: ignore[no-any-return]
+        params = {"axis": _axis(axis, dim, "norm"), "keepdims": keepdims}
+        return _apply(_la.NORM, (self,), params)
 
 
 class ShapeMethods:
@@ -502,11 +503,12 @@ class ShapeMethods:
 
     def take(self: TensorLike, indices: Any, axis: Any = None) -> Tensor:
         """Elements at ``indices`` along ``axis``."""
-        return _apply(_ix.TAKE, (self,), {"indices": _plain(indices), "axis": axis})
+        params = {"indices": constant_param(indices, "take", "indices"), "axis": axis}
+        return _apply(_ix.TAKE, (self,), params)
 
     def take_along_axis(self: TensorLike, indices: Any, axis: builtins.int) -> Tensor:
         """Values picked along ``axis`` by an index array of the same rank."""
-        params = {"indices": _plain(indices), "axis": axis}
+        params = {"indices": constant_param(indices, "take_along_axis", "indices"), "axis": axis}
         return _apply(_ix.TAKE_ALONG_AXIS, (self,), params)
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:

@@ -48,12 +48,20 @@ class Tensor(
     used as is, other data is converted; Python floats become the default dtype, float32).
     """
 
-    __slots__ = ("__weakref__", "_grad_hooks", "_node", "_version", "data", "grad", "requires_grad")
+    __slots__ = (
+        "__weakref__",
+        "_grad_hooks",
+        "_node",
+        "_requires_grad",
+        "_version",
+        "data",
+        "grad",
+    )
     __array_priority__ = 1000
 
     data: Any  #: the NumPy or CuPy array
     grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
-    requires_grad: builtins.bool
+    _requires_grad: builtins.bool  #: read by the engine directly; set through the property
     _node: Any  #: the engine's record of the op that produced this tensor (None for leaves)
     _version: list[builtins.int]  #: bumped by every in-place write; shared by views
     _grad_hooks: dict[builtins.int, Any]  #: post-accumulate-grad hooks (unset until one is added)
@@ -107,6 +115,19 @@ class Tensor(
         return self._node
 
     # ---------------------------------------------------------------- autograd
+    @property
+    def requires_grad(self) -> builtins.bool:
+        """Whether operations on this tensor are recorded for differentiation.
+
+        Assigning it validates like ``requires_grad_``: only floating tensors can require grad,
+        and only leaves can stop requiring it.
+        """
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: builtins.bool) -> None:
+        self.requires_grad_(value)
+
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         """Set ``requires_grad`` in place (leaves only; floating dtypes only)."""
         if requires_grad and self.data.dtype.kind not in "fc":
@@ -117,7 +138,7 @@ class Tensor(
             raise RuntimeError(
                 "requires_grad can only be turned off on leaf tensors; use .detach() instead"
             )
-        self.requires_grad = bool(requires_grad)
+        self._requires_grad = bool(requires_grad)
         return self
 
     def backward(
@@ -164,7 +185,7 @@ class Tensor(
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""
         self._node = None
-        self.requires_grad = False
+        self._requires_grad = False
         return self
 
     # ---------------------------------------------------------------- in place
@@ -279,6 +300,11 @@ class Tensor(
             )
         return bool(self.data.item())
 
+    def __format__(self, spec: str) -> str:
+        if spec and self.data.size == 1:
+            return format(self.item(), spec)  # f"{loss:.3f}", as for a NumPy scalar
+        return super().__format__(spec) if spec else str(self)
+
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
@@ -299,7 +325,7 @@ class Tensor(
     def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
         out = new_tensor(self.data.copy(), cls=type(self))
         out.grad = None if self.grad is None else self.grad.copy()
-        out.requires_grad = self.requires_grad
+        out._requires_grad = self._requires_grad
         memo[id(self)] = out
         return out
 
@@ -334,15 +360,6 @@ class Parameter(Tensor):
         param = new_tensor(arr, cls=cls)
         param.requires_grad_(requires_grad)
         return param  # type: ignore[return-value]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Only assignments are checked (reads stay a plain slot, free on the hot path).
-        if name == "requires_grad" and not isinstance(value, builtins.bool | np.bool_):
-            raise TypeError(
-                f"Parameter.requires_grad must be True or False, got {value!r}; set it to "
-                "False to freeze the parameter"
-            )
-        object.__setattr__(self, name, value)
 
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         """Unfreeze (True) or freeze (False) this parameter in place; returns it."""

@@ -8,16 +8,20 @@ import numpy as np
 
 
 def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
-    """``axis`` as a sorted tuple of non-negative axes (None means all)."""
+    """``axis`` as a sorted tuple of non-negative axes (None means all).
+
+    As in NumPy, a 0-d array accepts ``axis=0`` and ``axis=-1`` (its one, implicit axis).
+    """
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     out = []
     for a in axes:
         a = int(a)
-        if not -ndim <= a < max(ndim, 1):
+        if not -max(ndim, 1) <= a < max(ndim, 1):
             raise np.exceptions.AxisError(a, ndim)
-        out.append(a % ndim if ndim else 0)
+        if ndim:
+            out.append(a % ndim)
     return tuple(sorted(out))
 
 

@@ -100,7 +100,11 @@ DIV = OpDef(
 
 
 def _power_grad_base(g, out, a, b):
-    return g * b * a ** (b - 1)
+    # b * a**(b - 1) is 0 * inf = nan at a == 0, b == 0; the derivative of a**0 is 0 (torch
+    # agrees). Taking a**1 there keeps it finite to any order of differentiation.
+    if np.ndim(b) == 0 and not hasattr(b, "requires_grad"):
+        return g * b * a ** (b - 1) if b != 0 else g * 0.0
+    return g * b * a ** np.where(b == 0, 1.0, b - 1)
 
 
 def _power_grad_exponent(g, out, a, b):
@@ -114,7 +118,7 @@ POWER = OpDef(
     np.power,
     (_power_grad_base, _power_grad_exponent),
     numpy_funcs=(np.power,),
-    examples=_POSITIVE + (Example((3, 4), 3.0, domain=(-2, 2)),),
+    examples=_POSITIVE + (Example((3, 4), 3.0, domain=(-2, 2)), Example((3, 4), 0.0)),
 )
 MAXIMUM = OpDef(
     "maximum",

@@ -180,8 +180,8 @@ WHERE = OpDef(
 )
 
 
-def _clip(x, *, a_min=None, a_max=None, min=None, max=None):
-    """Limit values to ``[a_min, a_max]`` (either bound may be None)."""
+def _clip(x, a_min=None, a_max=None, *, min=None, max=None):
+    """Limit values to ``[a_min, a_max]`` (either bound may be None; bounds may be tensors)."""
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
     if lo is None and hi is None:
@@ -190,9 +190,12 @@ def _clip(x, *, a_min=None, a_max=None, min=None, max=None):
     return np.clip(x, lo, hi).astype(x.dtype, copy=False)
 
 
-def _clip_grad(g, out, x, *, a_min=None, a_max=None, min=None, max=None):
-    lo = a_min if a_min is not None else min
-    hi = a_max if a_max is not None else max
+def _bounds(a_min, a_max, min, max):
+    return (a_min if a_min is not None else min), (a_max if a_max is not None else max)
+
+
+def _clip_grad_x(g, out, x, a_min=None, a_max=None, *, min=None, max=None):
+    lo, hi = _bounds(a_min, a_max, min, max)
     inside = g
     if lo is not None:
         inside = inside * (x >= lo)
@@ -201,15 +204,28 @@ def _clip_grad(g, out, x, *, a_min=None, a_max=None, min=None, max=None):
     return inside
 
 
+def _clip_grad_min(g, out, x, a_min=None, a_max=None, *, min=None, max=None):
+    lo, hi = _bounds(a_min, a_max, min, max)
+    below = g * (x < lo)
+    return below if hi is None else below * (lo <= hi)  # lo > hi: NumPy gives hi everywhere
+
+
+def _clip_grad_max(g, out, x, a_min=None, a_max=None, *, min=None, max=None):
+    lo, hi = _bounds(a_min, a_max, min, max)
+    return g * (x > hi) if lo is None else g * np.logical_or(x > hi, lo > hi)
+
+
 CLIP = OpDef(
     "clip",
     _clip,
-    (_clip_grad,),
+    (_clip_grad_x, _clip_grad_min, _clip_grad_max),
     numpy_funcs=(np.clip,),
     examples=(
+        Example((3, 4), -0.5, 0.5),
+        Example((3, 4), None, 0.0),
+        Example((3, 4), np.array([-1.0, 0.0, 0.5, -2.0])),
+        Example((3, 4), (4,), (3, 1)),
         Example((3, 4), a_min=-0.5, a_max=0.5),
-        Example((3, 4), a_max=0.0),
-        Example((3, 4), a_min=np.array([-1.0, 0.0, 0.5, -2.0])),
     ),
 )
 

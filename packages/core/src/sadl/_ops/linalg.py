@@ -6,6 +6,7 @@ import string
 
 import numpy as np
 
+from sadl._ops._rules import unreduce
 from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
 
@@ -244,7 +245,7 @@ INNER = OpDef(
 )
 
 
-def _norm(x, ord=None, axis=None, keepdims=False):
+def _norm(x, *, ord=None, axis=None, keepdims=False):
     """Vector 2-norm (or Frobenius norm): sqrt of the sum of squares."""
     if ord not in (None, 2, "fro") or (ord == 2 and axis is None and np.ndim(x) > 1):
         raise NotImplementedError(
@@ -253,12 +254,23 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
 
 
+def _norm_grad(g, out, x, *, ord=None, axis=None, keepdims=False):
+    # x / norm is 0/0 at x == 0; the gradient there is 0 (the minimal subgradient, as in torch).
+    out = unreduce(out, x.shape, axis, keepdims)
+    return unreduce(g, x.shape, axis, keepdims) * x / np.where(out == 0, 1.0, out)
+
+
 NORM = OpDef(
     "norm",
     _norm,
+    (_norm_grad,),
     numpy_funcs=(np.linalg.norm,),
-    composite=True,
-    examples=(Example((5,)), Example((3, 4)), Example((3, 4), axis=1)),
+    examples=(
+        Example((5,)),
+        Example((3, 4)),
+        Example((3, 4), axis=1),
+        Example((2, 3, 4), axis=(0, 2), keepdims=True),
+    ),
 )
 
 OPS = (MATMUL, DOT, TENSORDOT, EINSUM, OUTER, INNER, NORM)

@@ -106,9 +106,14 @@ def _var(x, *, axis=None, ddof=0, keepdims=False):
 
 
 def _var_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
-    n = reduced_count(x.shape, axis) - ddof
     centered = x - np.mean(x, axis=axis, keepdims=True)
-    return unreduce(g, x.shape, axis, keepdims) * centered * (2.0 / n)
+    return unreduce(g, x.shape, axis, keepdims) * centered * (2.0 * _inverse_dof(x, axis, ddof))
+
+
+def _inverse_dof(x, axis, ddof):
+    """1 / (N - ddof), inf when N - ddof <= 0 (where the forward is inf or nan, as in NumPy)."""
+    n = reduced_count(x.shape, axis) - ddof
+    return 1.0 / n if n > 0 else np.inf
 
 
 VAR = OpDef(
@@ -126,9 +131,10 @@ def _std(x, *, axis=None, ddof=0, keepdims=False):
 
 
 def _std_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
-    n = reduced_count(x.shape, axis) - ddof
+    # A constant slice has std 0 and centered values 0: its gradient is 0 (as in torch), not 0/0.
+    safe = np.where(out == 0, 1.0, out)
     centered = x - np.mean(x, axis=axis, keepdims=True)
-    return unreduce(g / out, x.shape, axis, keepdims) * centered * (1.0 / n)
+    return unreduce(g / safe, x.shape, axis, keepdims) * centered * _inverse_dof(x, axis, ddof)
 
 
 STD = OpDef(
@@ -184,12 +190,34 @@ def _cumprod(x, *, axis=None):
 
 
 def _cumprod_grad(g, out, x, *, axis=None):
-    # d out_j / d x_i = out_j / x_i for j >= i (inputs here are nonzero), so the gradient is a
-    # reversed running sum of g * out, divided by x.
     if axis is None:
-        flat = np.reshape(x, (-1,))
-        return np.reshape(np.flip(np.cumsum(np.flip(g * out))) / flat, x.shape)
-    return np.flip(np.cumsum(np.flip(g * out, axis=axis), axis=axis), axis=axis) / x
+        flat = _cumprod_grad(np.reshape(g, (-1,)), out, np.reshape(x, (-1,)), axis=0)
+        return np.reshape(flat, x.shape)
+    if not np.any(x == 0):
+        # d out_j / d x_i = out_j / x_i for j >= i, so the gradient is a reversed running sum of
+        # g * out, divided by x.
+        return np.flip(np.cumsum(np.flip(g * out, axis=axis), axis=axis), axis=axis) / x
+    return _cumprod_grad_with_zeros(g, x, axis)
+
+
+def _cumprod_grad_with_zeros(g, x, axis):
+    """The cumprod gradient without dividing by x (exact where x has zeros).
+
+    grad_i = prod_{k<i} x_k * S_i with S_i = g_i + x_{i+1} * S_{i+1}: one pass backwards along
+    the axis, then the exclusive running product. Costs a Python loop over the axis' length.
+    """
+    moved_x = np.moveaxis(x, axis, 0)
+    moved_g = np.moveaxis(g, axis, 0)
+    n = moved_x.shape[0]
+    suffix = [moved_g[n - 1]]
+    for i in range(n - 2, -1, -1):
+        suffix.append(moved_g[i] + moved_x[i + 1] * suffix[-1])
+    suffix.reverse()
+    before = [np.ones_like(moved_x[0])] if n else []
+    for i in range(1, n):
+        before.append(before[-1] * moved_x[i - 1])
+    terms = [b * s for b, s in zip(before, suffix)]
+    return np.moveaxis(np.stack(terms), 0, axis) if n else g
 
 
 CUMPROD = OpDef(
@@ -201,6 +229,7 @@ CUMPROD = OpDef(
         Example((5,), domain=(0.5, 1.5)),
         Example((3, 4), axis=1, domain=(0.5, 1.5)),
         Example((2, 3), domain=(0.5, 1.5)),
+        Example(np.array([[2.0, 0.0, 3.0, 0.5], [0.0, 1.5, 0.0, 2.0]]), axis=1),
     ),
 )
 
