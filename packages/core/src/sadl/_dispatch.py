@@ -176,6 +176,10 @@ def array_ufunc(
 ) -> Any:
     """``Tensor.__array_ufunc__``: route a ufunc call to its op."""
     out = kwargs.pop("out", None)
+    if out is not None and is_grad_enabled():
+        for target in _tensors_in(out):
+            if target.requires_grad and target.is_leaf:
+                raise RuntimeError(_LEAF_MESSAGE.format(label=f"np.{ufunc.__name__}"))
     tables = _tables.current()
     if method == "__call__" and ufunc in tables.ufuncs:
         if kwargs:
@@ -226,9 +230,9 @@ def _ufunc_at(ufunc: np.ufunc, inputs: tuple[Any, ...], kwargs: dict[str, Any]) 
     target = inputs[0]
     rest = [x.data if isinstance(x, Tensor) else x for x in inputs[1:]]
     if isinstance(target, Tensor):
-        if is_grad_enabled() and (
-            target.requires_grad or any(isinstance(x, Tensor) and x.requires_grad for x in inputs)
-        ):
+        if is_grad_enabled() and _any_requires_grad(inputs):
+            if target.requires_grad and target.is_leaf:
+                raise RuntimeError(_LEAF_MESSAGE.format(label=f"np.{ufunc.__name__}.at"))
             raise TypeError(
                 f"np.{ufunc.__name__}.at on a tensor that requires grad is not differentiable; "
                 "use sadl.ops.add_at (or t.scatter_add) or do it under sadl.no_grad()"
@@ -309,9 +313,11 @@ _LEAF_MESSAGE = (
 
 def _copyto_recorded(dst: Tensor, src: Any, casting: str = "same_kind", where: Any = True) -> None:
     """``np.copyto`` recorded on the graph: ``dst[...] = src`` (only where ``where`` holds)."""
-    if where is not True:
-        src = np.where(where, src, dst)
-    dst._assign(Ellipsis, src)
+    if where is True:
+        dst._assign(Ellipsis, src)
+        return
+    mask = np.broadcast_to(_unwrap(where), dst.shape)
+    dst._assign(mask, np.broadcast_to(src, dst.shape)[mask])
 
 
 def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
@@ -387,7 +393,8 @@ def _wrap(value: Any, args: Any) -> Any:
     if isinstance(value, tuple | list) and any(
         is_array(v) or isinstance(v, np.generic) for v in value
     ):
-        return type(value)(_wrap(v, args) for v in value)
+        items = [_wrap(v, args) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     return value
 
 
