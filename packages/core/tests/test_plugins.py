@@ -2,7 +2,11 @@
 
 import importlib.metadata as md
 import json
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,3 +222,70 @@ def test_the_import_check_knows_every_public_module():
         f"sadl.{p.stem}" for p in src.iterdir() if not p.name.startswith("_") and p.suffix == ".py"
     }
     assert public == tool.PUBLIC_SADL_MODULES
+
+
+# ------------------------------------------------------------------ SystemExit and output
+@pytest.mark.parametrize("name", ["exits", "exits_in_hook"])
+def test_a_plugin_raising_system_exit_becomes_its_error_status(name):
+    reg, caught = load(ep(name), ep("good"))
+    info = status(reg, name)
+    assert info.status == "error" and "SystemExit" in info.error
+    assert status(reg, "good").status == "ok" and sadl.ops.fake_cube is not None
+    assert sum(issubclass(w.category, SadlPluginWarning) for w in caught) == 1
+
+
+def test_a_plugin_raising_system_exit_in_strict_mode_is_a_plugin_error(monkeypatch):
+    monkeypatch.setenv("SADL_PLUGINS_STRICT", "1")
+    with pytest.raises(PluginError, match="exits.*SystemExit"):
+        manager.reload_plugins(entry_points=[ep("exits")])
+
+
+def test_what_a_plugin_prints_while_loading_goes_to_stderr(capsys):
+    reg, _ = load(ep("noisy"))
+    assert status(reg, "noisy").status == "ok"
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "hello from import" in captured.err and "registering ops" in captured.err
+
+
+def installed_fake_plugins(tmp_path, **entry_points):
+    """A directory that, on PYTHONPATH, makes ``entry_points`` installed ``sadl.plugins``."""
+    dist = tmp_path / "sadl_fake_plugins-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sadl-fake-plugins\nVersion: 0.1\n")
+    lines = "".join(f"{name} = fake_plugins.{module}\n" for name, module in entry_points.items())
+    (dist / "entry_points.txt").write_text(f"[sadl.plugins]\n{lines}")
+    here = Path(__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(here), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_sadl_plugins_json_stays_parseable_when_plugins_print_or_exit(tmp_path):
+    env = installed_fake_plugins(
+        tmp_path,
+        noisy="noisy",
+        exits="exits",
+        exits_in_hook="exits_in_hook",
+        exits_in_command="exits_in_command",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    listing = {p["name"]: p for p in json.loads(result.stdout)}  # nothing else on stdout
+    assert listing["noisy"]["status"] == "ok"
+    assert listing["noisy"]["provides"]["register_ops"] == ["noisy_double"]
+    assert listing["exits"]["status"] == "error" and "SystemExit" in listing["exits"]["error"]
+    assert listing["exits_in_hook"]["status"] == "error"
+    assert "noisy: hello from import" in result.stderr
+    assert "exits_in_command" in result.stderr and "failed to add its commands" in result.stderr
+    # the noisy plugin's command still works, and its output is its own
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "noisy"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0 and result.stdout == "noisy command ran\n", result.stderr

@@ -19,6 +19,7 @@ One error format and one exit status scheme for every command, core's and plugin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
@@ -118,8 +119,10 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for info, register in registry().command_impls():
         try:
-            register(subparsers=sub)
-        except Exception as exc:
+            # What a plugin prints here goes to stderr: `sadl plugins --json` stays parseable.
+            with contextlib.redirect_stdout(sys.stderr):
+                register(subparsers=sub)
+        except (Exception, SystemExit) as exc:
             _warn_line(
                 f"plugin {info.label} failed to add its commands ({type(exc).__name__}: {exc}); "
                 "the other commands work"
