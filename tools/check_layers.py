@@ -38,6 +38,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_adam",
             "_checkpoint",
             "_gradcheck",
+            "_variants",
             "testing",
             "viz",
             "_pysadl",

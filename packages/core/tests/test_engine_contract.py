@@ -109,6 +109,8 @@ def test_permute_with_negative_axes_has_the_right_gradient(axes):
     np.testing.assert_array_equal(out.numpy(), expected)
     gradcheck(lambda a: a.permute(*axes) * np.arange(24.0).reshape(expected.shape), x)
     gradcheck(lambda a: a.transpose(axes), x)
+    gradcheck(lambda a: np.transpose(a, axes), x)  # the op itself, through NumPy
+    gradcheck(lambda a: sadl.ops.transpose(a, axes=axes), x)
 
 
 # ---------------------------------------------------------------- Tensor arguments

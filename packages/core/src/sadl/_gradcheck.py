@@ -7,6 +7,7 @@ with ``create_graph=True``). The conformance batteries built on them are in ``sa
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from sadl._backward import grad as _grad
 from sadl._tensor import Tensor
+from sadl._variants import keep_layout_copy
 
 __all__ = [
     "GradcheckError",
@@ -22,6 +24,7 @@ __all__ = [
     "gradgradcheck",
     "is_float_input",
     "outputs",
+    "singular_point_check",
     "tensors",
 ]
 
@@ -49,7 +52,7 @@ def _prepare(inputs: Sequence[Any]) -> tuple[list[Any], list[int]]:
                     f"gradcheck: input {i} is {data.dtype}; central differences need float64 "
                     "inputs (cast with .astype(np.float64))"
                 )
-            prepared.append(Tensor(np.array(data, copy=True), requires_grad=True))
+            prepared.append(Tensor(keep_layout_copy(data), requires_grad=True))
             diff.append(i)
         else:
             prepared.append(x)
@@ -122,15 +125,15 @@ def gradcheck(
                 f"gradcheck: gradient of input {i} has shape {a_data.shape}, input has {x.shape}",
             )
         numeric = np.zeros(x.shape)
-        flat = x.data.reshape(-1)
-        for j in range(flat.size):
-            orig = flat[j]
-            flat[j] = orig + eps
+        data = x.data  # perturbed in place, whatever its memory layout
+        for j in np.ndindex(x.shape):
+            orig = data[j]
+            data[j] = orig + eps
             plus = float(project(fn(*xs)).data)
-            flat[j] = orig - eps
+            data[j] = orig - eps
             minus = float(project(fn(*xs)).data)
-            flat[j] = orig
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
+            data[j] = orig
+            numeric[j] = (plus - minus) / (2 * eps)
         bad = np.abs(a_data - numeric) > atol + rtol * np.abs(numeric)
         if not np.isfinite(a_data).all():
             bad |= ~np.isfinite(a_data)
@@ -180,6 +183,63 @@ def gradgradcheck(
         seed=seed + 2,
         raise_exception=raise_exception,
     )
+
+
+def singular_point_check(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    seed: int = 0,
+    eps: float = 1e-6,
+) -> None:
+    """At a singular point: a finite gradient, between the one-sided derivatives.
+
+    A one-sided derivative is estimated with two step sizes; where the estimates disagree the
+    function jumps or has an infinite slope on that side (``arctan2`` at the origin, ``x ** x``
+    left of 0), and only finiteness is asked there. Raises :class:`GradcheckError`.
+    """
+    xs, diff = _prepare(inputs)
+    project = Projection(seed)
+    s = project(fn(*xs))
+    targets = [xs[i] for i in diff]
+    analytic = _grad(s, targets, allow_unused=True) if s.requires_grad else [None] * len(diff)
+
+    def value() -> float:
+        return float(project(fn(*xs)).data)
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        center = value()
+        for i, x, a in zip(diff, targets, analytic):
+            grad = np.zeros(x.shape) if a is None else np.asarray(a.data, dtype=np.float64)
+            if not np.isfinite(grad).all():
+                where = tuple(int(k) for k in np.argwhere(~np.isfinite(grad))[0])
+                raise GradcheckError(
+                    f"singular point: the gradient of input {i} is {grad[where]} at {where}"
+                )
+            data = x.data
+            for j in np.ndindex(x.shape):
+                sides = []
+                for direction in (1.0, -1.0):
+                    quotients = []
+                    for step in (eps, eps / 10):
+                        orig = data[j]
+                        data[j] = orig + direction * step
+                        quotients.append(direction * (value() - center) / step)
+                        data[j] = orig
+                    q1, q2 = quotients
+                    if np.isfinite(q1) and abs(q1 - q2) <= atol + 0.01 * abs(q1):
+                        sides.append(q2)
+                if len(sides) < 2:
+                    continue  # no derivative on one side: finiteness is all we ask
+                lo, hi = min(sides), max(sides)
+                tol = atol + rtol * max(abs(lo), abs(hi))
+                if not lo - tol <= grad[j] <= hi + tol:
+                    raise GradcheckError(
+                        f"singular point: the gradient of input {i} at {j} is {grad[j]:.6g}, "
+                        f"outside the one-sided derivatives [{lo:.6g}, {hi:.6g}]"
+                    )
 
 
 def _fail(raise_exception: bool, message: str) -> bool:

@@ -31,7 +31,7 @@ def register_ops() -> Iterable[OpDef]:
     """Return the ops this plugin provides, as ``OpDef`` records.
 
     ``OpDef(name, forward, backward, numpy_funcs=(), doc="", differentiable=True,
-    composite=False, double_backward=True, examples=())``. Each op is served as
+    composite=False, double_backward=True, examples=(), singular_points=())``. Each op is served as
     ``sadl.ops.<name>``; calling it with a Tensor records it on the autograd graph.
 
     * ``forward(*inputs, **params)`` receives plain arrays (NumPy or CuPy) and returns one array.
@@ -54,7 +54,14 @@ def register_ops() -> Iterable[OpDef]:
     * ``examples`` are ``Example(*inputs, domain=(lo, hi), **params)`` sample calls: a tuple of
       ints is a shape filled with random float64 values from ``domain``, a float array is used
       as given (both differentiated), anything else is a constant. ``sadl.testing.check_op`` and
-      ``sadl check-plugins`` run gradcheck and gradgradcheck on every example.
+      ``sadl check-plugins`` run gradcheck and gradgradcheck on every example and on the
+      variants they derive from it (negative axes, 0-d inputs, an empty dimension, strided and
+      transposed inputs, a broadcast input), in float64, float32 and the default dtype.
+    * ``singular_points`` are ``Example`` calls at the points where the op is not smooth or a
+      naive rule would divide by zero (``norm`` at 0, ``std`` of a constant, ``max`` with ties,
+      ``x ** 0`` at 0). ``check_op`` requires a finite gradient there (never 0/0 = NaN) that
+      lies between the one-sided difference quotients where the op is defined on both sides;
+      compare it with PyTorch's in your tests where it is installed.
 
     Example::
 

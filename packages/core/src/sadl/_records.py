@@ -78,6 +78,10 @@ class OpDef:
     * ``double_backward=False`` declares that ``backward`` is not itself differentiable;
       differentiating through it with ``create_graph=True`` then raises a clear error.
     * ``examples`` are sample calls (:class:`Example`) that ``sadl.testing.check_op`` runs.
+    * ``singular_points`` are sample calls at points where the op is not smooth or a naive rule
+      divides by zero (``norm`` at 0, ``std`` of a constant, ties of ``max``): ``check_op``
+      requires a finite gradient there that lies between the one-sided difference quotients,
+      and tests compare it with PyTorch where installed.
 
     A single ``backward`` callable that declares a keyword parameter ``needs_input_grad``
     receives a tuple of bools (one per input) and may skip the gradients marked False (returning
@@ -97,6 +101,7 @@ class OpDef:
     composite: bool = False
     double_backward: bool = True
     examples: tuple[Example, ...] = ()
+    singular_points: tuple[Example, ...] = ()
     accepts_needs_input_grad: bool = field(init=False, repr=False, default=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +133,13 @@ class OpDef:
             object.__setattr__(self, "numpy_funcs", tuple(self.numpy_funcs))
         if not isinstance(self.examples, tuple):
             object.__setattr__(self, "examples", tuple(self.examples))
+        if not isinstance(self.singular_points, tuple):
+            object.__setattr__(self, "singular_points", tuple(self.singular_points))
+        if self.singular_points and not self.differentiable:
+            raise TypeError(
+                f"OpDef {self.name!r}: singular_points need a gradient; this op is "
+                "differentiable=False"
+            )
         if not self.doc:
             object.__setattr__(self, "doc", _summary(getattr(self.forward, "__doc__", None)))
 

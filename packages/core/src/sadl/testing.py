@@ -4,11 +4,15 @@
 float64 central differences; ``gradgradcheck`` does the same for the gradient itself (both from
 ``sadl._gradcheck``). ``check_op``, ``check_layer`` and ``check_optimizer`` run the conformance
 battery on one registered record; ``sadl check-plugins`` runs them on every installed plugin.
+``check_op`` also runs the variants it derives from each example (``sadl._variants``: negative
+axes, 0-d inputs, an empty dimension, strided and transposed inputs, broadcasting) and the op's
+singular points.
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sadl._backward import grad as _grad
+from sadl._defaults import get_default_dtype
 from sadl._grad_mode import no_grad
 from sadl._gradcheck import (
     GradcheckError,
@@ -24,6 +29,7 @@ from sadl._gradcheck import (
     gradgradcheck,
     is_float_input,
     outputs,
+    singular_point_check,
     tensors,
 )
 from sadl._module import Function
@@ -31,6 +37,7 @@ from sadl._optimizer import Optimizer
 from sadl._records import Example, LayerDef, OpDef, OptimizerDef
 from sadl._sgd import SGD
 from sadl._tensor import Parameter, Tensor
+from sadl._variants import Variant, derive_variants
 
 __all__ = [
     "CheckResult",
@@ -62,11 +69,17 @@ class CheckResult:
 
 @dataclass
 class OpReport:
-    """Everything ``check_op`` (``check_layer``, ``check_optimizer``) found for one record."""
+    """Everything ``check_op`` (``check_layer``, ``check_optimizer``) found for one record.
+
+    For an op, ``variants`` counts the derived calls that ran (see ``sadl._variants``) and
+    ``singular_points`` the declared singular points that were checked.
+    """
 
     op: str
     results: list[CheckResult] = field(default_factory=list)
     kind: str = "op"
+    variants: int = 0
+    singular_points: int = 0
 
     @property
     def ok(self) -> bool:
@@ -105,13 +118,20 @@ def check_op(
     atol: float = 1e-5,
     rtol: float = 1e-3,
     raise_exception: bool = True,
+    variants: bool = True,
 ) -> OpReport:
     """Run the conformance battery on ``op`` over its examples (or the given ones).
 
     Checks, per example: gradcheck and gradgradcheck in float64 (or, for an op that declares
-    ``double_backward=False``, that differentiating twice raises a clear error); float32 inputs
-    give float32 outputs and float32 gradients; nothing is recorded under ``no_grad``; a
-    non-differentiable op returns tensors that do not require grad.
+    ``double_backward=False``, that differentiating twice raises a clear error); float32 and
+    default-dtype inputs give outputs and gradients of that dtype; nothing is recorded under
+    ``no_grad``; a non-differentiable op returns tensors that do not require grad.
+
+    With ``variants`` (the default) the same checks run on the calls derived from each example:
+    negative axes, 0-d inputs, an empty dimension, strided and transposed inputs (whose outputs
+    must equal the contiguous ones), a broadcast input. Then each of the op's
+    ``singular_points``: the gradient there is finite and, where the op is defined on both
+    sides, lies between the one-sided difference quotients.
     """
     report = OpReport(op.name)
     cases = tuple(examples) if examples is not None else op.examples
@@ -124,44 +144,87 @@ def check_op(
                 "the op has no examples; add OpDef(..., examples=(Example(...),)) to check it",
             )
         )
+    tolerances = {"atol": atol, "rtol": rtol, "seed": seed}
     rng = np.random.default_rng(seed)
+
+    def call(*args: Any, **params: Any) -> Any:
+        return op(*args, **params)
+
     for example in cases:
         inputs, params = materialize(example, rng)
         label = repr(example)
-
-        def call(*args: Any, _params: dict[str, Any] = params) -> Any:
-            return op(*args, **_params)
-
-        checks: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [
-            ("forward", _check_forward, (call, inputs))
-        ]
-        if op.differentiable:
-            checks.append(("gradcheck", gradcheck, (call, *inputs)))
-            if op.double_backward:
-                checks.append(("gradgradcheck", gradgradcheck, (call, *inputs)))
-            else:
-                checks.append(
-                    ("double_backward_raises", _check_double_backward_raises, (call, inputs))
-                )
-            checks.append(("float32", _check_float32, (call, inputs, "dtype" in params)))
-        else:
-            checks.append(("no_gradient", _check_nondifferentiable, (call, inputs)))
-        checks.append(("no_grad", _check_no_grad, (call, inputs)))
-        for name, check, args in checks:
-            kwargs = {"atol": atol, "rtol": rtol, "seed": seed} if name.startswith("grad") else {}
-            try:
-                check(*args, **kwargs)
-            except Exception as exc:
-                message = f"{type(exc).__name__}: {exc}"
-                report.results.append(CheckResult(name, label, False, message))
-            else:
-                report.results.append(CheckResult(name, label, True))
+        _battery(report, op, Variant("example", inputs, params), label, tolerances)
+        if not variants:
+            continue
+        for variant in derive_variants(call, inputs, params):
+            report.variants += 1
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                # NumPy's own warnings on degenerate calls (the mean of an empty axis is nan)
+                warnings.simplefilter("ignore", RuntimeWarning)
+                _battery(report, op, variant, f"{label} [{variant.kind}]", tolerances)
+    if op.differentiable and examples is None:
+        for example in op.singular_points:
+            inputs, params = materialize(example, rng)
+            report.singular_points += 1
+            check = (_bind(op, params), *inputs)
+            label = f"{example!r} [singular point]"
+            _run(report, label, "singular_point", singular_point_check, check, tolerances)
     if raise_exception and not report.ok:
         raise GradcheckError(str(report))
     return report
 
 
-def _check_forward(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
+def _bind(op: OpDef, params: dict[str, Any]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        return op(*args, **params)
+
+    return call
+
+
+def _battery(
+    report: OpReport, op: OpDef, case: Variant, label: str, tolerances: dict[str, Any]
+) -> None:
+    call = _bind(op, case.params)
+    inputs = case.inputs
+    reference = case.reference if case.same_values else None
+    checks: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [
+        ("forward", _check_forward, (call, inputs, reference))
+    ]
+    if op.differentiable:
+        checks.append(("gradcheck", gradcheck, (call, *inputs)))
+        if op.double_backward:
+            checks.append(("gradgradcheck", gradgradcheck, (call, *inputs)))
+        else:
+            checks.append(("double_backward_raises", _check_double_backward_raises, (call, inputs)))
+        fixed = "dtype" in case.params
+        for dtype in dict.fromkeys([np.dtype(np.float32), get_default_dtype()]):
+            checks.append((str(dtype), _check_dtype, (call, inputs, dtype, fixed)))
+    else:
+        checks.append(("no_gradient", _check_nondifferentiable, (call, inputs)))
+    checks.append(("no_grad", _check_no_grad, (call, inputs)))
+    for name, check, args in checks:
+        _run(report, label, name, check, args, tolerances if name.startswith("grad") else {})
+
+
+def _run(
+    report: OpReport,
+    label: str,
+    name: str,
+    check: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    try:
+        check(*args, **kwargs)
+    except Exception as exc:
+        report.results.append(CheckResult(name, label, False, f"{type(exc).__name__}: {exc}"))
+    else:
+        report.results.append(CheckResult(name, label, True))
+
+
+def _check_forward(
+    call: Callable[..., Any], inputs: Sequence[Any], reference: Sequence[Any] | None = None
+) -> None:
     plain = call(*inputs)
     via_tensors = call(*tensors(inputs))
     for a, b in zip(_outputs_any(plain), outputs(via_tensors)):
@@ -169,6 +232,10 @@ def _check_forward(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
             np.asarray(a, dtype=float), np.asarray(b.data, dtype=float), equal_nan=True
         ):
             raise AssertionError("forward on arrays and on Tensors disagree")
+    if reference is not None:
+        for out, expected in zip(outputs(via_tensors), reference):
+            if out.shape != expected.shape or not np.allclose(out.data, expected, equal_nan=True):
+                raise AssertionError("the same values in another memory layout gave other outputs")
 
 
 def _outputs_any(result: Any) -> list[Any]:
@@ -177,14 +244,14 @@ def _outputs_any(result: Any) -> list[Any]:
     return [result]
 
 
-def _check_float32(
-    call: Callable[..., Any], inputs: Sequence[Any], fixed_dtype: bool = False
+def _check_dtype(
+    call: Callable[..., Any], inputs: Sequence[Any], dtype: Any, fixed_dtype: bool = False
 ) -> None:
-    xs = tensors(inputs, np.float32)
+    xs = tensors(inputs, dtype)
     outs = [o for o in outputs(call(*xs)) if o.dtype.kind == "f"]
     for o in outs:
-        if o.dtype != np.float32 and not fixed_dtype:
-            raise AssertionError(f"float32 inputs gave a {o.dtype} output")
+        if o.dtype != dtype and not fixed_dtype:
+            raise AssertionError(f"{dtype} inputs gave a {o.dtype} output")
     total = None
     for o in outs:
         term = o.sum()
@@ -193,8 +260,8 @@ def _check_float32(
         return
     total.backward()
     for i, x in enumerate(xs):
-        if isinstance(x, Tensor) and x.grad is not None and x.grad.dtype != np.float32:
-            raise AssertionError(f"float32 input {i} got a {x.grad.dtype} gradient")
+        if isinstance(x, Tensor) and x.grad is not None and x.grad.dtype != dtype:
+            raise AssertionError(f"{dtype} input {i} got a {x.grad.dtype} gradient")
 
 
 def _check_no_grad(call: Callable[..., Any], inputs: Sequence[Any]) -> None:

@@ -30,7 +30,13 @@ def _relu(x):
     return np.maximum(x, 0)
 
 
-RELU = OpDef("relu", _relu, (lambda g, out, x: g * (x > 0),), examples=(Example((3, 4)),))
+RELU = OpDef(
+    "relu",
+    _relu,
+    (lambda g, out, x: g * (x > 0),),
+    examples=(Example((3, 4)),),
+    singular_points=(Example(np.array([0.0, -1.5, 2.0])),),
+)
 
 
 def _softmax(x, *, axis=-1):

@@ -119,6 +119,11 @@ POWER = OpDef(
     (_power_grad_base, _power_grad_exponent),
     numpy_funcs=(np.power,),
     examples=_POSITIVE + (Example((3, 4), 3.0, domain=(-2, 2)), Example((3, 4), 0.0)),
+    singular_points=(
+        Example(np.array([0.0, 1.5]), 0.0),  # x ** 0 at 0
+        Example(np.array([0.0, 1.5]), np.array([0.0, 0.0])),  # x ** x at 0
+        Example(np.array([0.0, 0.0, 0.0]), np.array([1.0, 2.0, 3.0])),  # base 0
+    ),
 )
 MAXIMUM = OpDef(
     "maximum",
@@ -126,6 +131,7 @@ MAXIMUM = OpDef(
     (lambda g, out, a, b: _maximum_share(g, a, b), lambda g, out, a, b: _maximum_share(g, b, a)),
     numpy_funcs=(np.maximum,),
     examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
+    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
 )
 MINIMUM = OpDef(
     "minimum",
@@ -133,23 +139,35 @@ MINIMUM = OpDef(
     (lambda g, out, a, b: _maximum_share(g, b, a), lambda g, out, a, b: _maximum_share(g, a, b)),
     numpy_funcs=(np.minimum,),
     examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
+    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
 )
+
+
+def _nonzero(d):
+    # At a == b == 0 the numerators below are 0 too: 0 / 1 = 0 (torch's atan2 gradient there;
+    # for hypot the minimal subgradient, as norm) instead of 0 / 0 = nan.
+    return np.where(d == 0, 1.0, d)
+
+
+_ORIGIN = (Example(np.array([0.0, 1.0]), np.array([0.0, 2.0])),)
 ARCTAN2 = OpDef(
     "arctan2",
     np.arctan2,
     (
-        lambda g, out, a, b: g * b / (a * a + b * b),
-        lambda g, out, a, b: -g * a / (a * a + b * b),
+        lambda g, out, a, b: g * b / _nonzero(a * a + b * b),
+        lambda g, out, a, b: -g * a / _nonzero(a * a + b * b),
     ),
     numpy_funcs=(np.arctan2,),
     examples=_POSITIVE,
+    singular_points=_ORIGIN,
 )
 HYPOT = OpDef(
     "hypot",
     np.hypot,
-    (lambda g, out, a, b: g * a / out, lambda g, out, a, b: g * b / out),
+    (lambda g, out, a, b: g * a / _nonzero(out), lambda g, out, a, b: g * b / _nonzero(out)),
     numpy_funcs=(np.hypot,),
     examples=_POSITIVE,
+    singular_points=_ORIGIN,
 )
 LOGADDEXP = OpDef(
     "logaddexp",

@@ -19,15 +19,27 @@ _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
-def _unary(name, forward, rule, examples=_ANY, numpy_func=None):
+def _unary(name, forward, rule, examples=_ANY, numpy_func=None, singular_points=()):
     """A one-input op; ``rule(g, out, x)`` is the gradient of the input."""
     func = forward if numpy_func is None else numpy_func
-    return OpDef(name, forward, (rule,), numpy_funcs=(func,), examples=examples)
+    return OpDef(
+        name,
+        forward,
+        (rule,),
+        numpy_funcs=(func,),
+        examples=examples,
+        singular_points=singular_points,
+    )
 
 
 NEGATIVE = _unary("negative", np.negative, lambda g, out, x: -g)
 POSITIVE = _unary("positive", np.positive, lambda g, out, x: g)
-ABSOLUTE = _unary("absolute", np.absolute, lambda g, out, x: g * np.sign(x))
+ABSOLUTE = _unary(
+    "absolute",
+    np.absolute,
+    lambda g, out, x: g * np.sign(x),
+    singular_points=(Example(np.array([0.0, -1.5, 2.0])),),
+)
 EXP = _unary("exp", np.exp, lambda g, out, x: g * out)
 EXP2 = _unary("exp2", np.exp2, lambda g, out, x: g * out * _LN2)
 EXPM1 = _unary("expm1", np.expm1, lambda g, out, x: g * (out + 1))

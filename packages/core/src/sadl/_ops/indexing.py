@@ -227,6 +227,10 @@ CLIP = OpDef(
         Example((3, 4), (4,), (3, 1)),
         Example((3, 4), a_min=-0.5, a_max=0.5),
     ),
+    singular_points=(
+        Example(np.array([-0.5, 0.0, 0.5, 1.0]), -0.5, 0.5),  # at the bounds: gradient 1
+        Example(np.array([0.5, 0.0]), np.array([0.5, -1.0]), np.array([1.0, 0.0])),
+    ),
 )
 
 

@@ -173,6 +173,7 @@ def _einsum_grad(g, out, subscripts, *operands):
         kept = "".join(c for c in letters if c in available)
         spec = ",".join([out_term, *(t for t, _ in others)]) + "->" + kept
         partial = np.einsum(spec, g, *(o for _, o in others))
+        partial = _fit_broadcast_letters(partial, tuple(size[c] for c in kept))
         if kept != letters:  # letters summed only inside this operand: broadcast back
             view = [size[c] if c in available else 1 for c in letters]
             partial = np.broadcast_to(np.reshape(partial, view), [size[c] for c in letters])
@@ -190,6 +191,20 @@ def _diagonal_key(term, letters, size):
         view[letters.index(c)] = size[c]
         key.append(np.arange(size[c]).reshape(view))
     return tuple(key)
+
+
+def _fit_broadcast_letters(partial, shape):
+    """The gradient of an operand whose letters einsum broadcast against size-1 letters.
+
+    This operand's gradient is summed where it had size 1, and broadcast where another operand
+    had size 1 (the same value along it; the engine never broadcasts a gradient up itself).
+    """
+    if tuple(partial.shape) == tuple(shape):
+        return partial
+    axes = tuple(k for k, (p, n) in enumerate(zip(partial.shape, shape)) if n == 1 and p != 1)
+    if axes:
+        partial = np.sum(partial, axis=axes, keepdims=True)
+    return np.broadcast_to(partial, shape)
 
 
 EINSUM = OpDef(
@@ -270,6 +285,10 @@ NORM = OpDef(
         Example((3, 4)),
         Example((3, 4), axis=1),
         Example((2, 3, 4), axis=(0, 2), keepdims=True),
+    ),
+    singular_points=(
+        Example(np.zeros(3)),
+        Example(np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 2.0]]), axis=1),
     ),
 )
 

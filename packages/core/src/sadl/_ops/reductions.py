@@ -97,6 +97,7 @@ PROD = OpDef(
     numpy_funcs=(np.prod,),
     examples=_AXES
     + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
+    singular_points=(Example(np.array([2.0, 0.0, 3.0])), Example(np.array([0.0, 0.0, 3.0]))),
 )
 
 
@@ -143,6 +144,10 @@ STD = OpDef(
     (_std_grad,),
     numpy_funcs=(np.std,),
     examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+    singular_points=(
+        Example(np.full(3, 1.5)),  # a constant: std 0, gradient 0 (not 0/0)
+        Example(np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]]), axis=1, ddof=1),
+    ),
 )
 
 
@@ -151,7 +156,15 @@ def _max(x, *, axis=None, keepdims=False):
     return np.max(x, axis=axis, keepdims=keepdims)
 
 
-MAX = OpDef("max", _max, (_extreme_grad,), numpy_funcs=(np.max,), examples=_EXTREMES)
+_TIED = (Example(np.array([1.0, 3.0, 3.0])), Example(_TIES, axis=1))
+MAX = OpDef(
+    "max",
+    _max,
+    (_extreme_grad,),
+    numpy_funcs=(np.max,),
+    examples=_EXTREMES,
+    singular_points=_TIED,
+)
 
 
 def _min(x, *, axis=None, keepdims=False):
@@ -230,6 +243,10 @@ CUMPROD = OpDef(
         Example((3, 4), axis=1, domain=(0.5, 1.5)),
         Example((2, 3), domain=(0.5, 1.5)),
         Example(np.array([[2.0, 0.0, 3.0, 0.5], [0.0, 1.5, 0.0, 2.0]]), axis=1),
+    ),
+    singular_points=(
+        Example(np.array([2.0, 0.0, 3.0])),  # torch: [1, 8, 0]; the x-division gave nan
+        Example(np.array([[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.5, 2.0]]), axis=1),
     ),
 )
 

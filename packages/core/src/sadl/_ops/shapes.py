@@ -32,7 +32,10 @@ def _transpose(x, *, axes=None):
 
 
 def _transpose_grad(g, out, x, *, axes=None):
-    return np.transpose(g, None if axes is None else tuple(np.argsort(axes)))
+    if axes is None:
+        return np.transpose(g)
+    # The inverse permutation of the axes counted from 0 (argsort of raw negative axes is not).
+    return np.transpose(g, tuple(np.argsort([int(a) % max(x.ndim, 1) for a in axes])))
 
 
 TRANSPOSE = OpDef(
@@ -334,7 +337,7 @@ def _repeat(x, *, repeats, axis=None):
 
 
 def _repeat_grad(g, out, x, *, repeats, axis=None):
-    if axis is None:
+    if axis is None or x.ndim == 0:  # a 0-d input repeats like a flattened one
         source = np.repeat(np.arange(x.size), repeats)
         return np.reshape(ADD_AT(g, shape=(x.size,), key=(source,)), x.shape)
     axis = axis % x.ndim
