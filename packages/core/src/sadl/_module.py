@@ -176,8 +176,13 @@ class Function:
         """Copy values into the parameters and buffers by name (shapes must match).
 
         Values may be Tensors, NumPy arrays or anything ``np.asarray`` accepts (a CPU
-        ``torch.Tensor`` too). With ``strict`` a missing or unexpected key raises.
+        ``torch.Tensor`` too). With ``strict`` a missing or unexpected key raises. Every value
+        is checked (shape, a dtype that casts within its kind: no complex into float) before
+        any is copied, so a bad state dict leaves the module as it was.
         """
+        name = type(self).__name__
+        if not isinstance(state, Mapping):
+            raise TypeError(f"load_state_dict for {name}: expected a mapping, got {type(state)}")
         own = self.state_dict()
         targets: dict[str, Tensor] = dict(self.named_parameters())
         targets.update(self.named_buffers())
@@ -185,21 +190,14 @@ class Function:
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
             raise KeyError(
-                f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
+                f"load_state_dict for {name}: missing keys {missing}, "
                 f"unexpected keys {unexpected} (pass strict=False to skip them)"
             )
+        checked: list[tuple[Tensor, Any]] = []
         for key, value in state.items():
-            if key not in targets:
-                continue
-            target = targets[key]
-            array = value.data if isinstance(value, Tensor) else value
-            if not is_array(array):
-                array = np.asarray(array)  # lists, NumPy scalars, CPU torch tensors
-            if tuple(array.shape) != target.shape:
-                raise ValueError(
-                    f"load_state_dict for {type(self).__name__}: {key!r} has shape "
-                    f"{tuple(array.shape)} in the state dict but {target.shape} in the model"
-                )
+            if key in targets:
+                checked.append((targets[key], _checked_value(name, key, value, targets[key])))
+        for target, array in checked:
             moved = to_device(array, target.device)
             target.data[...] = moved.astype(target.dtype, copy=False)
             target._version[0] += 1
@@ -340,6 +338,29 @@ class ParameterView:
 
     def __repr__(self) -> str:
         return f"<parameters of {type(self._module).__name__}: {len(self)}>"
+
+
+def _checked_value(owner: str, key: str, value: Any, target: Tensor) -> Any:
+    """``value`` as an array that can be copied into ``target``, or an error naming ``key``."""
+    array = value.data if isinstance(value, Tensor) else value
+    if not is_array(array):
+        try:
+            array = np.asarray(array)  # lists, NumPy scalars, CPU torch tensors
+        except Exception as exc:
+            raise TypeError(
+                f"load_state_dict for {owner}: {key!r} is not an array ({type(value).__name__})"
+            ) from exc
+    if tuple(array.shape) != target.shape:
+        raise ValueError(
+            f"load_state_dict for {owner}: {key!r} has shape {tuple(array.shape)} in the state "
+            f"dict but {target.shape} in the model"
+        )
+    if not np.can_cast(array.dtype, target.dtype, casting="same_kind"):
+        raise TypeError(
+            f"load_state_dict for {owner}: {key!r} is {array.dtype} in the state dict, which "
+            f"does not convert to the model's {target.dtype}"
+        )
+    return array
 
 
 _INTERNAL = frozenset({"_buffer_names", "_transient_buffers", "training"})

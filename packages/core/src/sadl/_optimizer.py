@@ -17,7 +17,7 @@ import numpy as np
 
 from sadl._grad_mode import enable_grad, no_grad
 from sadl._tensor import Parameter, Tensor
-from sadl.backends import to_device
+from sadl.backends import is_array, to_device
 
 __all__ = ["Optimizer"]
 
@@ -27,6 +27,53 @@ def _is_nonnegative_number(value: Any) -> bool:
         return False
     number = float(value)
     return math.isfinite(number) and number >= 0
+
+
+def _index(key: Any) -> int:
+    """A parameter index of a state dict (an int, or its string form from JSON)."""
+    if isinstance(key, bool) or not isinstance(key, int | str | np.integer):
+        raise ValueError(f"optimizer state: {key!r} is not a parameter index")
+    try:
+        return int(key)
+    except ValueError:
+        raise ValueError(f"optimizer state: {key!r} is not a parameter index") from None
+
+
+def _checked_state_value(where: str, index: Any, name: str, value: Any, param: Tensor) -> Any:
+    """A per-parameter state value as the optimizer will use it, or a ``ValueError``.
+
+    Arrays (moments) must be floating, of the parameter's shape, and become copies in its dtype
+    on its device; integers (step counts, 0-d integer arrays as torch saves them) must be >= 0.
+    """
+    what = f"{where}: state {name!r} of parameter {index}"
+    if isinstance(value, Tensor):
+        value = value.data
+    if value is None or isinstance(value, bool | np.bool_):
+        return None if value is None else bool(value)
+    if isinstance(value, int | np.integer) or (
+        is_array(value) and value.ndim == 0 and value.dtype.kind in "iu"
+    ):
+        count = int(value)
+        if count < 0:
+            raise ValueError(f"{what} is {count}; counts are >= 0")
+        return count
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{what} is {value}; need a finite number")
+        return value
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    if not is_array(value):
+        raise ValueError(
+            f"{what} is {type(value).__name__}; optimizer state holds arrays and numbers"
+        )
+    kinds = "fc" if param.dtype.kind == "c" else "f"
+    if value.dtype.kind not in kinds or tuple(value.shape) != param.shape:
+        raise ValueError(
+            f"{what} is a {value.dtype} array of shape {tuple(value.shape)}; the parameter "
+            f"needs a floating array of shape {param.shape}"
+        )
+    return to_device(value.astype(param.dtype, copy=True), param.device)
 
 
 class Optimizer:
@@ -175,47 +222,74 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore what ``state_dict`` returned (same parameters, same group layout)."""
+        """Restore what ``state_dict`` returned (same parameters, same group layout).
+
+        Everything is checked before anything changes: the group layout, each group's keys and
+        hyperparameters (with the constructor's own ``check_hyperparameters``), and each state
+        value (an array of the parameter's shape and a floating dtype, a count, or a number).
+        A bad state dict raises ``ValueError`` and leaves the optimizer as it was.
+        """
+        where = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"{where}: expected a mapping, got {type(state_dict).__name__}")
         groups = state_dict.get("param_groups")
         if not isinstance(groups, list) or len(groups) != len(self.param_groups):
             raise ValueError(
-                f"{type(self).__name__}.load_state_dict: the state has "
+                f"{where}: the state has "
                 f"{len(groups) if isinstance(groups, list) else 'no'} param groups, the optimizer "
                 f"has {len(self.param_groups)}"
             )
         by_index: dict[int, Tensor] = {}
-        for saved, group in zip(groups, self.param_groups):
-            if len(saved["params"]) != len(group["params"]):
-                raise ValueError(
-                    f"{type(self).__name__}.load_state_dict: a param group has "
-                    f"{len(saved['params'])} parameters in the state and "
-                    f"{len(group['params'])} here"
-                )
-            for i, p in zip(saved["params"], group["params"]):
-                by_index[int(i)] = p
+        merged_groups = []
+        for number, (saved, group) in enumerate(zip(groups, self.param_groups)):
+            merged_groups.append(self._checked_group(where, number, saved, group, by_index))
+        saved_state = state_dict.get("state", {})
+        if not isinstance(saved_state, Mapping):
+            raise ValueError(f"{where}: 'state' is {type(saved_state).__name__}, not a mapping")
         new_state: dict[Tensor, dict[str, Any]] = {}
-        for key, values in state_dict.get("state", {}).items():
-            p = by_index.get(int(key))
+        for key, values in saved_state.items():
+            p = by_index.get(_index(key))
             if p is None:
-                raise ValueError(f"{type(self).__name__}.load_state_dict: unknown parameter {key}")
-            restored = {}
-            for k, v in values.items():
-                if hasattr(v, "shape") and hasattr(v, "dtype"):  # arrays, 0-d ones included
-                    if np.ndim(v) > 0 and tuple(v.shape) != p.shape:
-                        raise ValueError(
-                            f"{type(self).__name__}.load_state_dict: state {k!r} of parameter "
-                            f"{key} has shape {tuple(v.shape)}, the parameter {p.shape}"
-                        )
-                    copied = v.copy() if not isinstance(v, np.generic) else np.asarray(v)
-                    restored[k] = to_device(copied, p.device)
-                else:
-                    restored[k] = copy.deepcopy(v)
-            new_state[p] = restored
-        for saved, group in zip(groups, self.param_groups):
-            for k, v in saved.items():
-                if k != "params":
-                    group[k] = copy.deepcopy(v)
+                raise ValueError(f"{where}: unknown parameter {key!r}")
+            if not isinstance(values, Mapping):
+                raise ValueError(f"{where}: the state of parameter {key} is not a mapping")
+            new_state[p] = {k: _checked_state_value(where, key, k, v, p) for k, v in values.items()}
+        for group, merged in zip(self.param_groups, merged_groups):
+            group.update(merged)  # the same dicts: schedulers keep references to them
         self.state = new_state
+
+    def _checked_group(
+        self,
+        where: str,
+        number: int,
+        saved: Any,
+        group: dict[str, Any],
+        by_index: dict[int, Tensor],
+    ) -> dict[str, Any]:
+        """One saved param group checked like ``add_param_group`` checks a new one."""
+        if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), list):
+            raise ValueError(f"{where}: param group {number} has no list of 'params'")
+        unknown = sorted(set(saved) - set(self.defaults) - {"params", "name"}, key=str)
+        if unknown:
+            raise ValueError(
+                f"{where}: param group {number} has unknown keys {unknown}; known keys are "
+                f"{sorted(self.defaults)}"
+            )
+        ids = saved["params"]
+        if len(ids) != len(group["params"]):
+            raise ValueError(
+                f"{where}: a param group has {len(ids)} parameters in the state and "
+                f"{len(group['params'])} here"
+            )
+        for i, p in zip(ids, group["params"]):
+            by_index[_index(i)] = p
+        merged = {**group, **{k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}}
+        merged["params"] = group["params"]
+        try:
+            self.check_hyperparameters(merged)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: param group {number}: {exc}") from None
+        return merged
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

@@ -6,12 +6,16 @@ directory, so the rename itself survives a power cut. If the writer raises, the 
 removed and the target is untouched. If the process is killed mid-write, the target is still the
 previous, complete file; the temporary file is left behind under a recognisable name
 (``.<target name>.sadl-tmp-<pid>-<random>``) and is removed by the next successful
-``atomic_write`` to the same target once its writer process is gone.
+``atomic_write`` to the same target once its writer process is gone. For a target name so long
+that the temporary name would pass the file system's limit (255 bytes on most), the name part is
+shortened and a hash of the full name added: ``.<start of name>~<hash>.sadl-tmp-...``. Errors
+name the target, never the temporary file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import stat
@@ -93,6 +97,14 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         _fsync_file(tmp)
         _keep_mode(target, tmp)
         os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.errno is None or exc.filename not in (None, os.fspath(tmp)):
+            raise
+        # "No space left on device" while writing, or any error about the temporary file:
+        # say which file could not be written (the temporary file is gone).
+        raise type(exc)(exc.errno, exc.strerror, os.fspath(target)) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -115,8 +127,9 @@ def _create_temp(target: Path) -> Path:
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {target}: it is a directory")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    prefix = _temp_prefix(target)
     for _ in range(100):
-        tmp = directory / f".{target.name}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
+        tmp = directory / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
         try:
             fd = os.open(tmp, flags, 0o666)  # the umask applies, as for open()
         except FileExistsError:
@@ -128,6 +141,31 @@ def _create_temp(target: Path) -> Path:
         os.close(fd)
         return tmp
     raise FileExistsError(f"cannot create a temporary file next to {target}")
+
+
+# What follows the prefix: the writer's pid (at most 10 digits), "-", 8 random hex digits.
+_TAIL_BYTES = 10 + 1 + 8
+
+
+def _temp_prefix(target: Path) -> str:
+    """``.<name>.sadl-tmp-``, with the name shortened (plus a hash) to fit the name limit."""
+    prefix = f".{target.name}{TEMP_MARKER}"
+    limit = _name_max(target.parent)
+    if len(os.fsencode(prefix)) + _TAIL_BYTES <= limit:
+        return prefix
+    name = os.fsencode(target.name)
+    digest = hashlib.sha256(name).hexdigest()[:8]
+    room = limit - _TAIL_BYTES - len(TEMP_MARKER) - len(digest) - 2  # "." and "~"
+    start = os.fsdecode(name[: max(room, 0)])  # bytes round-trip, a cut character included
+    return f".{start}~{digest}{TEMP_MARKER}"
+
+
+def _name_max(directory: Path) -> int:
+    """The longest file name (in bytes) the directory's file system takes."""
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (AttributeError, OSError, ValueError):
+        return 255
 
 
 def _fsync_file(path: Path) -> None:
@@ -166,7 +204,7 @@ def _remove_stale_temps(target: Path) -> None:
     """Delete temporary files of ``target`` left by killed writers (best effort, POSIX only)."""
     if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
         return
-    prefix = f".{target.name}{TEMP_MARKER}"
+    prefix = _temp_prefix(target)
     try:
         candidates = [e for e in os.scandir(target.parent) if e.name.startswith(prefix)]
     except OSError:

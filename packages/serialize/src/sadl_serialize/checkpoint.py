@@ -21,6 +21,7 @@ import numpy as np
 from sadl import Tensor
 from sadl.backends import is_array
 
+from sadl_serialize.bounded_json import loads_bounded
 from sadl_serialize.errors import SadlFormatError
 from sadl_serialize.sadl_format import load, save
 
@@ -90,7 +91,9 @@ def load_checkpoint(
     object passed is restored in place with ``load_state_dict`` (``model`` with ``strict``);
     ``rng``'s bit generator gets the saved state, so its next draws continue the saved run.
     Asking to restore a part the checkpoint lacks raises ``ValueError``; a file that is not a
-    sadl checkpoint raises :class:`SadlFormatError`.
+    sadl checkpoint raises :class:`SadlFormatError`. Restoring is all or nothing: when one part
+    refuses its state (a bad shape, a hyperparameter its optimizer's constructor would refuse),
+    the error propagates and every object given is left as it was.
     """
     name = os.fspath(path)
     entries = load(path)
@@ -114,6 +117,7 @@ def load_checkpoint(
         raise SadlFormatError(
             name, None, f"corrupt checkpoint metadata: step is {step!r}", format=_WHAT
         )
+    restores = []
     for part, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
         if obj is None:
             continue
@@ -126,23 +130,92 @@ def load_checkpoint(
                 f"load_checkpoint: {part}= needs an object with load_state_dict(), got "
                 f"{type(obj).__name__}"
             )
-        if part == "model":
-            obj.load_state_dict(state[part], strict=strict)
-        else:
-            obj.load_state_dict(state[part])
+        restores.append((part, obj))
+    generator = None
     if rng is not None:
         if state["rng"] is None:
             raise ValueError(f"load_checkpoint: {name} holds no rng state (saved without rng=)")
         generator = _bit_generator(rng)
-        try:
-            generator.state = state["rng"]
-        except (TypeError, ValueError, KeyError) as exc:
-            saved = state["rng"].get("bit_generator") if isinstance(state["rng"], dict) else "?"
-            raise ValueError(
-                f"load_checkpoint: cannot restore the {saved} state saved in {name} into a "
-                f"{type(generator).__name__}: {exc}"
-            ) from None
+        _check_rng_state(generator, state["rng"], name)
+    _restore_all(restores, state, strict, generator)
     return {"step": step, **state}
+
+
+def _restore_all(
+    restores: list[tuple[str, Any]],
+    state: dict[str, Any],
+    strict: bool,
+    generator: np.random.BitGenerator | None,
+) -> None:
+    """Restore every part, or none: a part that fails undoes the parts restored before it.
+
+    Each ``load_state_dict`` of sadl's modules, optimizers and schedulers checks everything
+    before it changes anything, so a part that refuses is as it was; the parts restored before
+    it are undone from cheap snapshots (an optimizer's state and groups by reference, a
+    scheduler's state dict, the generator's state). The model goes last, so its weights never
+    need a backup copy.
+    """
+    order = sorted(restores, key=lambda item: item[0] == "model")
+    undo: list[Any] = []
+    try:
+        for part, obj in order:
+            restore = _snapshot(part, obj)
+            if part == "model":
+                obj.load_state_dict(state[part], strict=strict)
+            else:
+                obj.load_state_dict(state[part])
+            undo.append(restore)  # a part that refuses its state is left as it was by itself
+        if generator is not None:
+            previous = generator.state
+            undo.append(lambda: setattr(generator, "state", previous))
+            generator.state = state["rng"]
+    except BaseException:
+        for restore in reversed(undo):
+            restore()
+        raise
+
+
+def _snapshot(part: str, obj: Any) -> Any:
+    """A function that puts ``obj`` back as it is now (see ``_restore_all``)."""
+    groups = getattr(obj, "param_groups", None)
+    if part == "optimizer" and isinstance(getattr(obj, "state", None), dict) and groups:
+        saved_state, saved_groups = obj.state, [dict(g) for g in groups]
+
+        def undo_optimizer() -> None:
+            obj.state = saved_state
+            for group, saved in zip(obj.param_groups, saved_groups):
+                group.clear()
+                group.update(saved)
+
+        return undo_optimizer
+    if part == "model":
+        return lambda: None  # checked completely before anything is copied (see above)
+    saved_dict = _deep_copy_state(obj.state_dict())
+    return lambda: obj.load_state_dict(saved_dict)
+
+
+def _deep_copy_state(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value.data.copy()
+    if is_array(value):
+        return value.copy()
+    if isinstance(value, Mapping):
+        return {k: _deep_copy_state(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_deep_copy_state(v) for v in value)
+    return value
+
+
+def _check_rng_state(generator: np.random.BitGenerator, saved: Any, name: str) -> None:
+    """Try the saved state on a scratch generator of the same kind first."""
+    try:
+        type(generator)().state = saved
+    except (TypeError, ValueError, KeyError) as exc:
+        kind = saved.get("bit_generator") if isinstance(saved, dict) else "?"
+        raise ValueError(
+            f"load_checkpoint: cannot restore the {kind} state saved in {name} into a "
+            f"{type(generator).__name__}: {exc}"
+        ) from None
 
 
 def _state_of(obj: Any, part: str) -> Any:
@@ -175,7 +248,7 @@ def _parse_meta(meta_tensor: Tensor, name: str) -> dict[str, Any]:
             name, None, f"{META_KEY!r} must be a 1-d uint8 tensor of JSON", format=_WHAT
         )
     try:
-        meta = json.loads(data.tobytes().decode("utf-8"), parse_constant=_reject_constant)
+        meta = loads_bounded(data.tobytes().decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise SadlFormatError(
             name, None, f"{META_KEY!r} is not valid JSON: {exc}", format=_WHAT

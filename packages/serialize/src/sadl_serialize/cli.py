@@ -71,6 +71,7 @@ def format_size(nbytes: int) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    """Describe the file; a bad file or argument is one line on stderr and exit status 2."""
     path = args.file
     # A file that is missing, unreadable or malformed is bad input: status 2, one line, in the
     # format of every sadl command (sadl.cli).
@@ -84,6 +85,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except MemoryError:
+        raise CommandError(f"{path}: not enough memory to read it") from None
+    except (ValueError, RecursionError) as exc:
+        raise CommandError(f"{path}: {exc}") from None
     total = sum(info.nbytes for info in index)
     elements = sum(info.size for info in index)
     print(f"{path}: {kind}, {len(index)} tensor{'s' if len(index) != 1 else ''}")

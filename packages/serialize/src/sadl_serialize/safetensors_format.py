@@ -1,7 +1,10 @@
-"""``.safetensors`` through the ``safetensors`` package: weights to and from PyTorch / Hugging Face.
+"""``.safetensors``: weights to and from PyTorch / Hugging Face.
 
-The ``safetensors`` library writes and validates the files (header, offsets, bounds); this module
-turns sadl objects into NumPy arrays for it and back. Differences from ``.sadl`` worth knowing:
+Files are written here, streamed tensor by tensor into an atomic temporary file (the format is
+an 8-byte header length, a JSON header, then the raw data). Reading checks the header here
+first (bounded JSON, no repeated names, at most 64 dimensions, each below 2**63) and then lets
+the ``safetensors`` library validate offsets and bounds and read the data. Differences from
+``.sadl`` worth knowing:
 
 * keys come back sorted by name (the format does not keep insertion order);
 * dtypes: bool, (u)int8-64, float16/32/64 and complex64 (no complex128); ``BF16`` tensors from
@@ -23,7 +26,8 @@ import numpy as np
 import sadl
 from sadl import Device, Tensor
 
-from sadl_serialize.atomic import atomic_path
+from sadl_serialize.atomic import atomic_write
+from sadl_serialize.bounded_json import loads_bounded
 from sadl_serialize.errors import SadlFormatError
 from sadl_serialize.sadl_format import SINGLE_KEY, TensorInfo, _host_array, _is_arraylike, _short
 
@@ -47,6 +51,8 @@ _TO_NUMPY = {
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 _FORMAT = ".safetensors"
+_MAX_DIMS = 64  # NumPy's limit
+_MAX_HEADER = 100_000_000  # the safetensors library's limit
 
 
 def save_safetensors(
@@ -55,12 +61,10 @@ def save_safetensors(
     """Write a Tensor/array or a mapping of str to Tensors/arrays as a ``.safetensors`` file.
 
     ``metadata`` is the format's optional text-only header (str -> str). CuPy data goes to the
-    host; any layout or byte order is accepted. The write is atomic. Raises ``TypeError`` for a
+    host; any layout or byte order is accepted. The write is atomic; a full disk raises
+    ``OSError`` naming ``path`` (which keeps its previous content). Raises ``TypeError`` for a
     dtype the format cannot hold (complex128, for one) naming the entry.
     """
-    import safetensors
-    import safetensors.numpy
-
     if _is_arraylike(obj):
         obj = {SINGLE_KEY: obj}
     elif not isinstance(obj, Mapping):
@@ -77,7 +81,6 @@ def save_safetensors(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise TypeError("safetensors metadata must map str to str")
-    arrays: dict[str, np.ndarray[Any, Any]] = {}
     for key, value in obj.items():
         if not isinstance(key, str):
             raise TypeError(f"cannot save key {key!r}: keys must be strings")
@@ -92,28 +95,38 @@ def save_safetensors(
                 f"cannot save entry {_short(key)} as safetensors: dtype {dtype} is not supported "
                 f"(supported: {', '.join(_FROM_NUMPY)}); use the .sadl format or convert it"
             )
-    for key, value in obj.items():
-        # safetensors reads the raw memory: hand it contiguous little-endian host arrays.
-        arrays[key] = _host_array(value)
-    with atomic_path(path) as tmp:
-        try:
-            safetensors.numpy.save_file(arrays, tmp, metadata=dict(metadata or {}))
-        except safetensors.SafetensorError as exc:
-            raise ValueError(f"cannot save {os.fspath(path)} as safetensors: {exc}") from None
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    offset = 0
+    for key in sorted(obj):
+        value = obj[key]
+        shape = [int(n) for n in value.shape]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(value.dtype).itemsize
+        dtype = _FROM_NUMPY[np.dtype(value.dtype).name]
+        header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as the library writes it
+    with atomic_write(path) as fh:
+        fh.write(struct.pack("<Q", len(text)))
+        fh.write(text)
+        for key in sorted(obj):
+            # raw memory, C order, little-endian, on the host: one tensor at a time
+            fh.write(_host_array(obj[key]).reshape(-1).view(np.uint8).data)
 
 
 def _open_checked(path: str | os.PathLike[str]) -> tuple[list[TensorInfo], int]:
-    """Validate the file with the safetensors library; return its index and data start.
+    """Validate the file; return its index and data start.
 
-    The library parses the header and checks every offset against the file (contiguous, in
-    bounds, shape times item size). The header is then parsed here as well, for the byte offsets
-    the library does not expose, and cross-checked against what the library reported.
+    The header is checked here first (``_read_header``); then the library parses it and checks
+    every offset against the file (contiguous, in bounds, shape times item size), and what it
+    reports is cross-checked against the header, whose byte offsets it does not expose.
     """
     import safetensors
 
     name = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file: {name}")
+    header, length = _read_header(path, name)
     try:
         with safetensors.safe_open(name, framework="numpy") as f:
             names = f.keys()
@@ -126,15 +139,6 @@ def _open_checked(path: str | os.PathLike[str]) -> tuple[list[TensorInfo], int]:
         raise
     except Exception as exc:  # the library's other complaints (bad UTF-8, ...)
         raise SadlFormatError(name, None, f"{type(exc).__name__}: {exc}", format=_FORMAT) from None
-    with open(path, "rb") as fh:
-        (length,) = struct.unpack("<Q", fh.read(8))
-        raw = fh.read(length)
-    try:
-        header = json.loads(raw)
-    except ValueError as exc:
-        raise SadlFormatError(name, 8, f"the header is not JSON: {exc}", format=_FORMAT) from None
-    if not isinstance(header, dict):
-        raise SadlFormatError(name, 8, "the header is not a JSON object", format=_FORMAT)
     header.pop("__metadata__", None)
     start = 8 + length
     infos = []
@@ -152,6 +156,46 @@ def _open_checked(path: str | os.PathLike[str]) -> tuple[list[TensorInfo], int]:
     if len(infos) != len(seen):
         raise SadlFormatError(name, 8, "the header lists duplicate tensor names", format=_FORMAT)
     return infos, start
+
+
+def _read_header(path: str | os.PathLike[str], name: str) -> tuple[dict[str, Any], int]:
+    """The header and its length, checked before any other reader sees it.
+
+    The library would let a repeated name through (the last one wins), and NumPy turns huge or
+    too many dimensions into a bare ``ValueError``.
+    """
+
+    def bad(offset: int, reason: str) -> SadlFormatError:
+        return SadlFormatError(name, offset, reason, format=_FORMAT)
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise bad(0, f"the file has {len(head)} bytes; the header length alone takes 8")
+        (length,) = struct.unpack("<Q", head)
+        if length > min(size - 8, _MAX_HEADER):
+            raise bad(0, f"the header length {length} does not fit the file ({size} bytes)")
+        raw = fh.read(length)
+    try:
+        header = loads_bounded(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise bad(8, f"the header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise bad(8, "the header is not a JSON object")
+    for key, spec in header.items():
+        if key == "__metadata__":
+            continue
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if not isinstance(shape, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in shape
+        ):
+            raise bad(8, f"tensor {_short(key)} has no list of integers as its shape")
+        if len(shape) > _MAX_DIMS:
+            raise bad(8, f"tensor {_short(key)} has {len(shape)} dimensions; at most 64 work")
+        if any(not 0 <= n < 2**63 for n in shape):
+            raise bad(8, f"the shape {tuple(shape)} of tensor {_short(key)} is impossibly large")
+    return header, length
 
 
 def read_safetensors_index(path: str | os.PathLike[str]) -> list[TensorInfo]:
