@@ -131,7 +131,7 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
         plugins = [p for p in plugins if p.name in args.plugin]
     rows = [("KIND", "NAME", "PLUGIN", "CHECKS", "RESULT")]
     failures: list[tuple[str, str]] = []
-    failed_rows = 0
+    failed_rows = variants = singular = 0
     for plugin in plugins:
         if plugin.status != "ok":
             detail = plugin.error or "blocked by SADL_DISABLE_PLUGINS"
@@ -140,6 +140,8 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
             failed_rows += 1
             continue
         for kind, name, report in _reports(reg, plugin):
+            variants += report.variants
+            singular += report.singular_points
             failed = report.failures()
             result = "ok" if not failed else "FAILED: " + ", ".join(r.check for r in failed)
             rows.append((kind, name, plugin.name, str(len(report.results)), result))
@@ -147,6 +149,8 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
             failed_rows += bool(failed)
     _table(rows)
     print(f"\n{len(rows) - 1} checked, {failed_rows} failed")
+    if variants or singular:
+        print(f"(ops: {variants} derived variants and {singular} singular points included)")
     if failures:
         _print_failures(failures, verbose=getattr(args, "verbose", False))
     return EXIT_FAILURE if failures else 0

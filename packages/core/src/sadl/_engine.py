@@ -155,7 +155,8 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     out = op.forward(*datas, **params)
     if type(out) is not _ndarray and not is_array(out):
         out = _as_array_like(out, datas)
-    if out.dtype.kind == "f" and out.dtype != _defaults._default_dtype:
+    dtype = out.dtype
+    if dtype is not _defaults._default_dtype and dtype.kind == "f":
         out = _promote_to_default(out, datas, params)
     base = out.base
     version = _shared_counter(base, args) if base is not None else [0]
@@ -245,12 +246,14 @@ def _promote_to_default(out: Any, datas: Sequence[Any], params: dict[str, Any]) 
     NumPy makes ``int_array * 1.5`` or ``np.sqrt(int_array)`` float64; torch (and sadl) give
     the default dtype, float32 unless changed. A float input, or an explicit ``dtype=``, decides.
     """
-    if "dtype" in params:
-        return out
     for d in datas:
-        dtype = getattr(d, "dtype", None)
-        if dtype is not None and dtype.kind in "fc":
+        if type(d) is _ndarray:
+            if d.dtype.kind in "fc":
+                return out
+        elif getattr(getattr(d, "dtype", None), "kind", "") in ("f", "c"):
             return out
+    if "dtype" in params or out.dtype == _defaults._default_dtype:
+        return out
     return out.astype(_defaults._default_dtype)
 
 
