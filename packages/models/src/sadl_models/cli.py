@@ -199,7 +199,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     except (TrainError, CorpusError, TokenizerError) as exc:
         return _fail(prog, str(exc))
     except OSError as exc:
-        return _fail(prog, f"{exc.filename or args.out}: {exc.strerror or exc}", status=1)
+        return _fail(prog, f"{exc.filename or args.out}: {exc.strerror or exc}")
     return INTERRUPTED if result.cancelled else 0
 
 
@@ -256,6 +256,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     sadl.set_num_threads(args.threads)
     if args.top_p is not None and args.top_p > 1:
         return _fail(prog, f"argument --top-p: expected a number in (0, 1], got {args.top_p}")
+    model = None
     try:
         device = check_device(args.device)
         model, tokenizer = load_model(args.checkpoint, device=device)
@@ -277,6 +278,16 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         )
     except (TrainError, TokenizerError, CorpusError) as exc:
         return _fail(prog, str(exc))
+    except OSError as exc:
+        return _fail(prog, f"{exc.filename or args.checkpoint}: {exc.strerror or exc}")
+    except MemoryError:
+        from sadl_models.train.budget import estimate_bytes, format_bytes
+
+        about = ""
+        if model is not None:
+            need = estimate_bytes(model.config, batch=1, training=False)
+            about = f" (the model needs about {format_bytes(need)})"
+        return _fail(prog, f"out of memory while generating{about}")
     print(tokenizer.decode(out), flush=True)
     return 0
 

@@ -105,8 +105,10 @@ class MultiHeadAttention(Layer):
         self_attention = (key is None and value is None) or (key is query and value is query)
         q_in = self._check("query", as_tensor(query))
         E, H = self.embed_dim, self.num_heads
-        if mask is not None:
-            mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        if mask is not None and not isinstance(mask, Tensor):
+            # A Tensor mask goes to the op as is: a float one that requires grad is refused there
+            # (the mask is a constant of the op), never silently detached here.
+            mask = np.asarray(mask)
         if self_attention:
             B, T, _ = q_in.shape
             qkv = self.call_op(_dense.linear, q_in, self.in_proj_weight, self.in_proj_bias)

@@ -9,6 +9,8 @@ forward and the backward drop the same elements and gradcheck sees a fixed funct
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sadl.plugins import Example, OpDef
 
@@ -42,15 +44,16 @@ def _linear(x, weight, bias=None):
     if x.ndim == 2:
         out = x @ weight.T
     else:
-        out = (x.reshape(-1, n_in) @ weight.T).reshape(*x.shape[:-1], n_out)
+        out = (_rows(x, n_in) @ weight.T).reshape(*x.shape[:-1], n_out)
     if bias is not None:
         out += bias
     return out
 
 
 def _rows(a, n):
-    """``a`` as a matrix of ``n`` columns (leading axes merged)."""
-    return np.reshape(a, (-1, n))
+    """``a`` as a matrix of ``n`` columns (leading axes merged; spelled out, as -1 cannot be
+    inferred when ``n`` is 0)."""
+    return np.reshape(a, (math.prod(shape_of(a)[:-1]), n))
 
 
 def _linear_grad_x(g, out, x, weight, bias=None):
@@ -75,6 +78,7 @@ linear = OpDef(
         Example((2, 3, 4), (5, 4), (5,)),
         Example((4,), (3, 4), (3,)),
         Example((2, 1, 3, 4), (2, 4), None),
+        Example((3, 4), np.zeros((0, 4)), np.zeros(0)),  # no output features
     ),
 )
 

@@ -98,8 +98,11 @@ def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, cente
     (without the ``mean(h)`` term when uncentered), ``dweight = sum(g * xhat)`` and
     ``dbias = sum(g)`` over the rows.
     """
-    ns = tuple(normalized_shape)
-    D = math.prod(ns)
+    ns, D = _norm_shape("layer_norm_backward", x, weight, None, normalized_shape)
+    if shape_of(g) != shape_of(x):
+        raise ValueError(
+            f"layer_norm_backward: g has shape {shape_of(g)}, expected the input's {shape_of(x)}"
+        )
     shapes = (shape_of(x), ns if weight is not None else None, ns if has_bias else None)
     packed, views = packed_empty(np.result_type(g, x), *(s for s in shapes if s is not None))
     gx = views[0].reshape(-1, D)

@@ -21,7 +21,8 @@ from sadl_optim import CosineWithWarmup
 from sadl_serialize import load_checkpoint, save_checkpoint
 
 from sadl_models.gpt import GPT
-from sadl_models.tokenizers import Tokenizer, tokenizer_from_dict
+from sadl_models.tokenizers import Tokenizer, TokenizerError, tokenizer_from_dict
+from sadl_models.train.budget import check_fits_in_memory, check_model_config, estimate_bytes
 from sadl_models.train.config import TrainConfig, TrainError, check_device, flag
 
 __all__ = [
@@ -77,35 +78,76 @@ class RunState:
 
 
 def read_meta(path: Path) -> dict[str, Any]:
-    """The checkpoint's metadata; a TrainError unless ``sadl train gpt`` wrote it."""
+    """The checkpoint's metadata; a TrainError unless ``sadl train gpt`` wrote it.
+
+    Only the metadata is trusted after this: its model config, tokenizer and settings have the
+    right kinds (each is checked further where it is used, before anything is built).
+    """
     if not path.is_file():
         raise TrainError(f"no checkpoint at {path}")
     try:
         meta = load_checkpoint(path)
     except Exception as exc:
         raise TrainError(f"cannot read checkpoint {path}: {exc}") from None
-    extra = meta.get("extra") or {}
-    if extra.get("format") != FORMAT_TAG:
+    extra = meta.get("extra")
+    if not isinstance(extra, Mapping) or extra.get("format") != FORMAT_TAG:
         raise TrainError(f"{path} is not a checkpoint written by 'sadl train gpt'")
+    for key in ("model", "tokenizer", "train"):
+        if not isinstance(extra.get(key), Mapping):
+            raise TrainError(f"{path}: damaged checkpoint: its {key!r} entry is not a mapping")
+    if not isinstance(extra.get("history", {}), Mapping):
+        raise TrainError(f"{path}: damaged checkpoint: its 'history' entry is not a mapping")
     return meta
 
 
 def load_model(path: str | os.PathLike[str], device: str | None = None) -> tuple[GPT, Tokenizer]:
-    """The GPT and tokenizer stored in a checkpoint written by :func:`train`."""
+    """The GPT and tokenizer stored in a checkpoint written by :func:`train`.
+
+    The stored config is checked (types, ranges, and a memory estimate against this machine's
+    memory) before the model is built; a damaged or hostile checkpoint is a TrainError.
+    """
     ckpt = Path(path)
     extra = read_meta(ckpt)["extra"]
-    tokenizer = tokenizer_from_dict(extra["tokenizer"])
-    model = GPT(**extra["model"], rng=0)
+    config = check_model_config(extra["model"], str(ckpt))
+    check_fits_in_memory(
+        estimate_bytes(config, batch=1, training=False),
+        f"the model in {ckpt}",
+        "it was not loaded",
+    )
+    tokenizer = _saved_tokenizer(extra, ckpt)
+    if tokenizer.vocab_size != config["vocab_size"]:
+        raise TrainError(
+            f"{ckpt}: damaged checkpoint: its tokenizer has {tokenizer.vocab_size} tokens, its "
+            f"model {config['vocab_size']}"
+        )
     if device is not None:
-        model.to(check_device(device))
-    load_checkpoint(ckpt, model=model)
+        device = check_device(device)
+    model = GPT(**config, rng=0)
+    if device is not None:
+        model.to(device)
+    try:
+        load_checkpoint(ckpt, model=model)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TrainError(f"{ckpt}: damaged checkpoint: {_reason(exc)}") from None
     model.eval()
     return model, tokenizer
 
 
+def _saved_tokenizer(extra: Mapping[str, Any], path: Path) -> Tokenizer:
+    try:
+        return tokenizer_from_dict(extra["tokenizer"])
+    except TokenizerError as exc:
+        raise TrainError(f"{path}: damaged checkpoint: {exc}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's message (a KeyError's without the quotes repr adds)."""
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
 def resume_config(config: TrainConfig, meta: Mapping[str, Any], explicit: set[str]) -> TrainConfig:
     """The checkpoint's settings, with the explicitly given ones that a resume may change."""
-    saved = TrainConfig.from_dict(meta["extra"]["train"])
+    saved = TrainConfig.from_dict(meta["extra"]["train"])  # validated by train() once merged
     for name in sorted(explicit):
         mine, theirs = getattr(config, name), getattr(saved, name)
         if name not in RESUMABLE_CHANGES and mine != theirs:
@@ -148,9 +190,13 @@ def restore(
     A resume with a different ``--steps`` stretches (or shrinks) the cosine schedule to it.
     """
     scheduler, optimizer = state.scheduler, state.optimizer
-    restored = load_checkpoint(
-        path, model=state.model, optimizer=optimizer, scheduler=scheduler, rng=state.rng
-    )
+    try:
+        restored = load_checkpoint(
+            path, model=state.model, optimizer=optimizer, scheduler=scheduler, rng=state.rng
+        )
+        history = History.from_dict(meta["extra"].get("history", {}))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TrainError(f"--resume: {path}: damaged checkpoint: {_reason(exc)}") from None
     step = int(restored.get("step") or 0)
     if config.steps < step:
         raise TrainError(
@@ -161,7 +207,6 @@ def restore(
         scheduler.total_steps = config.steps
         for group, lr in zip(optimizer.param_groups, scheduler.lr_at(scheduler.last_epoch)):
             group["lr"] = lr
-    history = History.from_dict(meta["extra"].get("history", {}))
     history.train = history.train[:step]
     print(f"resuming {path} at step {step} of {config.steps}", file=out, flush=True)
     return step, history

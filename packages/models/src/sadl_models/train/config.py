@@ -88,6 +88,12 @@ class TrainConfig:
         _finite_in("val_fraction", self.val_fraction, 0.0, 0.5, low_open=True)
         if self.tokenizer not in ("char", "byte"):
             raise TrainError(f"--tokenizer must be 'char' or 'byte', got {self.tokenizer!r}")
+        if self.text is not None and not isinstance(self.text, str):
+            raise TrainError(f"--text must be a file name, got {self.text!r}")
+        if not isinstance(self.bias, bool):
+            raise TrainError(f"bias must be true or false, got {self.bias!r}")
+        if not isinstance(self.device, str):
+            raise TrainError(f"--device must be a string such as 'cpu', got {self.device!r}")
         check_device(self.device)
 
     @property
@@ -108,7 +114,7 @@ class TrainConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
         """Settings saved by :meth:`to_dict` (unknown keys are an error)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
+        unknown = sorted(set(data) - names, key=str)
         if unknown:
             raise TrainError(f"checkpoint has unknown training settings {unknown}")
         return cls(**dict(data))

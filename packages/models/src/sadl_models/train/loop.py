@@ -37,6 +37,7 @@ from sadl_models.corpus import (
 )
 from sadl_models.gpt import GPT
 from sadl_models.tokenizers import Tokenizer, make_tokenizer, tokenizer_from_dict
+from sadl_models.train.budget import check_fits_in_memory, estimate_bytes, format_bytes
 from sadl_models.train.checkpoint import (
     CHECKPOINT_NAME,
     History,
@@ -99,7 +100,45 @@ def train(
     With ``compile`` the
     forward and backward passes (and the evaluation's forward) run under ``sadl.compile``:
     traced once, replayed after; the losses, checkpoints and samples are the same.
+    Sizes whose memory estimate passes this machine's memory are refused before anything is
+    built; running out of memory anyway is a TrainError with the estimate.
     """
+    budget: dict[str, int] = {}  # the run's memory estimate, once the sizes are known
+    try:
+        return _run(
+            config,
+            out_dir,
+            resume,
+            explicit,
+            stop_after,
+            progress,
+            stream,
+            plot,
+            on_step,
+            compile,
+            budget,
+        )
+    except MemoryError:
+        estimate = budget.get("bytes")
+        about = f" (this run needs about {format_bytes(estimate)})" if estimate else ""
+        raise TrainError(
+            f"out of memory{about}; use a smaller --n-embd, --n-layer, --block-size or --batch-size"
+        ) from None
+
+
+def _run(
+    config: TrainConfig,
+    out_dir: str | os.PathLike[str],
+    resume: bool,
+    explicit: set[str] | None,
+    stop_after: int | None,
+    progress: bool | None,
+    stream: TextIO | None,
+    plot: bool,
+    on_step: Callable[[int, float], None] | None,
+    compile: bool,
+    budget: dict[str, int],
+) -> TrainResult:
     par = setup()
     if not par.is_main:  # rank 0 speaks for the run
         stream, progress, plot = io.StringIO(), False, False
@@ -135,6 +174,16 @@ def train(
     except ValueError as exc:  # a resumed run on a text its tokenizer cannot encode
         raise TrainError(str(exc)) from None
     unigram = unigram_cross_entropy(train_tokens, val_tokens, tokenizer.vocab_size)
+    budget["bytes"] = estimate_bytes(
+        {**_sizes(config), "vocab_size": tokenizer.vocab_size},
+        batch=max(config.batch_size, 1),
+        training=True,
+    )
+    check_fits_in_memory(
+        budget["bytes"],
+        "this run",
+        "use a smaller --n-embd, --n-layer, --block-size or --batch-size",
+    )
 
     rng = np.random.default_rng(config.seed)
     gpt = build_model(config, tokenizer.vocab_size, rng)
@@ -317,6 +366,12 @@ def _split(
             f"part needs at least block size + 1 = {need}"
         )
     return train_tokens, val_tokens
+
+
+def _sizes(config: TrainConfig) -> dict[str, Any]:
+    """The model sizes of ``config`` (as ``GPT.config`` names them, without the vocabulary)."""
+    names = ("block_size", "n_layer", "n_head", "n_embd")
+    return {name: getattr(config, name) for name in names}
 
 
 def build_model(
