@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sadl
+from sadl.testing import materialize
 from sadl_layers import (
     GELU,
     AvgPool2d,
@@ -32,6 +33,7 @@ from sadl_layers import (
     Sequential,
     SiLU,
 )
+from sadl_layers.ops import INTERNAL_OPS, OPS
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference for these parity tests")
 F = torch.nn.functional
@@ -434,3 +436,41 @@ def test_bce_with_logits(reduction, pos_weight):
         logits,
         targets,
     )
+
+
+# ------------------------------------------------------------------ singular points
+def _norm_reference(f):
+    return lambda x, w=None, b=None, eps=1e-5, **_: f(x, w, b, eps)
+
+
+SINGULAR_REFERENCE = {
+    "l1_loss": lambda a, b: F.l1_loss(a, b),
+    "leaky_relu": lambda x, negative_slope: F.leaky_relu(x, negative_slope),
+    "max_pool2d": lambda x, kernel_size: F.max_pool2d(x, kernel_size),
+    "layer_norm": _norm_reference(lambda x, w, b, eps: F.layer_norm(x, x.shape[-1:], w, b, eps)),
+    "rms_norm": lambda x, w=None, eps=None: F.rms_norm(x, x.shape[-1:], w, eps),
+}
+SINGULAR = [(op, i) for op in OPS + INTERNAL_OPS for i in range(len(op.singular_points))]
+
+
+def test_every_layers_op_with_singular_points_has_a_torch_reference():
+    assert {op.name for op, _ in SINGULAR} == set(SINGULAR_REFERENCE)
+
+
+@pytest.mark.parametrize(("op", "index"), SINGULAR, ids=[f"{o.name}-{i}" for o, i in SINGULAR])
+def test_gradient_at_a_singular_point_matches_torch(op, index):
+    inputs, params = materialize(op.singular_points[index], np.random.default_rng(0))
+    ours = [sadl.Tensor(x, requires_grad=True) if isinstance(x, np.ndarray) else x for x in inputs]
+    theirs = [
+        torch.tensor(x, requires_grad=True) if isinstance(x, np.ndarray) else x for x in inputs
+    ]
+    out = op(*ours, **params)
+    ref = SINGULAR_REFERENCE[op.name](*theirs, **params)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=RTOL, atol=ATOL)
+    weights = np.random.default_rng(1).uniform(0.5, 1.5, size=out.shape)
+    (out * weights).sum().backward()
+    (ref * torch.tensor(weights)).sum().backward()
+    for mine, reference in zip(ours, theirs):
+        if isinstance(mine, sadl.Tensor):
+            assert np.isfinite(mine.grad).all()
+            np.testing.assert_allclose(mine.grad, reference.grad.numpy(), rtol=RTOL, atol=1e-7)

@@ -261,6 +261,7 @@ leaky_relu = OpDef(
         Example((2, 5), negative_slope=0.2),
         Example((4,), negative_slope=1.5),
     ),
+    singular_points=(Example(np.array([0.0, -1.0, 2.0]), negative_slope=0.1),),
 )
 
 INTERNAL_OPS = (GELU_BACKWARD, SILU_BACKWARD)

@@ -357,6 +357,8 @@ max_pool2d: OpDef = OpDef(
         Example((1, 1, 6, 6), kernel_size=(2, 3), stride=(1, 2), dilation=2),
         Example((2, 5, 5), kernel_size=2, stride=1),
     ),
+    # ties inside a window: the first maximum takes the gradient, as in torch
+    singular_points=(Example(np.array([[[[1.0, 1.0], [0.0, 1.0]]]]), kernel_size=2),),
 )
 
 

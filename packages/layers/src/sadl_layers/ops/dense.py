@@ -52,7 +52,8 @@ def _linear(x, weight, bias=None):
 
 def _rows(a, n):
     """``a`` as a matrix of ``n`` columns (leading axes merged; spelled out, as -1 cannot be
-    inferred when ``n`` is 0)."""
+    inferred when ``n`` is 0).
+    """
     return np.reshape(a, (math.prod(shape_of(a)[:-1]), n))
 
 

@@ -300,6 +300,7 @@ l1_loss = OpDef(
         Example((2, 3), (2, 3), reduction="sum"),
         Example((2, 3), (2, 3), reduction="none"),
     ),
+    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
 )
 
 

@@ -207,6 +207,7 @@ layer_norm: OpDef = OpDef(
         Example((2, 3, 4), (3, 4), (3, 4)),
         Example((2, 4), None, None, normalized_shape=(4,), eps=1e-3),
     ),
+    singular_points=(Example(np.ones((2, 3)), (3,), (3,)),),  # constant rows: variance 0
 )
 
 
@@ -252,6 +253,7 @@ rms_norm: OpDef = OpDef(
         Example((2, 3, 4), None, eps=1e-6),
         Example((2, 3, 4), (3, 4)),
     ),
+    singular_points=(Example(np.zeros((2, 3)), (3,), eps=1e-6),),  # zero rows
 )
 
 
