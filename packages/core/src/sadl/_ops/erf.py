@@ -157,6 +157,8 @@ def _poly(coeffs, t):
 
 def _blockwise(kernel, x, dtype):
     """``kernel(block, out_block)`` over cache-sized blocks of ``x`` (one call off the CPU)."""
+    if x.ndim == 0:  # kernels write with out=: NumPy turns 0-d results into scalars
+        return _blockwise(kernel, x.reshape(1), dtype).reshape(())
     xp = array_module(x)
     out = xp.empty(x.shape, dtype=dtype)
     with np.errstate(all="ignore"):
