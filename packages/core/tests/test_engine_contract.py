@@ -292,3 +292,11 @@ def test_float_inputs_and_explicit_dtypes_keep_their_dtype():
     assert t.astype(np.float64).dtype == np.float64
     assert (sadl.tensor(np.ones(3, np.float16)) * 1.5).dtype == np.float16
     assert (t * 2).dtype == np.int64 and (t // 2).dtype == np.int64
+
+
+def test_a_keyword_naming_an_input_says_to_pass_it_positionally():
+    x, lo = T([0.0, 1.0]), T(0.5)
+    with pytest.raises(TypeError, match="op 'clip': a_min=.*input 2: pass it positionally"):
+        sadl.ops.clip(x, a_min=lo)
+    sadl.ops.clip(x, lo).sum().backward()
+    assert lo.grad == 1.0

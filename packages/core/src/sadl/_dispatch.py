@@ -166,7 +166,7 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
                 inputs[index] = defaults.get(positional[index], _MISSING)
         if any(x is _MISSING for x in inputs):
             raise TypeError(f"{label}: missing a required argument for op {op.name!r}")
-        return inputs, {k: constant_param(v, op.name, k) for k, v in params.items()}
+        return inputs, {k: constant_param(v, op, k) for k, v in params.items()}
 
     return bind
 

@@ -11,6 +11,7 @@ it is handed it (``install_tensor_class``) when ``sadl._tensor`` is imported, an
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -214,14 +215,14 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
         return op.forward(*args, **params)
     Tensor = _Tensor
     if params:
-        params = {k: constant_param(v, op.name, k) for k, v in params.items()}
+        params = {k: constant_param(v, op, k) for k, v in params.items()}
     for a in args:
         if isinstance(a, Tensor):
             return apply(op, args, params)
     return op.forward(*args, **params)
 
 
-def constant_param(value: Any, op_name: str, name: str) -> Any:
+def constant_param(value: Any, op: OpDef, name: str) -> Any:
     """A value given for one of an op's params (never differentiated), with Tensors unwrapped.
 
     A Tensor that requires grad given as a param would silently get no gradient, so it is
@@ -229,15 +230,34 @@ def constant_param(value: Any, op_name: str, name: str) -> Any:
     """
     if isinstance(value, _Tensor):
         if value._requires_grad and _grad_state.enabled:
-            raise TypeError(
-                f"op {op_name!r}: {name}= is a constant parameter, but the Tensor given for it "
-                "requires grad and would get no gradient; pass value.detach() if a constant is "
-                "meant"
-            )
+            raise TypeError(_constant_message(op, name))
         return value.data
     if isinstance(value, tuple | list) and any(isinstance(v, _Tensor) for v in value):
-        return type(value)(constant_param(v, op_name, name) for v in value)
+        return type(value)(constant_param(v, op, name) for v in value)
     return value
+
+
+def _constant_message(op: OpDef, name: str) -> str:
+    message = (
+        f"op {op.name!r}: {name}= is a constant parameter, but the Tensor given for it requires "
+        "grad and would get no gradient"
+    )
+    try:
+        kinds = inspect.Parameter
+        positional = [
+            p.name
+            for p in inspect.signature(op.forward).parameters.values()
+            if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        positional = []
+    if name in positional:
+        place = positional.index(name) + 1
+        return (
+            f"{message}; it is the op's input {place}: pass it positionally to get its "
+            "gradient, or pass value.detach() if a constant is meant"
+        )
+    return f"{message}; pass value.detach() if a constant is meant"
 
 
 def _promote_to_default(out: Any, datas: Sequence[Any], params: dict[str, Any]) -> Any:

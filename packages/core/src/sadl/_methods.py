@@ -503,12 +503,12 @@ class ShapeMethods:
 
     def take(self: TensorLike, indices: Any, axis: Any = None) -> Tensor:
         """Elements at ``indices`` along ``axis``."""
-        params = {"indices": constant_param(indices, "take", "indices"), "axis": axis}
+        params = {"indices": constant_param(indices, _ix.TAKE, "indices"), "axis": axis}
         return _apply(_ix.TAKE, (self,), params)
 
     def take_along_axis(self: TensorLike, indices: Any, axis: builtins.int) -> Tensor:
         """Values picked along ``axis`` by an index array of the same rank."""
-        params = {"indices": constant_param(indices, "take_along_axis", "indices"), "axis": axis}
+        params = {"indices": constant_param(indices, _ix.TAKE_ALONG_AXIS, "indices"), "axis": axis}
         return _apply(_ix.TAKE_ALONG_AXIS, (self,), params)
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:

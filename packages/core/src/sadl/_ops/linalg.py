@@ -152,6 +152,22 @@ def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[
     return full, out
 
 
+def _fit_broadcast_letters(partial, letters, size):
+    """An operand's gradient over ``letters``, fitted to the operand's ``size`` of each letter.
+
+    einsum broadcasts a letter of size 1 against the other operands' size: the gradient is
+    summed where this operand had size 1, and broadcast where another operand had size 1 (the
+    same value along it; the engine never broadcasts a gradient up itself).
+    """
+    shape = tuple(size[c] for c in letters)
+    if tuple(partial.shape) == shape:
+        return partial
+    axes = tuple(k for k, (p, n) in enumerate(zip(partial.shape, shape)) if n == 1 and p != 1)
+    if axes:
+        partial = np.sum(partial, axis=axes, keepdims=True)
+    return np.broadcast_to(partial, shape)
+
+
 def _einsum(subscripts, *operands):
     """Einstein summation over the operands (``np.einsum``; ``...`` may also be summed out)."""
     lhs, arrow, rhs = subscripts.replace(" ", "").partition("->")
@@ -172,8 +188,7 @@ def _einsum_grad(g, out, subscripts, *operands):
         size = {c: x.shape[k] for k, c in enumerate(term)}
         kept = "".join(c for c in letters if c in available)
         spec = ",".join([out_term, *(t for t, _ in others)]) + "->" + kept
-        partial = np.einsum(spec, g, *(o for _, o in others))
-        partial = _fit_broadcast_letters(partial, tuple(size[c] for c in kept))
+        partial = _fit_broadcast_letters(np.einsum(spec, g, *(o for _, o in others)), kept, size)
         if kept != letters:  # letters summed only inside this operand: broadcast back
             view = [size[c] if c in available else 1 for c in letters]
             partial = np.broadcast_to(np.reshape(partial, view), [size[c] for c in letters])
@@ -191,20 +206,6 @@ def _diagonal_key(term, letters, size):
         view[letters.index(c)] = size[c]
         key.append(np.arange(size[c]).reshape(view))
     return tuple(key)
-
-
-def _fit_broadcast_letters(partial, shape):
-    """The gradient of an operand whose letters einsum broadcast against size-1 letters.
-
-    This operand's gradient is summed where it had size 1, and broadcast where another operand
-    had size 1 (the same value along it; the engine never broadcasts a gradient up itself).
-    """
-    if tuple(partial.shape) == tuple(shape):
-        return partial
-    axes = tuple(k for k, (p, n) in enumerate(zip(partial.shape, shape)) if n == 1 and p != 1)
-    if axes:
-        partial = np.sum(partial, axis=axes, keepdims=True)
-    return np.broadcast_to(partial, shape)
 
 
 EINSUM = OpDef(
