@@ -205,8 +205,13 @@ def test_requires_grad_assignment_works_on_float_leaves_and_refuses_non_leaves()
     t.requires_grad = False
     assert not (t * 2).requires_grad
     p = sadl.Parameter(np.zeros(2, np.float32))
-    with pytest.raises(RuntimeError, match="always requires grad"):
-        p.requires_grad = False
+    p.requires_grad = False  # freezing a Parameter, through the same check
+    assert not p.requires_grad and not (p * 2).requires_grad
+    with pytest.raises(TypeError, match="True or False"):
+        p.requires_grad = "yes"
+    frozen_int = sadl.tensor([1, 2])
+    with pytest.raises(TypeError, match="only floating-point"):
+        frozen_int.requires_grad = 1
 
 
 # ---------------------------------------------------------------- axes, empty, dtype
