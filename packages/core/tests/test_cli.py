@@ -174,7 +174,7 @@ def test_check_plugins_checks_layers_optimizers_and_commands(plugins, capsys):
     assert main(["check-plugins", "--plugin", "good"]) == 1
     out = capsys.readouterr().out
     table = rows(out)
-    assert ["op", "fake_cube", "good", "5", "ok"] in table
+    assert ["op", "fake_cube", "good", "20", "ok"] in table  # 5 on the example, 15 on variants
     assert ["layer", "Doubler", "good", "1", "FAILED:", "examples"] in table
     assert ["optimizer", "Noop", "good", "1", "FAILED:", "step"] in table
     assert ["command", "fake-hello", "good", "1", "ok"] in table
