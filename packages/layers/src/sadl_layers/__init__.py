@@ -27,10 +27,14 @@ from sadl_layers.modules.normalization import *  # noqa: F403
 from sadl_layers.ops import OPS
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
+from sadl_layers.ops.piecewise import *  # noqa: F403
+from sadl_layers.ops.pooling import *  # noqa: F403
+from sadl_layers.ops.resize import *  # noqa: F403
 
 try:
     __version__ = _dist_version("sadl-layers")

@@ -1,7 +1,8 @@
-"""Activation layers: ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax, LeakyReLU.
+"""Activation layers, with torch.nn's names and arguments.
 
-Each is one op on the graph (core's ``relu``/``tanh``/``sigmoid``/``softmax``/``log_softmax``,
-or this package's fused ``gelu``/``silu``/``leaky_relu``).
+Each is one op on the graph: core's ``relu``/``tanh``/``sigmoid``/``softmax``/``log_softmax``,
+or this package's ``gelu``, ``silu``, ``mish``, ``softplus_beta``, ``logsigmoid``,
+``leaky_relu``, ``elu``/``selu``/``celu`` and ``hardtanh``/``hardsigmoid``/``hardswish``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,28 @@ from sadl import Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import activations as _ops
+from sadl_layers.ops import piecewise as _piecewise
 
-__all__ = ["ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "LeakyReLU"]
+__all__ = [
+    "ReLU",
+    "GELU",
+    "SiLU",
+    "Tanh",
+    "Sigmoid",
+    "Softmax",
+    "LogSoftmax",
+    "LeakyReLU",
+    "ELU",
+    "SELU",
+    "CELU",
+    "Mish",
+    "Softplus",
+    "LogSigmoid",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+]
 
 
 class ReLU(Layer):
@@ -77,7 +98,7 @@ class LeakyReLU(Layer):
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = _ops.leaky_relu(as_tensor(x), negative_slope=self.negative_slope)
+        out: Tensor = _piecewise.leaky_relu(as_tensor(x), negative_slope=self.negative_slope)
         return out
 
     def extra_repr(self) -> str:
@@ -113,3 +134,108 @@ class LogSoftmax(Softmax):
     def forward(self, x: Any) -> Tensor:
         """Normalize along ``dim``, in log space."""
         return self._checked(x).log_softmax(self.dim)
+
+
+class _Pointwise(Layer):
+    """An activation that applies one op with fixed keyword arguments (``self.options``)."""
+
+    op: Any
+    options: dict[str, float] = {}
+
+    def forward(self, x: Any) -> Tensor:
+        """Apply elementwise."""
+        out: Tensor = self.call_op(type(self).op, as_tensor(x), **self.options)
+        return out
+
+    def extra_repr(self) -> str:
+        """The options."""
+        return ", ".join(f"{k}={v}" for k, v in self.options.items())
+
+
+class ELU(_Pointwise):
+    """x for x > 0, else alpha * (exp(x) - 1)."""
+
+    op = _piecewise.elu
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__()
+        self.options = {"alpha": float(alpha)}
+
+
+class SELU(_Pointwise):
+    """scale * ELU(x, alpha) with the self-normalizing constants (alpha 1.6733, scale 1.0507)."""
+
+    op = _piecewise.selu
+
+
+class CELU(_Pointwise):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)); alpha must not be 0."""
+
+    op = _piecewise.celu
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__()
+        if alpha == 0:
+            raise ValueError("CELU: alpha must not be 0 (it divides the input)")
+        self.options = {"alpha": float(alpha)}
+
+
+class Mish(_Pointwise):
+    """x * tanh(softplus(x))."""
+
+    op = _ops.mish
+
+
+class Softplus(_Pointwise):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (torch's)."""
+
+    op = _ops.softplus_beta
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        if not beta > 0:
+            raise ValueError(f"Softplus: beta must be positive, got {beta!r}")
+        self.options = {"beta": float(beta), "threshold": float(threshold)}
+
+
+class LogSigmoid(_Pointwise):
+    """log(sigmoid(x)), finite for any x."""
+
+    op = _ops.logsigmoid
+
+
+class Hardtanh(_Pointwise):
+    """x clipped to [min_val, max_val] (default [-1, 1])."""
+
+    op = _piecewise.hardtanh
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0) -> None:
+        super().__init__()
+        if not min_val < max_val:
+            raise ValueError(
+                f"{type(self).__name__}: min_val must be below max_val, got {min_val} and {max_val}"
+            )
+        self.options = {"min_val": float(min_val), "max_val": float(max_val)}
+
+
+class ReLU6(Hardtanh):
+    """min(max(x, 0), 6)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, 6.0)
+
+    def extra_repr(self) -> str:
+        """Nothing to configure."""
+        return ""
+
+
+class Hardsigmoid(_Pointwise):
+    """0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 in between."""
+
+    op = _piecewise.hardsigmoid
+
+
+class Hardswish(_Pointwise):
+    """x * Hardsigmoid(x)."""
+
+    op = _piecewise.hardswish

@@ -17,6 +17,8 @@ from sadl_layers.modules._base import (
     resolve_generator,
 )
 from sadl_layers.ops import conv as _ops
+from sadl_layers.ops import pooling as _pool
+from sadl_layers.ops._window import pair
 
 __all__ = ["Conv2d", "MaxPool2d", "AvgPool2d"]
 
@@ -64,10 +66,10 @@ class Conv2d(Layer):
                 f"Conv2d: groups={groups} must divide in_channels={in_channels} and "
                 f"out_channels={out_channels}"
             )
-        self.kernel_size = _ops.pair(kernel_size, "Conv2d", "kernel_size")
-        self.stride = _ops.pair(stride, "Conv2d", "stride")
-        self.padding = _ops.pair(padding, "Conv2d", "padding")
-        self.dilation = _ops.pair(dilation, "Conv2d", "dilation")
+        self.kernel_size = pair(kernel_size, "Conv2d", "kernel_size")
+        self.stride = pair(stride, "Conv2d", "stride")
+        self.padding = pair(padding, "Conv2d", "padding")
+        self.dilation = pair(dilation, "Conv2d", "dilation")
         if min(*self.kernel_size, *self.stride, *self.dilation) < 1:
             raise ValueError(
                 f"Conv2d: kernel_size, stride and dilation must be positive, got "
@@ -116,12 +118,10 @@ class MaxPool2d(Layer):
         dilation: IntPair = 1,
     ) -> None:
         super().__init__()
-        self.kernel_size = _ops.pair(kernel_size, "MaxPool2d", "kernel_size")
-        self.stride = (
-            self.kernel_size if stride is None else _ops.pair(stride, "MaxPool2d", "stride")
-        )
-        self.padding = _ops.pair(padding, "MaxPool2d", "padding")
-        self.dilation = _ops.pair(dilation, "MaxPool2d", "dilation")
+        self.kernel_size = pair(kernel_size, "MaxPool2d", "kernel_size")
+        self.stride = self.kernel_size if stride is None else pair(stride, "MaxPool2d", "stride")
+        self.padding = pair(padding, "MaxPool2d", "padding")
+        self.dilation = pair(dilation, "MaxPool2d", "dilation")
 
     def forward(self, x: Any) -> Tensor:
         """Pool ``x`` of shape ``(N, C, H, W)`` or ``(C, H, W)``."""
@@ -129,7 +129,7 @@ class MaxPool2d(Layer):
         if x.ndim not in (3, 4):
             raise self.fail(f"input has shape {x.shape}, expected (N, C, H, W) or (C, H, W)")
         out: Tensor = self.call_op(
-            _ops.max_pool2d,
+            _pool.max_pool2d,
             x,
             kernel_size=self.kernel_size,
             stride=self.stride,
@@ -157,11 +157,9 @@ class AvgPool2d(Layer):
         count_include_pad: bool = True,
     ) -> None:
         super().__init__()
-        self.kernel_size = _ops.pair(kernel_size, "AvgPool2d", "kernel_size")
-        self.stride = (
-            self.kernel_size if stride is None else _ops.pair(stride, "AvgPool2d", "stride")
-        )
-        self.padding = _ops.pair(padding, "AvgPool2d", "padding")
+        self.kernel_size = pair(kernel_size, "AvgPool2d", "kernel_size")
+        self.stride = self.kernel_size if stride is None else pair(stride, "AvgPool2d", "stride")
+        self.padding = pair(padding, "AvgPool2d", "padding")
         self.count_include_pad = bool(count_include_pad)
 
     def forward(self, x: Any) -> Tensor:
@@ -170,7 +168,7 @@ class AvgPool2d(Layer):
         if x.ndim not in (3, 4):
             raise self.fail(f"input has shape {x.shape}, expected (N, C, H, W) or (C, H, W)")
         out: Tensor = self.call_op(
-            _ops.avg_pool2d,
+            _pool.avg_pool2d,
             x,
             kernel_size=self.kernel_size,
             stride=self.stride,

@@ -1,9 +1,10 @@
 """Loss layers: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss.
 
-Thin wrappers around the loss ops (see :mod:`sadl_layers.ops.losses`), called as
-``loss_fn(input, target)``. Class axis LAST for the classification losses: logits ``(..., C)``,
-targets ``(...)``. A float NumPy target is cast to the input's dtype, so float32 models stay in
-float32 whatever dtype the data loader produced.
+Thin wrappers around the loss ops (see :mod:`sadl_layers.ops.classification` and
+:mod:`sadl_layers.ops.losses`), called as ``loss_fn(input, target)``. Class axis LAST for the
+classification losses: logits ``(..., C)``, targets ``(...)`` (ids) or ``(..., C)``
+(probabilities). A float NumPy target is cast to the input's dtype, so float32 models stay in
+float32 whatever dtype the data loader produced; a class ``weight`` is kept as a buffer.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from sadl import Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor
+from sadl_layers.ops import classification as _classification
 from sadl_layers.ops import losses as _ops
 from sadl_layers.ops._common import check_reduction
 
@@ -43,17 +45,48 @@ class _Loss(Layer):
         return f"reduction={self.reduction!r}"
 
 
-class CrossEntropyLoss(_Loss):
-    """Softmax cross-entropy of logits ``(..., C)`` against integer class ids ``(...)``.
+class _WeightedLoss(_Loss):
+    """A classification loss with an optional per-class ``weight`` buffer (as torch's)."""
 
-    ``ignore_index`` targets contribute nothing (and are left out of the mean);
-    ``label_smoothing`` mixes the one-hot target with the uniform distribution.
+    weight: Tensor | None
+
+    def __init__(self, weight: Any, reduction: str) -> None:
+        super().__init__(reduction)
+        if weight is None:
+            self.weight = None
+        else:
+            w = as_tensor(weight)
+            if w.ndim != 1 or w.dtype.kind != "f":
+                raise ValueError(
+                    f"{type(self).__name__}: weight must be a 1-D float array (one per class), "
+                    f"got {w.dtype} of shape {w.shape}"
+                )
+            self.register_buffer("weight", w)
+
+    def _weight_like(self, x: Tensor) -> Any:
+        """The class weights in the input's dtype (None without weights)."""
+        if self.weight is None:
+            return None
+        w = self.weight.data
+        return w if w.dtype == x.dtype else w.astype(x.dtype)
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    """Softmax cross-entropy of logits ``(..., C)`` against integer class ids ``(...)`` or class
+    probabilities ``(..., C)``.
+
+    ``weight`` (C,) rescales each class; ``ignore_index`` targets contribute nothing (and are
+    left out of the mean); ``label_smoothing`` mixes the target with the uniform distribution.
     """
 
     def __init__(
-        self, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"
+        self,
+        weight: Any = None,
+        ignore_index: int = -100,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
     ) -> None:
-        super().__init__(reduction)
+        super().__init__(weight, reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(
                 f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing!r}"
@@ -63,10 +96,12 @@ class CrossEntropyLoss(_Loss):
 
     def forward(self, logits: Any, targets: Any) -> Tensor:
         """The loss of ``logits`` at ``targets``."""
+        x = as_tensor(logits)
         out: Tensor = self.call_op(
-            _ops.cross_entropy,
-            as_tensor(logits),
-            targets,
+            _classification.cross_entropy,
+            x,
+            _target_like(targets, x),
+            weight=self._weight_like(x),
             ignore_index=self.ignore_index,
             label_smoothing=self.label_smoothing,
             reduction=self.reduction,
@@ -75,25 +110,31 @@ class CrossEntropyLoss(_Loss):
 
     def extra_repr(self) -> str:
         """Options."""
+        weighted = ", weight=..." if self.weight is not None else ""
         return (
             f"ignore_index={self.ignore_index}, label_smoothing={self.label_smoothing}, "
-            f"reduction={self.reduction!r}"
+            f"reduction={self.reduction!r}{weighted}"
         )
 
 
-class NLLLoss(_Loss):
-    """Negative log-likelihood of log-probabilities ``(..., C)`` at integer class ids ``(...)``."""
+class NLLLoss(_WeightedLoss):
+    """Negative log-likelihood of log-probabilities ``(..., C)`` at integer class ids ``(...)``;
+    ``weight`` (C,) rescales each class."""
 
-    def __init__(self, ignore_index: int = -100, reduction: str = "mean") -> None:
-        super().__init__(reduction)
+    def __init__(
+        self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean"
+    ) -> None:
+        super().__init__(weight, reduction)
         self.ignore_index = int(ignore_index)
 
     def forward(self, log_probs: Any, targets: Any) -> Tensor:
         """The loss of ``log_probs`` at ``targets``."""
+        x = as_tensor(log_probs)
         out: Tensor = self.call_op(
-            _ops.nll_loss,
-            as_tensor(log_probs),
+            _classification.nll_loss,
+            x,
             targets,
+            weight=self._weight_like(x),
             ignore_index=self.ignore_index,
             reduction=self.reduction,
         )
@@ -101,7 +142,8 @@ class NLLLoss(_Loss):
 
     def extra_repr(self) -> str:
         """Options."""
-        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+        weighted = ", weight=..." if self.weight is not None else ""
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}{weighted}"
 
 
 class MSELoss(_Loss):

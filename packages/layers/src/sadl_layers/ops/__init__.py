@@ -15,15 +15,41 @@ from __future__ import annotations
 
 from sadl.plugins import OpDef
 
-from sadl_layers.ops import activations, attention, conv, dense, losses, normalization
+from sadl_layers.ops import (
+    activations,
+    attention,
+    classification,
+    conv,
+    dense,
+    losses,
+    normalization,
+    piecewise,
+    pooling,
+    resize,
+)
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
+from sadl_layers.ops.piecewise import *  # noqa: F403
+from sadl_layers.ops.pooling import *  # noqa: F403
+from sadl_layers.ops.resize import *  # noqa: F403
 
-_TABLES = (losses, activations, normalization, dense, attention, conv)
+_TABLES = (
+    classification,
+    losses,
+    activations,
+    piecewise,
+    normalization,
+    dense,
+    attention,
+    conv,
+    pooling,
+    resize,
+)
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)
 INTERNAL_OPS: tuple[OpDef, ...] = tuple(op for table in _TABLES for op in table.INTERNAL_OPS)

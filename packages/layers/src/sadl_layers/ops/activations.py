@@ -1,26 +1,30 @@
-"""Activations core does not have: GELU (exact and tanh), SiLU, LeakyReLU.
+"""Smooth activations core does not have: GELU (exact and tanh), SiLU, Mish, softplus with
+torch's ``beta``/``threshold``, and log-sigmoid.
 
 GELU and SiLU are fused: one graph node each, forward and backward evaluated block by block in
 the CPU cache (see :func:`~sadl_layers.ops._common.blockwise`). The backward of each is itself an
 op (``gelu_backward``, ``silu_backward``) whose own gradient is written in NumPy vocabulary, so
-second and higher derivatives work while a first-order backward stays one fused pass.
+second and higher derivatives work while a first-order backward stays one fused pass. Mish,
+softplus and log-sigmoid are short NumPy expressions, forward and backward.
 
-NumPy has no ``erf``. Exact GELU needs the normal CDF Phi; for float64 it comes from
-``math.erfc`` (exact to the last bit, one Python call per element: float64 is for checking, not
-for speed), for float32/float16 from the Chebyshev fit of erfc in Numerical Recipes (relative
-error below 1.2e-7 over the whole line, i.e. under float32's resolution), vectorized.
+Exact GELU is ``x * Phi(x)`` with Phi the normal CDF, computed from core's error function
+(``sadl.ops.erf``, NumPy has none): in float32 as torch does, ``(1 + erf(x / sqrt 2)) / 2``
+(within about 1e-7 absolute, at about the cost of the tanh form), in float64 as
+``erfc(-x / sqrt 2) / 2``, which keeps its relative accuracy far into the negative tail.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+import sadl
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import blockwise, const
 
-__all__ = ["gelu", "silu", "leaky_relu"]
+__all__ = ["gelu", "silu", "mish", "softplus_beta", "logsigmoid"]
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -29,54 +33,31 @@ _TANH_A = 0.044715
 _TANH_AC = _TANH_A * _TANH_C
 _APPROXIMATIONS = ("none", "tanh")
 
-# erfc(z) = t * exp(-z*z + P(t)), t = 1 / (1 + z/2), z >= 0 (Numerical Recipes, "erfcc").
-_ERFC_COEFFS = (
-    0.17087277,
-    -0.82215223,
-    1.48851587,
-    -1.13520398,
-    0.27886807,
-    -0.18628806,
-    0.09678418,
-    0.37409196,
-    1.00002368,
-    -1.26551223,
-)
-_erfc_exact = np.frompyfunc(math.erfc, 1, 1)
+_erf_ops: list[Any] = []  # core's erf and erfc, looked up on first use (plugins are loaded then)
+
+
+def _erf_and_erfc() -> tuple[Any, Any]:
+    if not _erf_ops:
+        _erf_ops.extend((sadl.ops.get("erf").forward, sadl.ops.get("erfc").forward))
+    return _erf_ops[0], _erf_ops[1]
 
 
 def _ndtr_into(out, x, z):
     """Out = Phi(x), the standard normal CDF, in place; ``z`` is a scratch buffer."""
+    erf, erfc = _erf_and_erfc()
     if x.dtype == np.float64:
-        out[...] = _erfc_exact(x * -_SQRT_HALF)
-        out *= 0.5
-        return out
-    np.abs(x, out=z)
-    z *= _SQRT_HALF
-    t = np.multiply(z, 0.5, out=out)
-    t += 1.0
-    np.reciprocal(t, out=t)
-    p = t * _ERFC_COEFFS[0]
-    for c in _ERFC_COEFFS[1:-1]:
-        p += c
-        p *= t
-    p += _ERFC_COEFFS[-1]
-    z *= z
-    p -= z
-    np.exp(p, out=p)
-    p *= t
-    p *= 0.5  # Phi(-|x|) = erfc(|x| / sqrt 2) / 2, accurate relative to its size
-    # Phi(x) = Phi(-|x|) + [x >= 0] * (1 - 2 Phi(-|x|)): no branch, and no cancellation for
-    # x < 0, where Phi is tiny and must keep its relative accuracy.
-    np.multiply(p, -2.0, out=z)
-    z += 1.0
-    np.multiply(z, x >= 0, out=z)
-    np.add(p, z, out=out)
+        np.multiply(x, -_SQRT_HALF, out=z)
+        out[...] = erfc(z)
+    else:
+        np.multiply(x, _SQRT_HALF, out=z)
+        out[...] = erf(z)
+        out += 1.0
+    out *= 0.5
     return out
 
 
 def normal_cdf(x):
-    """Phi(x) = P(N(0, 1) <= x) of a float array (exact in float64, float32-accurate else)."""
+    """Phi(x) = P(N(0, 1) <= x) of a float array (see the module docstring for the accuracy)."""
     return blockwise(_ndtr_into, x, scratch=1)
 
 
@@ -240,26 +221,89 @@ silu: OpDef = OpDef(
 )
 
 
-# ------------------------------------------------------------------------------- LeakyReLU
+# ------------------------------------------------------------------------------------ Mish
 
 
-def _leaky_relu(x, *, negative_slope=0.01):
-    """Leaky ReLU: x where x > 0, else negative_slope * x."""
-    return np.where(x > 0, x, x * negative_slope)
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) without overflow, in NumPy vocabulary (arrays and Tensors)."""
+    return 0.5 * np.tanh(0.5 * x) + 0.5
 
 
-def _leaky_relu_grad(g, out, x, *, negative_slope=0.01):
-    return np.where(const(x) > 0, g, g * negative_slope)
+def _mish(x):
+    """Mish: x * tanh(softplus(x))."""
+    return x * np.tanh(np.logaddexp(0.0, x))
 
 
-leaky_relu = OpDef(
-    "leaky_relu",
-    _leaky_relu,
-    (_leaky_relu_grad,),
+def _mish_grad(g, out, x):
+    # f' = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x)
+    t = np.tanh(np.logaddexp(0.0, x))
+    return g * (t + x * _sigmoid(x) * (1.0 - t * t))
+
+
+mish = OpDef(
+    "mish",
+    _mish,
+    (_mish_grad,),
     examples=(
-        Example((3, 4)),
-        Example((2, 5), negative_slope=0.2),
-        Example((4,), negative_slope=1.5),
+        Example((3, 4), domain=(-4.0, 4.0)),
+        Example(np.array([[-1000.0, -30.0, 0.0, 30.0, 1000.0]])),
+    ),
+)
+
+
+# -------------------------------------------------------------------------------- softplus
+
+
+def _check_softplus(beta, threshold):
+    if not isinstance(beta, int | float) or isinstance(beta, bool) or not beta > 0:
+        raise ValueError(f"softplus_beta: beta must be a positive number, got {beta!r}")
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool):
+        raise ValueError(f"softplus_beta: threshold must be a number, got {threshold!r}")
+
+
+def _softplus_beta(x, *, beta=1.0, threshold=20.0):
+    """torch's softplus: log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold.
+
+    Core's ``softplus`` is the plain log(1 + exp(x)); this is the one with torch's signature
+    (``torch.nn.functional.softplus(x, beta, threshold)``, the ``Softplus`` layer).
+    """
+    _check_softplus(beta, threshold)
+    z = x * beta
+    return np.where(z > threshold, x, np.logaddexp(0.0, z) / beta)
+
+
+def _softplus_beta_grad(g, out, x, *, beta=1.0, threshold=20.0):
+    linear = const(x) * beta > threshold
+    return np.where(linear, g, g * _sigmoid(x * beta))
+
+
+softplus_beta = OpDef(
+    "softplus_beta",
+    _softplus_beta,
+    (_softplus_beta_grad,),
+    examples=(
+        Example((3, 4), domain=(-4.0, 4.0)),
+        Example((3, 4), beta=2.5, threshold=3.0, domain=(-3.0, 3.0)),
+        Example(np.array([[-1000.0, -3.0, 0.5, 25.0, 1000.0]]), beta=0.5, threshold=10.0),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- log-sigmoid
+
+
+def _logsigmoid(x):
+    """log(sigmoid(x)) = -log(1 + exp(-x)), finite for any x."""
+    return -np.logaddexp(0.0, -x)
+
+
+logsigmoid = OpDef(
+    "logsigmoid",
+    _logsigmoid,
+    (lambda g, out, x: g * _sigmoid(-x),),
+    examples=(
+        Example((3, 4), domain=(-4.0, 4.0)),
+        Example(np.array([[-1000.0, -20.0, 0.0, 20.0, 1000.0]])),
     ),
     singular_points=(Example(np.array([0.0, -1.0, 2.0]), negative_slope=0.1),),
 )

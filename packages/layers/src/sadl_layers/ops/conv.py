@@ -1,4 +1,4 @@
-"""2-D convolution and pooling (NCHW), each a fused op with an analytic backward.
+"""Convolutions (NCHW and NCL): conv2d, its transpose, and their 1-D forms.
 
 ``conv2d`` is im2col + GEMM: a read-only window view of the padded input
 (``sliding_window_view``) is copied once into columns and multiplied by the weight, one GEMM per
@@ -10,9 +10,9 @@ image and group. Its two gradients are ops of their own, and the three form a cl
   over the kh*kw kernel offsets)
 * ``conv2d_weight_grad(x, g)`` = d<y, g>/dw (im2col + GEMM)
 
-Pooling works the same way with a loop over kernel offsets: ``max_pool2d`` routes the gradient
-to the first maximum of each window (torch's choice), ``avg_pool2d`` spreads it evenly; their
-backward ops are linear in the gradient and come with their own adjoints.
+``conv_transpose2d`` IS ``conv2d_input_grad`` (plus a bias and torch's ``output_padding``), so its
+gradients are ``conv2d`` and ``conv2d_weight_grad``: the same family, nothing new to get right.
+``conv1d`` and ``conv_transpose1d`` are composites: the 2-D op on a height-1 view.
 """
 
 from __future__ import annotations
@@ -20,90 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, shape_of
+from sadl_layers.ops._window import Geometry, pair
 
-__all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
-
-_window_view = np.lib.stride_tricks.sliding_window_view
-
-
-def pair(value: Any, fn: str, name: str) -> tuple[int, int]:
-    """An int or a pair of ints as a pair of non-negative ints."""
-    if isinstance(value, int | np.integer):
-        out = (int(value), int(value))
-    else:
-        try:
-            items = tuple(int(v) for v in value)
-        except TypeError:
-            items = ()
-        if len(items) != 2:
-            raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {value!r}")
-        out = (items[0], items[1])
-    if min(out) < 0:
-        raise ValueError(f"{fn}: {name} must be non-negative, got {value!r}")
-    return out
-
-
-class _Geometry:
-    """Kernel, stride, padding and dilation of a 2-D sliding window, and the output size."""
-
-    __slots__ = ("Ho", "Wo", "dh", "dw", "kh", "kw", "ph", "pw", "sh", "sw")
-
-    def __init__(self, fn, hw, kernel, stride, padding, dilation, arg="input"):
-        self.kh, self.kw = pair(kernel, fn, "kernel_size")
-        self.sh, self.sw = pair(stride, fn, "stride")
-        self.ph, self.pw = pair(padding, fn, "padding")
-        self.dh, self.dw = pair(dilation, fn, "dilation")
-        if min(self.kh, self.kw, self.sh, self.sw, self.dh, self.dw) < 1:
-            raise ValueError(
-                f"{fn}: kernel_size, stride and dilation must be positive, got kernel_size="
-                f"{kernel!r}, stride={stride!r}, dilation={dilation!r}"
-            )
-        H, W = hw
-        span_h = self.dh * (self.kh - 1) + 1
-        span_w = self.dw * (self.kw - 1) + 1
-        self.Ho = (H + 2 * self.ph - span_h) // self.sh + 1
-        self.Wo = (W + 2 * self.pw - span_w) // self.sw + 1
-        if self.Ho < 1 or self.Wo < 1:
-            raise ValueError(
-                f"{fn}: the {span_h}x{span_w} kernel (with dilation) does not fit the padded "
-                f"{arg} of spatial size {H + 2 * self.ph}x{W + 2 * self.pw}"
-            )
-
-    def offsets(self):
-        """(i, j, rows, cols): the strided slice of the padded input seen by kernel tap (i, j)."""
-        for i in range(self.kh):
-            r0 = i * self.dh
-            rows = slice(r0, r0 + self.sh * (self.Ho - 1) + 1, self.sh)
-            for j in range(self.kw):
-                c0 = j * self.dw
-                yield i, j, rows, slice(c0, c0 + self.sw * (self.Wo - 1) + 1, self.sw)
-
-    def pad(self, x, value=0.0):
-        """The input padded on its last two axes (with ``value``)."""
-        if not (self.ph or self.pw):
-            return x
-        H, W = x.shape[-2:]
-        xp = np.full((*x.shape[:-2], H + 2 * self.ph, W + 2 * self.pw), value, dtype=x.dtype)
-        xp[..., self.ph : self.ph + H, self.pw : self.pw + W] = x
-        return xp
-
-    def crop(self, xp, hw):
-        """The unpadded part of a padded array."""
-        H, W = hw
-        return xp[..., self.ph : self.ph + H, self.pw : self.pw + W]
-
-    def windows(self, x):
-        """Read-only view (N, C, kh, kw, Ho, Wo) of the padded input's windows."""
-        xp = self.pad(x)
-        span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
-        win = _window_view(xp, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
-        win = win[..., :: self.sh, :: self.sw, :: self.dh, :: self.dw]
-        win = win[..., : self.Ho, : self.Wo, :, :]
-        nd = win.ndim
-        return win.transpose(*range(nd - 4), nd - 2, nd - 1, nd - 4, nd - 3)
+__all__ = ["conv2d", "conv_transpose2d", "conv1d", "conv_transpose1d"]
 
 
 # -------------------------------------------------------------------------------- conv2d
@@ -130,7 +53,7 @@ def _conv_setup(fn, x_shape, w_shape, stride, padding, dilation, groups):
             f"{fn}: input has shape {tuple(x_shape)} with {C} channels, expected "
             f"(N, {Cg * groups}, H, W) for weight of shape {tuple(w_shape)} and groups={groups}"
         )
-    geo = _Geometry(fn, (H, W), (kh, kw), stride, padding, dilation)
+    geo = Geometry(fn, (H, W), (kh, kw), stride, padding, dilation)
     return geo, groups
 
 
@@ -165,7 +88,7 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
     cols = np.matmul(np.swapaxes(w2, -1, -2), g2)  # (N, G, K, L)
     cols = cols.reshape(N, C, geo.kh, geo.kw, geo.Ho, geo.Wo)
-    gxp = np.zeros((N, C, H + 2 * geo.ph, W + 2 * geo.pw), dtype=cols.dtype)
+    gxp = array_module(cols).zeros(geo.padded_shape(x_shape), dtype=cols.dtype)
     for i, j, rows, cols_ in geo.offsets():
         gxp[:, :, rows, cols_] += cols[:, :, i, j]
     return geo.crop(gxp, (H, W))
@@ -234,204 +157,235 @@ CONV2D_WEIGHT_GRAD: OpDef = OpDef(
 )
 
 
-# ----------------------------------------------------------------------------- pooling
+# ---------------------------------------------------------------------- conv_transpose2d
 
 
-def _pool_setup(fn, x, kernel_size, stride, padding, dilation=1):
-    check_float(fn, "input", x)
-    if np.ndim(x) < 3:
-        raise ValueError(
-            f"{fn}: input must have shape (N, C, H, W) or (C, H, W), got {shape_of(x)}"
-        )
-    hw = shape_of(x)[-2:]
-    geo = _Geometry(
-        fn, hw, kernel_size, kernel_size if stride is None else stride, padding, dilation
-    )
-    if geo.ph > geo.kh // 2 or geo.pw > geo.kw // 2:
-        raise ValueError(
-            f"{fn}: padding {(geo.ph, geo.pw)} must be at most half the kernel size "
-            f"{(geo.kh, geo.kw)}"
-        )
-    return geo
+def _transpose_setup(x_shape, w_shape, stride, padding, output_padding, dilation, groups):
+    """The conv2d geometry a transposed convolution inverts, and torch's output size.
 
-
-def _window_max(xp, geo):
-    """The maximum of each window of the (-inf) padded input."""
-    out = None
-    for _, _, rows, cols in geo.offsets():
-        tap = xp[..., rows, cols]
-        if out is None:
-            out = tap.copy()
-        else:
-            np.maximum(out, tap, out=out)
-    return out
-
-
-def _first_max_taps(x, geo):
-    """(rows, cols, hit) per kernel tap: ``hit`` marks the windows whose FIRST maximum (in
-    row-major kernel order, torch's choice on ties) is that tap's element.
-
-    ``hit`` is a buffer reused from tap to tap: use it before asking for the next one.
+    Returns ``(conv_shape, extra)``: the shape (N, C_out, H', W') whose conv2d has the input's
+    spatial size, and the rows/columns of ``output_padding`` beyond it (which only the bias
+    reaches; only possible when output_padding >= stride, allowed as in torch while it stays
+    below the dilation).
     """
-    xp = geo.pad(x, -np.inf)
-    best = _window_max(xp, geo)
-    hit = np.empty(best.shape, dtype=bool)
-    claimed = np.zeros(best.shape, dtype=bool)
-    for _, _, rows, cols in geo.offsets():
-        np.equal(xp[..., rows, cols], best, out=hit)
-        np.greater(hit, claimed, out=hit)  # a maximum not claimed by an earlier tap
-        np.logical_or(claimed, hit, out=claimed)
-        yield rows, cols, hit
-
-
-def _max_pool2d(x, *, kernel_size, stride=None, padding=0, dilation=1):
-    """Maximum over each kh x kw window (padding counts as -inf)."""
-    geo = _pool_setup("max_pool2d", x, kernel_size, stride, padding, dilation)
-    return _window_max(geo.pad(x, -np.inf), geo)
-
-
-def _tiles(geo):
-    """True when the windows are disjoint and tile the input's top-left corner.
-
-    That is stride == kernel, no padding, no dilation: every element then belongs to at most one
-    window.
-    """
-    return (
-        (geo.sh, geo.sw) == (geo.kh, geo.kw)
-        and (geo.dh, geo.dw) == (1, 1)
-        and not (geo.ph or geo.pw)
+    fn = "conv_transpose2d"
+    if len(x_shape) != 4:
+        raise ValueError(f"{fn}: input must have shape (N, C, H, W), got {tuple(x_shape)}")
+    if len(w_shape) != 4:
+        raise ValueError(
+            f"{fn}: weight must have shape (in_channels, out_channels / groups, kh, kw), got "
+            f"{tuple(w_shape)}"
+        )
+    N, C, H, W = x_shape
+    groups = int(groups)
+    if C != w_shape[0]:
+        raise ValueError(
+            f"{fn}: input has shape {tuple(x_shape)} with {C} channels, expected "
+            f"(N, {w_shape[0]}, H, W) for weight of shape {tuple(w_shape)}"
+        )
+    if groups < 1 or C % groups:
+        raise ValueError(f"{fn}: groups={groups} must be positive and divide in_channels={C}")
+    s, p, d = (
+        pair(stride, fn, "stride"),
+        pair(padding, fn, "padding"),
+        pair(dilation, fn, "dilation"),
     )
+    op = pair(output_padding, fn, "output_padding")
+    if min(*s, *d) < 1:
+        raise ValueError(
+            f"{fn}: stride and dilation must be positive, got {stride!r}, {dilation!r}"
+        )
+    k = w_shape[2:]
+    size, extra = [], []
+    for axis in range(2):
+        if op[axis] >= s[axis] and op[axis] >= d[axis]:
+            raise ValueError(
+                f"{fn}: output_padding {op} must be smaller than the stride {s} or the "
+                f"dilation {d} (per axis)"
+            )
+        n = (x_shape[2 + axis] - 1) * s[axis] - 2 * p[axis] + d[axis] * (k[axis] - 1) + 1
+        if n + op[axis] < 1:
+            raise ValueError(
+                f"{fn}: the output would be empty (size {n + op[axis]} on spatial axis {axis}); "
+                "reduce the padding"
+            )
+        beyond = s[axis] * (op[axis] // s[axis])
+        size.append(n + op[axis] - beyond)
+        extra.append(beyond)
+    conv_shape = (N, w_shape[1] * groups, size[0], size[1])
+    return conv_shape, (extra[0], extra[1])
 
 
-def _max_pool2d_backward(g, x, *, kernel_size, stride=None, padding=0, dilation=1):
-    """Scatter g to the first maximum of each window of x (the gradient of max_pool2d)."""
-    geo = _pool_setup("max_pool2d", x, kernel_size, stride, padding, dilation)
-    H, W = shape_of(x)[-2:]
-    lead = shape_of(x)[:-2]
-    if _tiles(geo):
-        # Disjoint windows: write each tap's share straight into place, no zero-fill and no
-        # read-modify-write (only the rows/columns no window covers are zeroed).
-        gx = np.empty((*lead, H, W), dtype=g.dtype)
-        gx[..., geo.Ho * geo.kh :, :] = 0
-        gx[..., :, geo.Wo * geo.kw :] = 0
-        for rows, cols, hit in _first_max_taps(x, geo):
-            np.multiply(g, hit, out=gx[..., rows, cols])
-        return gx
-    gxp = np.zeros((*lead, H + 2 * geo.ph, W + 2 * geo.pw), dtype=g.dtype)
-    part = np.empty_like(g)
-    for rows, cols, hit in _first_max_taps(x, geo):
-        np.multiply(g, hit, out=part)
-        gxp[..., rows, cols] += part
-    return geo.crop(gxp, (H, W))
+def _conv_params(stride, padding, dilation, groups):
+    return {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
 
 
-def _max_pool2d_gather(a, x, *, kernel_size, stride=None, padding=0, dilation=1):
-    """For each window of x, the value of ``a`` (shaped like x) at the window's first maximum."""
-    geo = _pool_setup("max_pool2d", x, kernel_size, stride, padding, dilation)
-    ap = geo.pad(a)
-    out = np.zeros((*shape_of(x)[:-2], geo.Ho, geo.Wo), dtype=a.dtype)
-    for rows, cols, hit in _first_max_taps(x, geo):
-        out += ap[..., rows, cols] * hit
-    return out
-
-
-MAX_POOL2D_BACKWARD: OpDef = OpDef(
-    "max_pool2d_backward",
-    _max_pool2d_backward,
-    (lambda gg, out, g, x, **p: MAX_POOL2D_GATHER(gg, x, **p), lambda gg, out, g, x, **p: None),
-    examples=(Example((1, 2, 2, 2), (1, 2, 4, 5), kernel_size=2),),
-)
-MAX_POOL2D_GATHER: OpDef = OpDef(
-    "max_pool2d_gather",
-    _max_pool2d_gather,
-    (lambda gg, out, a, x, **p: MAX_POOL2D_BACKWARD(gg, x, **p), lambda gg, out, a, x, **p: None),
-    examples=(Example((1, 2, 4, 5), (1, 2, 4, 5), kernel_size=2),),
-)
-max_pool2d: OpDef = OpDef(
-    "max_pool2d",
-    _max_pool2d,
-    (lambda g, out, x, **p: MAX_POOL2D_BACKWARD(g, x, **p),),
-    examples=(
-        Example((2, 3, 4, 4), kernel_size=2),
-        Example((1, 2, 5, 6), kernel_size=3, stride=2, padding=1),
-        Example((1, 1, 6, 6), kernel_size=(2, 3), stride=(1, 2), dilation=2),
-        Example((2, 5, 5), kernel_size=2, stride=1),
-    ),
-    # ties inside a window: the first maximum takes the gradient, as in torch
-    singular_points=(Example(np.array([[[[1.0, 1.0], [0.0, 1.0]]]]), kernel_size=2),),
-)
-
-
-def _avg_divisor(geo, hw, count_include_pad, dtype):
-    """The number each window sum is divided by: kh*kw, or the real elements it covers."""
-    if count_include_pad or not (geo.ph or geo.pw):
-        return 1.0 / (geo.kh * geo.kw)
-    ones = geo.pad(np.ones(hw, dtype=dtype))
-    count = np.zeros((geo.Ho, geo.Wo), dtype=dtype)
-    for _, _, rows, cols in geo.offsets():
-        count += ones[rows, cols]
-    return 1.0 / count
-
-
-def _avg_pool2d(x, *, kernel_size, stride=None, padding=0, count_include_pad=True):
-    """Mean over each kh x kw window (zero padding; divisor per ``count_include_pad``)."""
-    geo = _pool_setup("avg_pool2d", x, kernel_size, stride, padding)
-    xp = geo.pad(x)
-    out = None
-    for _, _, rows, cols in geo.offsets():
-        tap = xp[..., rows, cols]
-        out = tap.copy() if out is None else np.add(out, tap, out=out)
-    out *= _avg_divisor(geo, shape_of(x)[-2:], count_include_pad, x.dtype)
-    return out
-
-
-def _avg_pool2d_backward(
-    g, *, x_shape, kernel_size, stride=None, padding=0, count_include_pad=True
+def _conv_transpose2d(
+    x, weight, bias, *, stride=1, padding=0, output_padding=0, groups=1, dilation=1
 ):
-    """Spread g evenly over each window (the gradient of avg_pool2d, linear in g)."""
-    hw = tuple(x_shape[-2:])
-    geo = _Geometry(
-        "avg_pool2d", hw, kernel_size, kernel_size if stride is None else stride, padding, 1
+    """Transposed 2-D convolution of x (N, C_in, H, W) with weight (C_in, C_out/groups, kh, kw).
+
+    The gradient of conv2d with respect to its input, as a layer (a "deconvolution"): the output
+    has size (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1.
+    """
+    check_float("conv_transpose2d", "input", x)
+    check_float("conv_transpose2d", "weight", weight)
+    conv_shape, extra = _transpose_setup(
+        x.shape, weight.shape, stride, padding, output_padding, dilation, groups
     )
-    gs = g * _avg_divisor(geo, hw, count_include_pad, g.dtype)
-    gxp = np.zeros((*x_shape[:-2], hw[0] + 2 * geo.ph, hw[1] + 2 * geo.pw), dtype=g.dtype)
-    for _, _, rows, cols in geo.offsets():
-        gxp[..., rows, cols] += gs
-    return geo.crop(gxp, hw)
+    params = _conv_params(stride, padding, dilation, groups)
+    out = _conv2d_input_grad(x, weight, x_shape=conv_shape, **params)
+    if extra != (0, 0):
+        full = array_module(out).zeros(
+            (*conv_shape[:2], conv_shape[2] + extra[0], conv_shape[3] + extra[1]), out.dtype
+        )
+        full[..., : conv_shape[2], : conv_shape[3]] = out
+        out = full
+    else:
+        out = array_module(out).ascontiguousarray(out)
+    Co = conv_shape[1]
+    if bias is not None:
+        if shape_of(bias) != (Co,):
+            raise ValueError(f"conv_transpose2d: bias has shape {shape_of(bias)}, expected ({Co},)")
+        out += bias.reshape(Co, 1, 1)
+    return out
 
 
-AVG_POOL2D_BACKWARD: OpDef = OpDef(
-    "avg_pool2d_backward",
-    _avg_pool2d_backward,
-    (lambda gg, out, g, *, x_shape, **p: avg_pool2d(gg, **p),),
+def _reached(g, x, weight, params):
+    """The part of the output gradient that the input reaches (output_padding rows dropped)."""
+    conv_shape, extra = _transpose_setup(shape_of(x), shape_of(weight), **params)
+    if extra == (0, 0):
+        return g
+    return g[..., : conv_shape[2], : conv_shape[3]]
+
+
+def _split(p):
+    conv = {k: p.get(k, v) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1))}
+    conv["groups"] = p.get("groups", 1)
+    return conv, {**conv, "output_padding": p.get("output_padding", 0)}
+
+
+def _conv_transpose2d_grad_x(g, out, x, weight, bias, **p):
+    conv, full = _split(p)
+    return conv2d(_reached(g, x, weight, full), weight, None, **conv)
+
+
+def _conv_transpose2d_grad_w(g, out, x, weight, bias, **p):
+    conv, full = _split(p)
+    return CONV2D_WEIGHT_GRAD(_reached(g, x, weight, full), x, w_shape=shape_of(weight), **conv)
+
+
+conv_transpose2d: OpDef = OpDef(
+    "conv_transpose2d",
+    _conv_transpose2d,
+    (_conv_transpose2d_grad_x, _conv_transpose2d_grad_w, _conv2d_grad_b),
     examples=(
-        Example((1, 2, 2, 2), x_shape=(1, 2, 4, 5), kernel_size=2),
-        Example(
-            (1, 1, 3, 3),
-            x_shape=(1, 1, 5, 5),
-            kernel_size=3,
-            stride=2,
-            padding=1,
-            count_include_pad=False,
-        ),
+        Example((2, 3, 3, 3), (3, 2, 3, 3), (2,)),
+        Example((1, 2, 3, 4), (2, 3, 3, 2), None, stride=2, padding=1, output_padding=1),
+        Example((1, 4, 3, 3), (4, 1, 2, 2), (2,), groups=2, stride=(2, 1), dilation=(1, 2)),
+        Example((1, 2, 2, 3), (2, 1, 2, 2), None, stride=1, dilation=3, output_padding=(2, 1)),
     ),
 )
-avg_pool2d: OpDef = OpDef(
-    "avg_pool2d",
-    _avg_pool2d,
-    (lambda g, out, x, **p: AVG_POOL2D_BACKWARD(g, x_shape=shape_of(x), **p),),
+
+
+# --------------------------------------------------------------------------------- 1-D forms
+
+
+def single(value: Any, fn: str, name: str) -> int:
+    """An int or a one-element sequence of ints as a non-negative int (torch's 1-D sizes)."""
+    if not isinstance(value, int | np.integer):
+        try:
+            items = tuple(int(v) for v in value)
+        except TypeError:
+            items = ()
+        if len(items) != 1:
+            raise ValueError(f"{fn}: {name} must be an int or a 1-tuple of ints, got {value!r}")
+        value = items[0]
+    if value < 0:
+        raise ValueError(f"{fn}: {name} must be non-negative, got {value!r}")
+    return int(value)
+
+
+def _check_1d(fn, x, weight, weight_doc):
+    if np.ndim(x) != 3:
+        raise ValueError(f"{fn}: input must have shape (N, C, L), got {shape_of(x)}")
+    if np.ndim(weight) != 3:
+        raise ValueError(f"{fn}: weight must have shape {weight_doc}, got {shape_of(weight)}")
+
+
+def _height_one(a):
+    """(N, C, L) as (N, C, 1, L): arrays and Tensors."""
+    shape = shape_of(a)
+    return np.reshape(a, (*shape[:2], 1, shape[2]))
+
+
+def _conv1d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation of x (N, C, L) with weight (O, C/groups, k), plus bias."""
+    fn = "conv1d"
+    _check_1d(fn, x, weight, "(out_channels, in_channels / groups, k)")
+    s, p, d = (
+        single(stride, fn, "stride"),
+        single(padding, fn, "padding"),
+        single(dilation, fn, "dilation"),
+    )
+    span = d * (shape_of(weight)[2] - 1) + 1
+    if shape_of(x)[2] + 2 * p < span:
+        raise ValueError(
+            f"{fn}: the kernel spans {span} positions (with dilation), more than the padded "
+            f"input's length {shape_of(x)[2] + 2 * p}"
+        )
+    y = conv2d(
+        _height_one(x),
+        _height_one(weight),
+        bias,
+        stride=(1, s),
+        padding=(0, p),
+        dilation=(1, d),
+        groups=groups,
+    )
+    N, C, _, L = shape_of(y)
+    return np.reshape(y, (N, C, L))
+
+
+conv1d: OpDef = OpDef(
+    "conv1d",
+    _conv1d,
+    composite=True,
     examples=(
-        Example((2, 3, 4, 4), kernel_size=2),
-        Example((1, 2, 5, 6), kernel_size=3, stride=2, padding=1),
-        Example((1, 2, 5, 6), kernel_size=3, stride=2, padding=1, count_include_pad=False),
-        Example((2, 5, 5), kernel_size=(2, 3), stride=1),
+        Example((2, 3, 7), (4, 3, 3), (4,)),
+        Example((1, 4, 9), (2, 2, 2), None, stride=2, padding=1, dilation=2, groups=2),
     ),
 )
 
-INTERNAL_OPS = (
-    CONV2D_INPUT_GRAD,
-    CONV2D_WEIGHT_GRAD,
-    MAX_POOL2D_BACKWARD,
-    MAX_POOL2D_GATHER,
-    AVG_POOL2D_BACKWARD,
+
+def _conv_transpose1d(
+    x, weight, bias=None, *, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    """Transposed 1-D convolution of x (N, C_in, L) with weight (C_in, C_out/groups, k)."""
+    fn = "conv_transpose1d"
+    _check_1d(fn, x, weight, "(in_channels, out_channels / groups, k)")
+    y = conv_transpose2d(
+        _height_one(x),
+        _height_one(weight),
+        bias,
+        stride=(1, single(stride, fn, "stride")),
+        padding=(0, single(padding, fn, "padding")),
+        output_padding=(0, single(output_padding, fn, "output_padding")),
+        dilation=(1, single(dilation, fn, "dilation")),
+        groups=groups,
+    )
+    N, C, _, L = shape_of(y)
+    return np.reshape(y, (N, C, L))
+
+
+conv_transpose1d: OpDef = OpDef(
+    "conv_transpose1d",
+    _conv_transpose1d,
+    composite=True,
+    examples=(
+        Example((2, 3, 4), (3, 2, 3), (2,)),
+        Example((1, 2, 5), (2, 2, 2), None, stride=3, padding=1, output_padding=2, groups=2),
+    ),
 )
+
+INTERNAL_OPS = (CONV2D_INPUT_GRAD, CONV2D_WEIGHT_GRAD)

@@ -1,0 +1,131 @@
+"""The geometry of a 2-D sliding window, shared by convolution and pooling.
+
+Kernel size, stride, padding and dilation give the output size; a window is visited as one
+strided slice of the padded input per kernel tap (:meth:`Geometry.offsets`), so convolution,
+col2im and pooling are small loops over kh * kw taps of whole-array NumPy calls. 1-D ops reuse
+all of it with a kernel of height 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from sadl.backends import array_module
+
+__all__ = ["Geometry", "pair"]
+
+_window_view = np.lib.stride_tricks.sliding_window_view
+
+
+def pair(value: Any, fn: str, name: str) -> tuple[int, int]:
+    """An int or a pair of ints as a pair of non-negative ints."""
+    if isinstance(value, int | np.integer):
+        out = (int(value), int(value))
+    else:
+        try:
+            items = tuple(int(v) for v in value)
+        except TypeError:
+            items = ()
+        if len(items) != 2:
+            raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {value!r}")
+        out = (items[0], items[1])
+    if min(out) < 0:
+        raise ValueError(f"{fn}: {name} must be non-negative, got {value!r}")
+    return out
+
+
+def _out_size(n: int, pad: int, span: int, stride: int, ceil_mode: bool) -> int:
+    """torch's output length: floor (or ceil) of the window count, and with ``ceil_mode`` the
+    last window must start inside the input or its left padding."""
+    room = n + 2 * pad - span
+    if room < 0:
+        return 0
+    if not ceil_mode:
+        return room // stride + 1
+    out = -(-room // stride) + 1
+    if (out - 1) * stride >= n + pad:
+        out -= 1
+    return out
+
+
+class Geometry:
+    """Kernel, stride, padding and dilation of a 2-D sliding window, and the output size.
+
+    With ``ceil_mode`` (pooling) the last window may hang over the bottom/right edge:
+    ``eh``/``ew`` extra rows/columns of padding make room for it.
+    """
+
+    __slots__ = ("Ho", "Wo", "dh", "dw", "eh", "ew", "kh", "kw", "ph", "pw", "sh", "sw")
+
+    def __init__(
+        self,
+        fn: str,
+        hw: tuple[int, int],
+        kernel: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        arg: str = "input",
+        ceil_mode: bool = False,
+    ) -> None:
+        self.kh, self.kw = pair(kernel, fn, "kernel_size")
+        self.sh, self.sw = pair(stride, fn, "stride")
+        self.ph, self.pw = pair(padding, fn, "padding")
+        self.dh, self.dw = pair(dilation, fn, "dilation")
+        if min(self.kh, self.kw, self.sh, self.sw, self.dh, self.dw) < 1:
+            raise ValueError(
+                f"{fn}: kernel_size, stride and dilation must be positive, got kernel_size="
+                f"{kernel!r}, stride={stride!r}, dilation={dilation!r}"
+            )
+        H, W = hw
+        span_h = self.dh * (self.kh - 1) + 1
+        span_w = self.dw * (self.kw - 1) + 1
+        self.Ho = _out_size(H, self.ph, span_h, self.sh, ceil_mode)
+        self.Wo = _out_size(W, self.pw, span_w, self.sw, ceil_mode)
+        if self.Ho < 1 or self.Wo < 1:
+            raise ValueError(
+                f"{fn}: the {span_h}x{span_w} kernel (with dilation) does not fit the padded "
+                f"{arg} of spatial size {H + 2 * self.ph}x{W + 2 * self.pw}"
+            )
+        self.eh = max(0, (self.Ho - 1) * self.sh + span_h - (H + 2 * self.ph))
+        self.ew = max(0, (self.Wo - 1) * self.sw + span_w - (W + 2 * self.pw))
+
+    def offsets(self) -> Iterator[tuple[int, int, slice, slice]]:
+        """(i, j, rows, cols): the strided slice of the padded input seen by kernel tap (i, j)."""
+        for i in range(self.kh):
+            r0 = i * self.dh
+            rows = slice(r0, r0 + self.sh * (self.Ho - 1) + 1, self.sh)
+            for j in range(self.kw):
+                c0 = j * self.dw
+                yield i, j, rows, slice(c0, c0 + self.sw * (self.Wo - 1) + 1, self.sw)
+
+    def padded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of an array of ``shape`` once padded on its last two axes."""
+        H, W = shape[-2:]
+        return (*shape[:-2], H + 2 * self.ph + self.eh, W + 2 * self.pw + self.ew)
+
+    def pad(self, x: Any, value: float = 0.0) -> Any:
+        """The input padded on its last two axes (with ``value``)."""
+        if not (self.ph or self.pw or self.eh or self.ew):
+            return x
+        H, W = x.shape[-2:]
+        xp = array_module(x).full(self.padded_shape(x.shape), value, dtype=x.dtype)
+        xp[..., self.ph : self.ph + H, self.pw : self.pw + W] = x
+        return xp
+
+    def crop(self, xp: Any, hw: tuple[int, int]) -> Any:
+        """The unpadded part of a padded array."""
+        H, W = hw
+        return xp[..., self.ph : self.ph + H, self.pw : self.pw + W]
+
+    def windows(self, x: Any) -> Any:
+        """Read-only view (N, C, kh, kw, Ho, Wo) of the padded input's windows."""
+        xp = self.pad(x)
+        span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
+        win = _window_view(xp, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
+        win = win[..., :: self.sh, :: self.sw, :: self.dh, :: self.dw]
+        win = win[..., : self.Ho, : self.Wo, :, :]
+        nd = win.ndim
+        return win.transpose(*range(nd - 4), nd - 2, nd - 1, nd - 4, nd - 3)
