@@ -140,7 +140,10 @@ class _Pointwise(Layer):
     """An activation that applies one op with fixed keyword arguments (``self.options``)."""
 
     op: Any
-    options: dict[str, float] = {}
+
+    def __init__(self, **options: float) -> None:
+        super().__init__()
+        self.options = options
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
@@ -158,8 +161,7 @@ class ELU(_Pointwise):
     op = _piecewise.elu
 
     def __init__(self, alpha: float = 1.0) -> None:
-        super().__init__()
-        self.options = {"alpha": float(alpha)}
+        super().__init__(alpha=float(alpha))
 
 
 class SELU(_Pointwise):
@@ -174,10 +176,9 @@ class CELU(_Pointwise):
     op = _piecewise.celu
 
     def __init__(self, alpha: float = 1.0) -> None:
-        super().__init__()
         if alpha == 0:
             raise ValueError("CELU: alpha must not be 0 (it divides the input)")
-        self.options = {"alpha": float(alpha)}
+        super().__init__(alpha=float(alpha))
 
 
 class Mish(_Pointwise):
@@ -192,10 +193,9 @@ class Softplus(_Pointwise):
     op = _ops.softplus_beta
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
-        super().__init__()
         if not beta > 0:
             raise ValueError(f"Softplus: beta must be positive, got {beta!r}")
-        self.options = {"beta": float(beta), "threshold": float(threshold)}
+        super().__init__(beta=float(beta), threshold=float(threshold))
 
 
 class LogSigmoid(_Pointwise):

@@ -119,7 +119,8 @@ class CrossEntropyLoss(_WeightedLoss):
 
 class NLLLoss(_WeightedLoss):
     """Negative log-likelihood of log-probabilities ``(..., C)`` at integer class ids ``(...)``;
-    ``weight`` (C,) rescales each class."""
+    ``weight`` (C,) rescales each class.
+    """
 
     def __init__(
         self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean"

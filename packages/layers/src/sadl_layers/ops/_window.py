@@ -37,8 +37,9 @@ def pair(value: Any, fn: str, name: str) -> tuple[int, int]:
 
 
 def _out_size(n: int, pad: int, span: int, stride: int, ceil_mode: bool) -> int:
-    """torch's output length: floor (or ceil) of the window count, and with ``ceil_mode`` the
-    last window must start inside the input or its left padding."""
+    """Torch's output length: floor (or ceil) of the window count, and with ``ceil_mode`` the
+    last window must start inside the input or its left padding.
+    """
     room = n + 2 * pad - span
     if room < 0:
         return 0

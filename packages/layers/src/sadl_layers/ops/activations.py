@@ -262,7 +262,7 @@ def _check_softplus(beta, threshold):
 
 
 def _softplus_beta(x, *, beta=1.0, threshold=20.0):
-    """torch's softplus: log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold.
+    """Torch's softplus: log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold.
 
     Core's ``softplus`` is the plain log(1 + exp(x)); this is the one with torch's signature
     (``torch.nn.functional.softplus(x, beta, threshold)``, the ``Softplus`` layer).

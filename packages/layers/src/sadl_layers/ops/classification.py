@@ -166,7 +166,8 @@ def _cross_entropy(
     reduction="mean",
 ):
     """Softmax cross-entropy of logits (..., C) against class ids (...) or probabilities
-    (..., C), classes last; ``weight`` rescales each class."""
+    (..., C), classes last; ``weight`` rescales each class.
+    """
     soft = _check_targets("cross_entropy", logits, targets, weight, ignore_index)
     check_reduction("cross_entropy", reduction)
     _check_smoothing(label_smoothing)
@@ -375,7 +376,8 @@ def _nll_terms(targets, weight, ignore_index, dtype):
 
 def _nll_loss(log_probs, targets, *, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities (..., C) at integer class ids (...);
-    ``weight`` rescales each class (and the mean divides by the weights counted)."""
+    ``weight`` rescales each class (and the mean divides by the weights counted).
+    """
     _check_targets("nll_loss", log_probs, targets, weight, ignore_index)
     check_reduction("nll_loss", reduction)
     C = log_probs.shape[-1]

@@ -176,9 +176,9 @@ def _transpose_setup(x_shape, w_shape, stride, padding, output_padding, dilation
             f"{fn}: weight must have shape (in_channels, out_channels / groups, kh, kw), got "
             f"{tuple(w_shape)}"
         )
-    N, C, H, W = x_shape
+    N, C = x_shape[:2]
     groups = int(groups)
-    if C != w_shape[0]:
+    if w_shape[0] != C:
         raise ValueError(
             f"{fn}: input has shape {tuple(x_shape)} with {C} channels, expected "
             f"(N, {w_shape[0]}, H, W) for weight of shape {tuple(w_shape)}"

@@ -14,8 +14,6 @@ does: ``max_pool2d`` is a composite of two ops, the values (differentiable) and 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
@@ -224,7 +222,8 @@ max_pool2d: OpDef = OpDef(
 
 def _avg_divisor(geo, hw, count_include_pad, divisor_override, like):
     """The factor each window sum is multiplied by: 1 / (elements divided by), as torch counts
-    them (``count_include_pad``: padding counts, a ceil-mode overhang never does)."""
+    them (``count_include_pad``: padding counts, a ceil-mode overhang never does).
+    """
     if divisor_override:
         return 1.0 / divisor_override
     overhang = geo.eh or geo.ew

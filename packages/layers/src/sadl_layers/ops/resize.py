@@ -58,7 +58,7 @@ def _per_axis(fn: str, name: str, value: Any, d: int, kind: type) -> tuple[Any, 
 
 
 def _compute_dtype(dtype: Any) -> Any:
-    """torch computes source coordinates in float for float32/float16, double for float64."""
+    """Torch computes source coordinates in float for float32/float16, double for float64."""
     return np.float64 if np.dtype(dtype) == np.float64 else np.float32
 
 
@@ -105,7 +105,7 @@ def _area_matrix(n_in, n_out):
 
 
 def _apply(x, mats):
-    """x with spatial axis k (counted from the end) mapped by ``mats[k]`` (None: unchanged).
+    """X with spatial axis k (counted from the end) mapped by ``mats[k]`` (None: unchanged).
 
     One ``tensordot`` per resized axis: NumPy vocabulary, so it runs on Tensors too.
     """
@@ -157,7 +157,7 @@ def _interpolation_matrices(
         scales: tuple[float | None, ...] = (None,) * d
     else:
         scales = _per_axis(fn, "scale_factor", scale_factor, d, float)
-        n_out = tuple(int(math.floor(n * s)) for n, s in zip(n_in, scales))
+        n_out = tuple(math.floor(n * s) for n, s in zip(n_in, scales))
         if min(n_out) < 1:
             raise ValueError(
                 f"{fn}: scale_factor {scale_factor!r} gives an empty output for spatial size {n_in}"
@@ -250,7 +250,8 @@ def _check_adaptive(fn, x, d):
 
 def _adaptive_avg_pool2d(x, *, output_size):
     """Average pooling to a fixed ``output_size`` (int, pair, None keeps an axis): each output
-    averages the input window floor(i H / Ho) .. ceil((i + 1) H / Ho), as torch's."""
+    averages the input window floor(i H / Ho) .. ceil((i + 1) H / Ho), as torch's.
+    """
     _check_adaptive("adaptive_avg_pool2d", x, 2)
     mats = _adaptive_matrices("adaptive_avg_pool2d", shape_of(x), output_size, 2)
     return _contiguous(_apply(x, _on_device(mats, x)), x)
