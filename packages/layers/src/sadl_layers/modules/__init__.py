@@ -15,6 +15,7 @@ from sadl_layers.modules import (
     dense,
     losses,
     normalization,
+    recurrent,
 )
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
@@ -23,8 +24,9 @@ from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
 from sadl_layers.modules.losses import *  # noqa: F403
 from sadl_layers.modules.normalization import *  # noqa: F403
+from sadl_layers.modules.recurrent import *  # noqa: F403
 
-_TABLES = (containers, dense, normalization, activations, attention, conv, losses)
+_TABLES = (containers, dense, normalization, activations, attention, conv, recurrent, losses)
 
 #: Registered name -> class (``Mlp`` is ``Sequential`` under SADL's name).
 LAYERS: dict[str, type] = {

@@ -25,6 +25,7 @@ from sadl_layers.ops import (
     normalization,
     piecewise,
     pooling,
+    recurrent,
     resize,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
@@ -36,6 +37,7 @@ from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
+from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
 
 _TABLES = (
@@ -49,6 +51,7 @@ _TABLES = (
     conv,
     pooling,
     resize,
+    recurrent,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)
