@@ -24,7 +24,9 @@ from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
 from sadl_layers.modules.losses import *  # noqa: F403
 from sadl_layers.modules.normalization import *  # noqa: F403
+from sadl_layers.modules.pooling import *  # noqa: F403
 from sadl_layers.modules.recurrent import *  # noqa: F403
+from sadl_layers.modules.resize import *  # noqa: F403
 from sadl_layers.ops import OPS
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403

@@ -132,6 +132,13 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
     arg("--sample-tokens", type=NON_NEGATIVE, metavar="N", help=f"default: {d.sample_tokens}")
     arg("--seed", type=NON_NEGATIVE, metavar="S", help=f"default: {d.seed}")
     arg("--device", metavar="DEV", help=f"cpu, cuda or cuda:N (default: {d.device})")
+    arg(
+        "--checkpoint-activations",
+        action="store_true",
+        default=None,
+        help="recompute each transformer block during backward instead of keeping its "
+        "activations (sadl.checkpoint): less memory, about one more forward of time",
+    )
     arg("--out", metavar="DIR", default="runs/gpt", help="output directory (default: runs/gpt)")
     arg("--resume", action="store_true", help="continue the run saved in --out")
     arg(

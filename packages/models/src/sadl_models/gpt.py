@@ -7,6 +7,11 @@ projection ``lm_head`` is tied to the token embedding: one Parameter, one optimi
 
 Generation keeps each layer's keys and values (the KV cache), so a new token costs one pass of
 one position through the network instead of a re-run over the whole context.
+
+``checkpoint_activations=True`` trains with ``sadl.checkpoint`` around every block: a block keeps
+only its input during the forward and runs again during backward, so the activations of one
+block at a time are alive instead of all of them (less memory, one more forward's worth of time).
+The result is the same, bit for bit, dropout included.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from sadl import Tensor, no_grad
+from sadl import Tensor, checkpoint, is_grad_enabled, no_grad
 from sadl.backends import array_module, is_array, to_device
 from sadl.nn import Module
 from sadl.random import resolve_generator
@@ -230,6 +235,8 @@ class GPT(Module):
     Initialization follows GPT-2: weights normal(0, 0.02), the residual projections scaled by
     1/sqrt(2 * n_layer), biases zero, LayerNorms one/zero. ``rng`` (a Generator or int seed)
     makes it reproducible; it also drives dropout (without it, sadl's default generator does).
+    ``checkpoint_activations=True`` recomputes each block in backward instead of keeping its
+    activations (``sadl.checkpoint``; same results, less memory, more time).
     """
 
     def __init__(
@@ -244,8 +251,10 @@ class GPT(Module):
         *,
         rng: np.random.Generator | int | None = None,
         vocab: int | None = None,
+        checkpoint_activations: bool = False,
     ) -> None:
         super().__init__()
+        self.checkpoint_activations = bool(checkpoint_activations)
         if vocab is not None:
             if vocab_size is not None and vocab_size != vocab:
                 raise TypeError("GPT: give vocab_size= or autodidact's vocab=, not both")
@@ -264,6 +273,9 @@ class GPT(Module):
         self.dropout = float(dropout)
         self.bias = bool(bias)
         gen = resolve_generator(rng)
+        # Dropout draws from ``rng`` when one is given, else from sadl's default generator
+        # at call time (so ``sadl.manual_seed`` governs it, as for sadl-layers' Dropout).
+        self._dropout_rng = None if rng is None else gen
         self.transformer = _Transformer(
             self.vocab_size,
             self.block_size,
@@ -273,9 +285,7 @@ class GPT(Module):
             self.dropout,
             self.bias,
             gen,
-            # Dropout draws from ``rng`` when one is given, else from sadl's default generator
-            # at call time (so ``sadl.manual_seed`` governs it, as for sadl-layers' Dropout).
-            None if rng is None else gen,
+            self._dropout_rng,
         )
         self.lm_head = Linear(self.n_embd, self.vocab_size, bias=False, rng=gen)
         self.lm_head.weight = self.transformer.wte.weight  # weight tying: one Parameter
@@ -351,9 +361,38 @@ class GPT(Module):
             ids = array_module(weight).asarray(ids)
         x = tr.wte(ids) + tr.wpe.weight[pos_start : pos_start + T]
         x = tr.drop(x)
+        recompute = self.checkpoint_activations and cache is None and is_grad_enabled()
         for i, block in enumerate(tr.h):
-            x = block(x, cache, i)
+            x = self._checkpointed(block, x) if recompute else block(x, cache, i)
         return _ln(tr.ln_f, x)
+
+    def _checkpointed(self, block: Block, x: Tensor) -> Tensor:
+        """``block(x)`` under ``sadl.checkpoint``, its dropout masks drawn again identically.
+
+        ``sadl.checkpoint`` replays sadl's default generator by itself; when dropout draws from
+        this model's own generator, the recomputation starts from that generator's state at the
+        first run and leaves it where the training run had moved it.
+        """
+        gen = self._dropout_rng
+        if gen is None or self.dropout == 0.0:
+            out: Tensor = checkpoint(block, x)
+            return out
+        start = gen.bit_generator.state
+        runs = [0]
+
+        def run(h: Tensor) -> Tensor:
+            runs[0] += 1
+            if runs[0] == 1:
+                return block(h)  # type: ignore[no-any-return]
+            now = gen.bit_generator.state
+            gen.bit_generator.state = start
+            try:
+                return block(h)  # type: ignore[no-any-return]
+            finally:
+                gen.bit_generator.state = now
+
+        out = checkpoint(run, x)
+        return out
 
     def forward(self, idx: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
         """Logits (batch, time, vocab) and, when ``targets`` are given, the mean cross-entropy."""

@@ -15,7 +15,9 @@ from sadl_layers.modules import (
     dense,
     losses,
     normalization,
+    pooling,
     recurrent,
+    resize,
 )
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
@@ -24,9 +26,22 @@ from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
 from sadl_layers.modules.losses import *  # noqa: F403
 from sadl_layers.modules.normalization import *  # noqa: F403
+from sadl_layers.modules.pooling import *  # noqa: F403
 from sadl_layers.modules.recurrent import *  # noqa: F403
+from sadl_layers.modules.resize import *  # noqa: F403
 
-_TABLES = (containers, dense, normalization, activations, attention, conv, recurrent, losses)
+_TABLES = (
+    containers,
+    dense,
+    normalization,
+    activations,
+    attention,
+    conv,
+    pooling,
+    resize,
+    recurrent,
+    losses,
+)
 
 #: Registered name -> class (``Mlp`` is ``Sequential`` under SADL's name).
 LAYERS: dict[str, type] = {

@@ -1,4 +1,6 @@
-"""Conv2d, MaxPool2d and AvgPool2d on NCHW inputs (torch.nn names, parameters and shapes)."""
+"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (torch.nn's names,
+parameters, shapes and initialization), on (N, C, L) / (N, C, H, W) inputs or unbatched ones.
+"""
 
 from __future__ import annotations
 
@@ -17,25 +19,112 @@ from sadl_layers.modules._base import (
     resolve_generator,
 )
 from sadl_layers.ops import conv as _ops
-from sadl_layers.ops import pooling as _pool
 from sadl_layers.ops._window import pair
 
-__all__ = ["Conv2d", "MaxPool2d", "AvgPool2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
 IntPair = int | tuple[int, int]
 
 
-def _batched(layer: Layer, x: Tensor, channels: int | None) -> tuple[Tensor, bool]:
-    """(N, C, H, W) input, and whether a batch axis was added to a (C, H, W) input."""
-    expected = f"(N, {channels}, H, W) or ({channels}, H, W)" if channels else "(N, C, H, W)"
-    if x.ndim not in (3, 4) or (channels is not None and x.shape[-3] != channels):
-        raise layer.fail(f"input has shape {x.shape}, expected {expected}")
-    if x.ndim == 3:
+def batched(layer: Layer, x: Tensor, channels: int | None, spatial: int) -> tuple[Tensor, bool]:
+    """The input with a batch axis, and whether one was added (an unbatched input).
+
+    ``spatial`` is 1 for (N, C, L) / (C, L) inputs and 2 for (N, C, H, W) / (C, H, W).
+    """
+    axes = "L" if spatial == 1 else "H, W"
+    c = "C" if channels is None else str(channels)
+    if x.ndim not in (spatial + 1, spatial + 2) or (
+        channels is not None and x.shape[-spatial - 1] != channels
+    ):
+        raise layer.fail(f"input has shape {x.shape}, expected (N, {c}, {axes}) or ({c}, {axes})")
+    if x.ndim == spatial + 1:
         return x.reshape(1, *x.shape), True
     return x, False
 
 
-class Conv2d(Layer):
+class _ConvNd(Layer):
+    """Channels, kernel, stride, padding, dilation, groups, weight and bias of a convolution.
+
+    ``transposed`` layers hold their weight as (in_channels, out_channels / groups, *kernel),
+    the others as (out_channels, in_channels / groups, *kernel); either way fan_in is
+    ``weight.shape[1] * prod(kernel)`` and both start U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    """
+
+    spatial = 2
+    transposed = False
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        groups: int,
+        bias: bool,
+        rng: np.random.Generator | int | None,
+        dtype: Any,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.in_channels = check_count(name, "in_channels", in_channels)
+        self.out_channels = check_count(name, "out_channels", out_channels)
+        self.groups = check_count(name, "groups", groups)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(
+                f"{name}: groups={groups} must divide in_channels={in_channels} and "
+                f"out_channels={out_channels}"
+            )
+        self.kernel_size = self._size(kernel_size, "kernel_size")
+        self.stride = self._size(stride, "stride")
+        self.padding = self._size(padding, "padding")
+        self.dilation = self._size(dilation, "dilation")
+        if min(*self.kernel_size, *self.stride, *self.dilation) < 1:
+            raise ValueError(
+                f"{name}: kernel_size, stride and dilation must be positive, got "
+                f"kernel_size={kernel_size!r}, stride={stride!r}, dilation={dilation!r}"
+            )
+        if self.transposed:
+            shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+        else:
+            shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        gen = resolve_generator(rng)
+        bound = fan_in_bound(int(np.prod(shape[1:])))
+        dtype = param_dtype(dtype)
+        self.weight = init_uniform(gen, bound, shape, dtype)
+        self.bias = init_uniform(gen, bound, (self.out_channels,), dtype) if bias else None
+
+    def _size(self, value: Any, name: str) -> tuple[int, ...]:
+        if self.spatial == 2:
+            return pair(value, type(self).__name__, name)
+        return (_ops.single(value, type(self).__name__, name),)
+
+    def _param(self, sizes: tuple[int, ...]) -> Any:
+        """A size for the op: a pair in 2-D, an int in 1-D."""
+        return sizes if self.spatial == 2 else sizes[0]
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "stride": self._param(self.stride),
+            "padding": self._param(self.padding),
+            "dilation": self._param(self.dilation),
+            "groups": self.groups,
+        }
+
+    def extra_repr(self) -> str:
+        """Channels, kernel and options."""
+        extra = ""
+        if self.transposed and any(getattr(self, "output_padding", ())):
+            extra = f", output_padding={self.output_padding}"  # type: ignore[attr-defined]
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}{extra}, dilation={self.dilation}, "
+            f"groups={self.groups}, bias={self.bias is not None}"
+        )
+
+
+class Conv2d(_ConvNd):
     """2-D convolution (cross-correlation) with stride, padding, dilation and groups.
 
     ``weight`` has shape ``(out_channels, in_channels / groups, kh, kw)`` and ``bias``
@@ -56,130 +145,195 @@ class Conv2d(Layer):
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
-        super().__init__()
-        dtype = param_dtype(dtype)
-        self.in_channels = check_count("Conv2d", "in_channels", in_channels)
-        self.out_channels = check_count("Conv2d", "out_channels", out_channels)
-        self.groups = check_count("Conv2d", "groups", groups)
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError(
-                f"Conv2d: groups={groups} must divide in_channels={in_channels} and "
-                f"out_channels={out_channels}"
-            )
-        self.kernel_size = pair(kernel_size, "Conv2d", "kernel_size")
-        self.stride = pair(stride, "Conv2d", "stride")
-        self.padding = pair(padding, "Conv2d", "padding")
-        self.dilation = pair(dilation, "Conv2d", "dilation")
-        if min(*self.kernel_size, *self.stride, *self.dilation) < 1:
-            raise ValueError(
-                f"Conv2d: kernel_size, stride and dilation must be positive, got "
-                f"kernel_size={kernel_size!r}, stride={stride!r}, dilation={dilation!r}"
-            )
-        kh, kw = self.kernel_size
-        fan_in = self.in_channels // self.groups * kh * kw
-        gen = resolve_generator(rng)
-        bound = fan_in_bound(fan_in)
-        shape = (self.out_channels, self.in_channels // self.groups, kh, kw)
-        self.weight = init_uniform(gen, bound, shape, dtype)
-        self.bias = init_uniform(gen, bound, (self.out_channels,), dtype) if bias else None
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            rng,
+            dtype,
+        )
 
     def forward(self, x: Any) -> Tensor:
         """Convolve ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
-        x, added = _batched(self, as_tensor(x), self.in_channels)
+        x, added = batched(self, as_tensor(x), self.in_channels, 2)
+        out: Tensor = self.call_op(_ops.conv2d, x, self.weight, self.bias, **self._options())
+        return out.reshape(out.shape[1:]) if added else out
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution (cross-correlation) over (N, C, L) inputs, torch's Conv1d.
+
+    ``weight`` has shape ``(out_channels, in_channels / groups, k)`` and ``bias``
+    ``(out_channels,)``.
+    """
+
+    spatial = 1
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        rng: np.random.Generator | int | None = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            rng,
+            dtype,
+        )
+
+    def forward(self, x: Any) -> Tensor:
+        """Convolve ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
+        x, added = batched(self, as_tensor(x), self.in_channels, 1)
+        out: Tensor = self.call_op(_ops.conv1d, x, self.weight, self.bias, **self._options())
+        return out.reshape(out.shape[1:]) if added else out
+
+
+class _ConvTransposeNd(_ConvNd):
+    transposed = True
+    output_padding: tuple[int, ...]
+
+    def _padding_for(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
+        """The output_padding that gives ``output_size`` (torch's ``forward(x, output_size)``)."""
+        if output_size is None:
+            return self.output_padding
+        d = self.spatial
+        sizes = tuple(int(n) for n in np.atleast_1d(output_size))[-d:]
+        if len(sizes) != d:
+            raise self.fail(f"output_size must give {d} spatial sizes, got {output_size!r}")
+        result = []
+        for axis in range(d):
+            n = x.shape[-d + axis]
+            smallest = (
+                (n - 1) * self.stride[axis]
+                - 2 * self.padding[axis]
+                + self.dilation[axis] * (self.kernel_size[axis] - 1)
+                + 1
+            )
+            extra = sizes[axis] - smallest
+            limit = max(self.stride[axis], self.dilation[axis])
+            if not 0 <= extra < limit:
+                raise self.fail(
+                    f"output_size {sizes} is not reachable: spatial axis {axis} can be "
+                    f"{smallest} to {smallest + limit - 1}"
+                )
+            result.append(extra)
+        return tuple(result)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-D convolution (the gradient of Conv2d with respect to its input).
+
+    ``weight`` has shape ``(in_channels, out_channels / groups, kh, kw)``; the output has size
+    ``(H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1``.
+    ``layer(x, output_size=(H', W'))`` picks the output_padding that gives that size.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntPair,
+        stride: IntPair = 1,
+        padding: IntPair = 0,
+        output_padding: IntPair = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: IntPair = 1,
+        *,
+        rng: np.random.Generator | int | None = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            rng,
+            dtype,
+        )
+        self.output_padding = pair(output_padding, "ConvTranspose2d", "output_padding")
+
+    def forward(self, x: Any, output_size: Any = None) -> Tensor:
+        """Transposed convolution of ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
+        x, added = batched(self, as_tensor(x), self.in_channels, 2)
         out: Tensor = self.call_op(
-            _ops.conv2d,
+            _ops.conv_transpose2d,
             x,
             self.weight,
             self.bias,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
-            groups=self.groups,
+            output_padding=self._padding_for(x, output_size),
+            **self._options(),
         )
         return out.reshape(out.shape[1:]) if added else out
 
-    def extra_repr(self) -> str:
-        """Channels, kernel and options."""
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
-            f"groups={self.groups}, bias={self.bias is not None}"
-        )
 
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution over (N, C, L) inputs; ``weight`` is (in, out / groups, k)."""
 
-class MaxPool2d(Layer):
-    """Maximum over each window; the gradient goes to the first maximum (as in torch)."""
+    spatial = 1
 
     def __init__(
         self,
-        kernel_size: IntPair,
-        stride: IntPair | None = None,
-        padding: IntPair = 0,
-        dilation: IntPair = 1,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        output_padding: int = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int = 1,
+        *,
+        rng: np.random.Generator | int | None = None,
+        dtype: Any = None,
     ) -> None:
-        super().__init__()
-        self.kernel_size = pair(kernel_size, "MaxPool2d", "kernel_size")
-        self.stride = self.kernel_size if stride is None else pair(stride, "MaxPool2d", "stride")
-        self.padding = pair(padding, "MaxPool2d", "padding")
-        self.dilation = pair(dilation, "MaxPool2d", "dilation")
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            rng,
+            dtype,
+        )
+        self.output_padding = (_ops.single(output_padding, "ConvTranspose1d", "output_padding"),)
 
-    def forward(self, x: Any) -> Tensor:
-        """Pool ``x`` of shape ``(N, C, H, W)`` or ``(C, H, W)``."""
-        x = as_tensor(x)
-        if x.ndim not in (3, 4):
-            raise self.fail(f"input has shape {x.shape}, expected (N, C, H, W) or (C, H, W)")
+    def forward(self, x: Any, output_size: Any = None) -> Tensor:
+        """Transposed convolution of ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
+        x, added = batched(self, as_tensor(x), self.in_channels, 1)
         out: Tensor = self.call_op(
-            _pool.max_pool2d,
+            _ops.conv_transpose1d,
             x,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            dilation=self.dilation,
+            self.weight,
+            self.bias,
+            output_padding=self._padding_for(x, output_size)[0],
+            **self._options(),
         )
-        return out
-
-    def extra_repr(self) -> str:
-        """Window options."""
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"dilation={self.dilation}"
-        )
-
-
-class AvgPool2d(Layer):
-    """Mean over each window (zero padding; ``count_include_pad`` picks the divisor)."""
-
-    def __init__(
-        self,
-        kernel_size: IntPair,
-        stride: IntPair | None = None,
-        padding: IntPair = 0,
-        count_include_pad: bool = True,
-    ) -> None:
-        super().__init__()
-        self.kernel_size = pair(kernel_size, "AvgPool2d", "kernel_size")
-        self.stride = self.kernel_size if stride is None else pair(stride, "AvgPool2d", "stride")
-        self.padding = pair(padding, "AvgPool2d", "padding")
-        self.count_include_pad = bool(count_include_pad)
-
-    def forward(self, x: Any) -> Tensor:
-        """Pool ``x`` of shape ``(N, C, H, W)`` or ``(C, H, W)``."""
-        x = as_tensor(x)
-        if x.ndim not in (3, 4):
-            raise self.fail(f"input has shape {x.shape}, expected (N, C, H, W) or (C, H, W)")
-        out: Tensor = self.call_op(
-            _pool.avg_pool2d,
-            x,
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            count_include_pad=self.count_include_pad,
-        )
-        return out
-
-    def extra_repr(self) -> str:
-        """Window options."""
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"count_include_pad={self.count_include_pad}"
-        )
+        return out.reshape(out.shape[1:]) if added else out

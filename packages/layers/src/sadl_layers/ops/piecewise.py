@@ -137,7 +137,7 @@ def _hardtanh_range(min_val, max_val):
 
 
 def _hardtanh(x, *, min_val=-1.0, max_val=1.0):
-    """X clipped to [min_val, max_val] (``min_val=0, max_val=6`` is ReLU6)."""
+    """The input clipped to [min_val, max_val] (``min_val=0, max_val=6`` is ReLU6)."""
     lo, hi = _hardtanh_range(min_val, max_val)
     return np.clip(x, lo, hi)
 
@@ -181,7 +181,7 @@ hardsigmoid = OpDef(
 
 
 def _hardswish(x):
-    """X * hardsigmoid(x): 0 for x <= -3, x for x >= 3, x (x + 3) / 6 in between."""
+    """The input times hardsigmoid: 0 for x <= -3, x for x >= 3, x (x + 3) / 6 between."""
     return x * np.clip(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
 
 

@@ -105,7 +105,7 @@ def _area_matrix(n_in, n_out):
 
 
 def _apply(x, mats):
-    """X with spatial axis k (counted from the end) mapped by ``mats[k]`` (None: unchanged).
+    """The input with spatial axis k (from the end) mapped by ``mats[k]`` (None: unchanged).
 
     One ``tensordot`` per resized axis: NumPy vocabulary, so it runs on Tensors too.
     """

@@ -40,7 +40,9 @@ __all__ = [
 CHECKPOINT_NAME = "checkpoint.sadl"
 FORMAT_TAG = "sadl-models/gpt-train/1"
 #: The settings a resumed run may change; any other must match the checkpoint's.
-RESUMABLE_CHANGES = frozenset({"steps", "device", "sample_tokens", "eval_interval"})
+RESUMABLE_CHANGES = frozenset(
+    {"steps", "device", "sample_tokens", "eval_interval", "checkpoint_activations"}
+)
 
 
 @dataclass

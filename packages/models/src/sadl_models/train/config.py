@@ -48,6 +48,7 @@ class TrainConfig:
     sample_tokens: int = 300
     seed: int = 1337
     device: str = "cpu"
+    checkpoint_activations: bool = False  #: recompute each block in backward (less memory)
 
     def validate(self) -> None:
         """Raise :class:`TrainError` naming the first setting that is out of range."""
@@ -86,6 +87,11 @@ class TrainConfig:
         _finite_in("beta1", self.beta1, 0.0, 1.0, high_open=True)
         _finite_in("beta2", self.beta2, 0.0, 1.0, high_open=True)
         _finite_in("val_fraction", self.val_fraction, 0.0, 0.5, low_open=True)
+        if not isinstance(self.checkpoint_activations, bool):
+            raise TrainError(
+                f"{flag('checkpoint_activations')} must be a boolean, got "
+                f"{self.checkpoint_activations!r}"
+            )
         if self.tokenizer not in ("char", "byte"):
             raise TrainError(f"--tokenizer must be 'char' or 'byte', got {self.tokenizer!r}")
         if self.text is not None and not isinstance(self.text, str):

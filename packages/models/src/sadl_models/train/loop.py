@@ -387,6 +387,7 @@ def build_model(
         config.dropout,
         config.bias,
         rng=np.random.default_rng(config.seed) if rng is None else rng,
+        checkpoint_activations=config.checkpoint_activations,
     )
 
 
