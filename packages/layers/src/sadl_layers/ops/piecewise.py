@@ -65,9 +65,12 @@ def _elu_kernel(x, alpha, scale, input_scale):
 
 
 def _elu_kernel_grad(g, x, alpha, scale, input_scale):
-    # exp of the clipped input: the positive side never overflows (it is not used there)
-    slope = np.exp(np.minimum(x, 0.0) * input_scale) * (scale * alpha * input_scale)
-    return np.where(const(x) > 0, g * scale, g * slope)
+    # The slope of the negative side, exp(x * input_scale), is taken of the input masked to
+    # x < 0: the positive side never overflows, and at x == 0 (which takes the negative side's
+    # first derivative, as in torch) the second derivative is 0, as in torch.
+    c = const(x)
+    slope = np.exp(x * (c < 0) * input_scale) * (scale * alpha * input_scale)
+    return np.where(c > 0, g * scale, g * slope)
 
 
 def _elu(x, *, alpha=1.0):
