@@ -1,4 +1,5 @@
-"""sadl-layers against PyTorch eager: one small-CNN training step and one attention-layer step.
+"""sadl-layers against PyTorch eager: training steps of a small CNN, an attention layer and an
+LSTM, and exact GELU against its tanh form.
 
 Usage: python bench/layers.py [--threads N] [--quick]
 
@@ -7,6 +8,12 @@ Usage: python bench/layers.py [--threads N] [--quick]
 * attention: CausalSelfAttention(n_embd=128, n_head=4) on (16, 128, 128): forward, sum loss,
   backward, SGD update. The PyTorch side is the same module written the nanoGPT way
   (c_attn, F.scaled_dot_product_attention(is_causal=True), c_proj).
+
+* lstm: LSTM(64 -> 256) over (64 steps, batch 32, 64 features), loss sum(output * w): forward,
+  backward, SGD update. PyTorch's CPU LSTM in float32 is oneDNN's fused kernel.
+* gelu: sadl.ops.gelu on 1M float32 values, exact (erf) against approximate="tanh", forward
+  alone and forward + backward (budget: exact <= 2x the tanh form); PyTorch's exact GELU as the
+  reference column.
 
 Both frameworks get the same weights and data, in float32, in the same process.
 """
@@ -113,6 +120,83 @@ def attention_workloads(np: Any, sadl: Any, torch: Any) -> tuple[Any, Any]:
     return sadl_step, torch_step
 
 
+def lstm_workloads(np: Any, sadl: Any, torch: Any) -> tuple[Any, Any]:
+    from sadl_layers import LSTM
+
+    T, B, In, H = 64, 32, 64, 256
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((T, B, In)).astype(np.float32)
+    w = rng.standard_normal((T, B, H)).astype(np.float32)
+    layer = LSTM(In, H, rng=0)
+    opt = sadl.optim.SGD(layer.parameters(), lr=1e-6)
+    xs = sadl.Tensor(x, requires_grad=True)
+
+    def sadl_step() -> None:
+        opt.zero_grad()
+        xs.grad = None
+        out, _ = layer(xs)
+        (out * w).sum().backward()
+        opt.step()
+
+    if torch is None:
+        return sadl_step, None
+    tlayer = torch.nn.LSTM(In, H)
+    tlayer.load_state_dict(
+        {k: torch.from_numpy(v.numpy().copy()) for k, v in layer.state_dict().items()}
+    )
+    topt = torch.optim.SGD(tlayer.parameters(), lr=1e-6)
+    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w)
+
+    def torch_step() -> None:
+        topt.zero_grad()
+        tx.grad = None
+        out, _ = tlayer(tx)
+        (out * tw).sum().backward()
+        topt.step()
+
+    return sadl_step, torch_step
+
+
+def gelu_rows(np: Any, sadl: Any, torch: Any, number: int, repeat: int) -> None:
+    """Exact GELU against the tanh form (sadl.ops.gelu), forward and forward + backward."""
+    x = np.random.default_rng(0).standard_normal(1_000_000).astype(np.float32)
+    xs = sadl.Tensor(x, requires_grad=True)
+
+    def forward(approximate: str) -> Any:
+        return lambda: sadl.ops.gelu(x, approximate=approximate)
+
+    def both(approximate: str) -> Any:
+        def run() -> None:
+            xs.grad = None
+            sadl.ops.gelu(xs, approximate=approximate).sum().backward()
+
+        return run
+
+    for label, make in (("forward", forward), ("forward + backward", both)):
+        t_exact = best_time(make("none"), number=number, repeat=repeat)
+        t_tanh = best_time(make("tanh"), number=number, repeat=repeat)
+        reference = f"tanh form {t_tanh * 1e3:.2f} ms"
+        if torch is not None:
+            tx = torch.from_numpy(x).requires_grad_(label != "forward")
+
+            def torch_run(tx: Any = tx, backward: bool = label != "forward") -> None:
+                y = torch.nn.functional.gelu(tx)
+                if backward:
+                    tx.grad = None
+                    y.sum().backward()
+
+            t_torch = best_time(torch_run, number=number, repeat=repeat)
+            reference += f"; torch exact {t_torch * 1e3:.2f} ms"
+        ratio = t_exact / t_tanh
+        row(
+            f"exact GELU vs tanh GELU, 1M float32, {label}",
+            f"{t_exact * 1e3:.2f} ms",
+            reference,
+            f"{ratio:.2f} (exact / tanh)",
+            f"budget <= 2: {'ok' if ratio <= 2.0 else 'OVER'}",
+        )
+
+
 def main() -> int:
     args = parse_args(__doc__ or "")
     import numpy as np
@@ -125,6 +209,7 @@ def main() -> int:
     for name, make in (
         ("cnn step: Conv2d(3->16,3x3)+ReLU+MaxPool2d+Linear, 64x3x32x32", cnn_workloads),
         ("attention step: CausalSelfAttention(128, 4 heads), 16x128", attention_workloads),
+        ("lstm step: LSTM(64->256), 64 steps x batch 32", lstm_workloads),
     ):
         sadl_step, torch_step = make(np, sadl, torch)
         t_sadl = best_time(sadl_step, number=number, repeat=repeat)
@@ -139,6 +224,7 @@ def main() -> int:
             f"{t_sadl / t_torch:.2f}",
             "forward + loss + backward + SGD step, float32",
         )
+    gelu_rows(np, sadl, torch, number, repeat)
     return 0
 
 

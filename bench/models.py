@@ -8,7 +8,9 @@ another's. The reference is a PyTorch eager re-implementation with the same layo
 same session. The step also runs under ``sadl.compile`` (W3-S / W3-M compiled) and under
 ``torch.compile`` (when it can: it needs a C++ toolchain and minutes of compiling; failures are
 reported in the row; ``--no-torch-compile`` skips it). Generation: tokens/s of ``GPT.generate``
-with and without the KV cache (greedy).
+with and without the KV cache (greedy). Activation checkpointing: the M step again with
+``GPT(checkpoint_activations=True)`` (every block recomputed in backward), its peak RSS and step
+time against the plain M step's.
 
 Usage: python bench/models.py [--threads 1] [--quick] [--no-torch-compile]
 Budgets (at 1 thread): eager S and M step time <= 1.5x PyTorch eager, M peak RSS <= PyTorch's
@@ -69,14 +71,24 @@ def _generate_tokens(cfg_name: str, quick: bool) -> int:
 
 
 # ---------------------------------------------------------------------------------- workers
-def _sadl_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> dict[str, float]:
+def _sadl_step_worker(
+    cfg_name: str, quick: bool, compiled: bool = False, checkpoint: bool = False
+) -> dict[str, float]:
     import sadl
     from _common import best_time, peak_rss_mib
     from sadl_models.gpt import GPT
     from sadl_optim import AdamW, param_groups_for_weight_decay
 
     cfg = CONFIGS[cfg_name]
-    model = GPT(cfg["vocab"], cfg["block"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"], rng=0)
+    model = GPT(
+        cfg["vocab"],
+        cfg["block"],
+        cfg["n_layer"],
+        cfg["n_head"],
+        cfg["n_embd"],
+        rng=0,
+        checkpoint_activations=checkpoint,
+    )
     opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
     data = _batches(cfg, 4)
     i = [0]
@@ -96,8 +108,13 @@ def _sadl_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> dic
         run(x, y)
 
     number, repeat = _repeats(cfg_name, quick)
+    before = peak_rss_mib()  # interpreter, imports, model, optimizer, data: before any step
     seconds = best_time(step, number=number, repeat=repeat, warmup=2)
-    return {"seconds": seconds, "peak_rss_mib": peak_rss_mib()}
+    return {"seconds": seconds, "peak_rss_mib": peak_rss_mib(), "before_steps_mib": before}
+
+
+def _sadl_checkpointed_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
+    return _sadl_step_worker(cfg_name, quick, checkpoint=True)
 
 
 def _sadl_compiled_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
@@ -245,6 +262,7 @@ def _torch_compile_step_worker(cfg_name: str, quick: bool) -> dict[str, float]:
 WORKERS = {
     ("sadl", "step"): _sadl_step_worker,
     ("sadl-compiled", "step"): _sadl_compiled_step_worker,
+    ("sadl", "step-checkpoint"): _sadl_checkpointed_step_worker,
     ("torch", "step"): _torch_step_worker,
     ("torch-compile", "step"): _torch_compile_step_worker,
     ("sadl", "generate"): _sadl_generate_worker,
@@ -391,6 +409,34 @@ def main() -> int:
             f"{cfg_name}: peak RSS", f"{mine['peak_rss_mib']:.0f} MiB", ref_mem, mem_ratio, mem_note
         )
         over_budget += _compiled_rows(cfg_name, args, have_torch, ref)
+
+    header("models: GPT-M training step with activation checkpointing", args.threads)
+    plain = _run_worker("sadl", "step", "M", args.threads, args.quick)
+    checked = _run_worker("sadl", "step-checkpoint", "M", args.threads, args.quick)
+    if plain is not None and checked is not None:
+        row(
+            "M: peak RSS, checkpoint_activations=True vs off",
+            f"{checked['peak_rss_mib']:.0f} MiB",
+            f"{plain['peak_rss_mib']:.0f} MiB",
+            f"{checked['peak_rss_mib'] / plain['peak_rss_mib']:.2f}",
+            "whole process (interpreter and imports included)",
+        )
+        grown = checked["peak_rss_mib"] - checked["before_steps_mib"]
+        plain_grown = plain["peak_rss_mib"] - plain["before_steps_mib"]
+        row(
+            "M: peak RSS growth during the steps (activations, gradients, optimizer state)",
+            f"{grown:.0f} MiB",
+            f"{plain_grown:.0f} MiB",
+            f"{grown / plain_grown:.2f}" if plain_grown > 0 else "n/a",
+            f"above the {checked['before_steps_mib']:.0f} MiB held before the first step",
+        )
+        row(
+            "M: step time, checkpoint_activations=True vs off",
+            f"{checked['seconds'] * 1e3:.1f} ms",
+            f"{plain['seconds'] * 1e3:.1f} ms",
+            f"{checked['seconds'] / plain['seconds']:.2f}",
+            "one more forward of every block per step",
+        )
 
     header("models: GPT generation, greedy, tokens/s (higher is better)", args.threads)
     for cfg_name in CONFIGS:

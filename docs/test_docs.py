@@ -107,3 +107,13 @@ def test_the_graph_picture_is_what_sadl_viz_draws():
     )
     assert result.returncode == 0, result.stderr
     assert (DOCS / "img" / "mlp-graph.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_every_sadl_layers_op_and_layer_is_in_the_layer_reference():
+    from sadl_layers.modules import LAYERS
+    from sadl_layers.ops import OPS
+
+    reference = (DOCS / "layers.md").read_text()
+    names = [op.name for op in OPS] + list(LAYERS)
+    missing = [name for name in names if f"`{name}`" not in reference]
+    assert not missing, f"docs/layers.md does not list: {missing}"

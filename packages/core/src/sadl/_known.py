@@ -20,14 +20,19 @@ from urllib.parse import unquote, urlparse
 
 _LAYERS = """
 Sequential Mlp ModuleList ModuleDict Linear Embedding LayerNorm RMSNorm BatchNorm1d BatchNorm2d
-Dropout Flatten Identity ReLU GELU SiLU Tanh Sigmoid Softmax LogSoftmax LeakyReLU
-MultiHeadAttention CausalSelfAttention Conv2d MaxPool2d AvgPool2d CrossEntropyLoss MSELoss L1Loss
+Dropout Flatten Identity ReLU GELU SiLU Tanh Sigmoid Softmax LogSoftmax LeakyReLU ELU SELU CELU
+Mish Softplus LogSigmoid Hardtanh ReLU6 Hardsigmoid Hardswish
+MultiHeadAttention CausalSelfAttention Conv1d Conv2d ConvTranspose1d ConvTranspose2d MaxPool1d
+MaxPool2d AvgPool1d AvgPool2d AdaptiveAvgPool1d AdaptiveAvgPool2d Upsample UpsamplingNearest2d
+UpsamplingBilinear2d RNN LSTM GRU RNNCell LSTMCell GRUCell CrossEntropyLoss MSELoss L1Loss
 NLLLoss BCEWithLogitsLoss
 """
 _LAYER_OPS = """
 cross_entropy nll_loss mse_loss l1_loss binary_cross_entropy_with_logits gelu silu leaky_relu
-layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d max_pool2d avg_pool2d
-dropout linear embedding batch_norm
+mish softplus_beta logsigmoid elu selu celu hardtanh hardsigmoid hardswish
+layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d conv_transpose2d conv1d
+conv_transpose1d max_pool2d avg_pool2d max_pool1d avg_pool1d interpolate adaptive_avg_pool1d
+adaptive_avg_pool2d rnn_sequence lstm_sequence gru_sequence dropout linear embedding batch_norm
 """
 _OPTIM = "AdamW RMSprop Adagrad Lion LRScheduler StepLR CosineWithWarmup LinearWarmup OneCycle"
 

@@ -143,8 +143,9 @@ class _Recurrent(Layer):
         return y.transpose(1, 0, 2) if self.batch_first else y
 
     def _final(self, states: list[Tensor], unbatched: bool) -> Tensor:
-        out: Tensor = np.stack(states, axis=0)  # (L * D, B, H)
-        return out.reshape(out.shape[0], out.shape[2]) if unbatched else out
+        out: Any = np.stack(states, axis=0)  # (L * D, B, H), a Tensor
+        final: Tensor = out.reshape(out.shape[0], out.shape[2]) if unbatched else out
+        return final
 
     # ------------------------------------------------------------------ the layers
     def _run(self, x: Tensor, initial: list[list[Any]]) -> tuple[Tensor, list[list[Tensor]]]:
@@ -163,7 +164,8 @@ class _Recurrent(Layer):
                 outputs.append(y)
                 for kind, state in zip(finals, last):
                     kind.append(state)
-            x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
+            both: Any = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
+            x = both
             if layer < self.num_layers - 1:
                 x = self.inter_layer_dropout(x)
         return x, finals

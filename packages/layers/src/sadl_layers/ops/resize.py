@@ -156,8 +156,9 @@ def _interpolation_matrices(
         n_out = _per_axis(fn, "size", size, d, int)
         scales: tuple[float | None, ...] = (None,) * d
     else:
-        scales = _per_axis(fn, "scale_factor", scale_factor, d, float)
-        n_out = tuple(math.floor(n * s) for n, s in zip(n_in, scales))
+        factors = _per_axis(fn, "scale_factor", scale_factor, d, float)
+        n_out = tuple(math.floor(n * s) for n, s in zip(n_in, factors))
+        scales = factors
         if min(n_out) < 1:
             raise ValueError(
                 f"{fn}: scale_factor {scale_factor!r} gives an empty output for spatial size {n_in}"
