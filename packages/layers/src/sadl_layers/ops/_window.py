@@ -16,8 +16,6 @@ from sadl.backends import array_module
 
 __all__ = ["Geometry", "pair"]
 
-_window_view = np.lib.stride_tricks.sliding_window_view
-
 
 def pair(value: Any, fn: str, name: str) -> tuple[int, int]:
     """An int or a pair of ints as a pair of non-negative ints."""
@@ -125,7 +123,8 @@ class Geometry:
         """Read-only view (N, C, kh, kw, Ho, Wo) of the padded input's windows."""
         xp = self.pad(x)
         span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
-        win = _window_view(xp, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
+        window_view = array_module(xp).lib.stride_tricks.sliding_window_view
+        win = window_view(xp, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
         win = win[..., :: self.sh, :: self.sw, :: self.dh, :: self.dw]
         win = win[..., : self.Ho, : self.Wo, :, :]
         nd = win.ndim
