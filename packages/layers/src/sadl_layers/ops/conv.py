@@ -59,8 +59,8 @@ def _conv_setup(fn, x_shape, w_shape, stride, padding, dilation, groups):
 
 def _im2col(x, geo, groups):
     """(N, G, C/G * kh * kw, Ho * Wo) columns of x (one copy)."""
-    N = x.shape[0]
-    return geo.windows(x).reshape(N, groups, -1, geo.Ho * geo.Wo)
+    N, C = x.shape[:2]
+    return geo.windows(x).reshape(N, groups, C // groups * geo.kh * geo.kw, geo.Ho * geo.Wo)
 
 
 def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):

@@ -6,15 +6,19 @@ zeros) and torch's weights, gates stacked in torch's order: ``w_ih`` (G*H, I), `
 node covers all T steps, instead of a dozen nodes per step:
 
 * the forward projects every input step at once (one GEMM) and then runs the recurrence, one
-  small GEMM and a few in-place NumPy calls per step;
-* the output holds every hidden state (and, for the LSTM, every cell state), which is all the
-  backward needs: it recomputes the gates of ALL steps from them in two large GEMMs, computes
-  everything that does not depend on the incoming gradient for all steps at once, and only then
-  walks back through time, one GEMM and a few products per step. The weight gradients are
-  again large GEMMs over all steps.
+  small GEMM and a few in-place NumPy calls per step (the gates of all kinds share ONE tanh
+  call: sigmoid(x) = tanh(x / 2) / 2 + 1/2);
+* the output keeps, per step, what the backward needs: the hidden state (RNN), ``[h | c | i f
+  g o]`` (LSTM), ``[h | r | z | n | h W_hn + b_hn]`` (GRU). The layers slice the states out.
+  The backward therefore recomputes nothing: it computes everything that does not depend on
+  the recurrence for all steps at once, walks back through time with one GEMM and a few
+  products per step, and gets the weight gradients as large GEMMs over all steps.
 
 The backward is written in NumPy vocabulary, so under ``create_graph=True`` the same rule runs
 on Tensors and records an ordinary graph: second derivatives (gradgradcheck) need no extra code.
+Because that graph reads the kept gates from the output, a second derivative sends gradient
+INTO the gate part of the output too; the rules take it (the ``direct`` terms), and on a plain
+first-order backward, where that part is all zeros, they skip it.
 With ``reverse=True`` the op runs from the last step to the first (the backward direction of a
 bidirectional layer); its output stays aligned with the input's time axis, as in torch.
 """
@@ -87,7 +91,7 @@ def _project(x, w_ih, b_ih, b_hh, fold_hidden_bias=True):
     steps: one GEMM.
     """
     T, B, n_in = x.shape
-    pre = (x.reshape(T * B, n_in) @ w_ih.T).reshape(T, B, -1)
+    pre = (x.reshape(T * B, n_in) @ w_ih.T).reshape(T, B, w_ih.shape[0])
     if b_ih is not None:
         pre += b_ih
     if fold_hidden_bias and b_hh is not None:
@@ -205,6 +209,8 @@ def _rnn_sequence(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, nonlinearity="tanh
 def _rnn_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_grad, **params):
     reverse = params.get("reverse", False)
     T = shape_of(x)[0]
+    if T == 0:  # an empty sequence: nothing flows anywhere
+        return (None,) * len(needs_input_grad)
     if params.get("nonlinearity", "tanh") == "tanh":
         slope = 1.0 - out * out
     else:
@@ -217,8 +223,6 @@ def _rnn_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_gr
         da = dh_t * slope[t]
         da_steps.append(da)
         dh = np.matmul(da, w_hh)
-    if dh is None:  # an empty sequence: nothing flows anywhere
-        return (None,) * len(needs_input_grad)
     da_all = _in_time_order(da_steps, reverse)
     h_prev = _previous(out, h0, reverse, x)
     dx, dw_ih, db_ih = _input_grads(da_all, x, w_ih, b_ih, needs, 2)
@@ -284,6 +288,8 @@ def _lstm_grad(
 ):
     T = shape_of(x)[0]
     H = shape_of(w_hh)[1]
+    if T == 0:  # an empty sequence: nothing flows anywhere
+        return (None,) * len(needs_input_grad)
     needs = (*needs_input_grad, False, False)[:7]
     hs, cs, act = out[..., :H], out[..., H : 2 * H], out[..., 2 * H :]
     h_prev = _previous(hs, h0, reverse, x)
@@ -312,8 +318,6 @@ def _lstm_grad(
         dpre_steps.append(dpre)
         dh = np.matmul(dpre, w_hh)
         dc = dc_t * forget[t]
-    if dh is None:
-        return (None,) * len(needs_input_grad)
     dpre_all = _in_time_order(dpre_steps, reverse)
     dx, dw_ih, db_ih = _input_grads(dpre_all, x, w_ih, b_ih, needs, 3)
     dw_hh, db_hh = _hidden_grads(dpre_all, h_prev, b_hh, needs, 3)
@@ -387,6 +391,8 @@ def _gru_sequence(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False):
 def _gru_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_grad, reverse=False):
     T = shape_of(x)[0]
     H = shape_of(w_hh)[1]
+    if T == 0:  # an empty sequence: nothing flows anywhere
+        return (None,) * len(needs_input_grad)
     needs = (*needs_input_grad, False, False)[:6]
     hs, r, z, n, hn = (out[..., k * H : (k + 1) * H] for k in range(5))
     h_prev = _previous(hs, h0, reverse, x)
@@ -423,8 +429,6 @@ def _gru_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_gr
         dgh_steps.append(dgh)
         dn_steps.append(dn)
         dh = dh_t * z[t] + np.matmul(dgh, w_hh)
-    if dh is None:
-        return (None,) * len(needs_input_grad)
     dgh_all = _in_time_order(dgh_steps, reverse)
     dgi_all = np.concatenate([dgh_all[..., : 2 * H], _in_time_order(dn_steps, reverse)], axis=-1)
     dx, dw_ih, db_ih = _input_grads(dgi_all, x, w_ih, b_ih, needs, 2)
