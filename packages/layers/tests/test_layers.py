@@ -384,3 +384,16 @@ def test_causal_self_attention_cached_path_gradcheck():
             return self.attn(x, cache={"k": past_k.copy(), "v": past_v.copy()})
 
     check_layer(WithCache(), rand(1, 2, 4))
+
+
+def test_convolutions_take_an_empty_batch():
+    for layer, shape in (
+        (Conv2d(2, 3, 3, rng=0), (0, 2, 5, 5)),
+        (Conv1d(2, 3, 3, rng=0), (0, 2, 5)),
+        (ConvTranspose2d(2, 3, 3, stride=2, rng=0), (0, 2, 3, 3)),
+    ):
+        x = sadl.Tensor(np.zeros(shape, np.float32), requires_grad=True)
+        out = layer(x)
+        assert out.shape[0] == 0
+        out.sum().backward()
+        assert not layer.weight.grad.any()

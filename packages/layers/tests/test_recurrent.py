@@ -292,3 +292,19 @@ def test_state_dicts_move_both_ways_with_torch(name):
         np.testing.assert_allclose(
             mine(x)[0].data, other(torch.from_numpy(x))[0].numpy(), rtol=1e-5, atol=1e-6
         )
+
+
+@pytest.mark.parametrize(
+    "op, gates", [("rnn_sequence", 1), ("lstm_sequence", 4), ("gru_sequence", 3)]
+)
+def test_ops_take_an_empty_batch_and_an_empty_sequence(op, gates):
+    fn = getattr(sadl.ops, op)
+    w_ih = sadl.Tensor(rand(gates * 4, 2), requires_grad=True)
+    w_hh = sadl.Tensor(rand(gates * 4, 4), requires_grad=True)
+    for shape in ((3, 0, 2), (0, 2, 2)):
+        x = sadl.Tensor(rand(*shape), requires_grad=True)
+        states = (None, None) if op == "lstm_sequence" else (None,)
+        out = fn(x, *states, w_ih, w_hh)
+        assert out.shape[:2] == shape[:2]
+        out.sum().backward()  # nothing to propagate, and no error
+        assert x.grad is None or not x.grad.any()
