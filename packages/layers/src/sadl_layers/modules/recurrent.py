@@ -25,6 +25,7 @@ from sadl_layers.modules._base import (
     as_tensor,
     check_count,
     init_uniform,
+    param_dtype,
     resolve_generator,
 )
 from sadl_layers.modules.dense import Dropout
@@ -58,7 +59,7 @@ class _Recurrent(Layer):
         *,
         nonlinearity: str = "tanh",
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -73,6 +74,7 @@ class _Recurrent(Layer):
             raise ValueError(f"{name}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.nonlinearity = nonlinearity
         gen = resolve_generator(rng)
+        dtype = param_dtype(dtype)
         # Between layers only; it draws from ``rng`` when one is given (as the init does).
         self.inter_layer_dropout = Dropout(self.dropout, rng=None if rng is None else gen)
         H, G = self.hidden_size, _GATES[self.kind]
@@ -217,7 +219,7 @@ class RNN(_Recurrent):
         bidirectional: bool = False,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__(
             input_size,
@@ -273,7 +275,7 @@ class GRU(_Recurrent):
         bidirectional: bool = False,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__(
             input_size,
@@ -323,7 +325,7 @@ class LSTM(_Recurrent):
         bidirectional: bool = False,
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__(
             input_size,
@@ -381,7 +383,7 @@ class _Cell(Layer):
         *,
         nonlinearity: str = "tanh",
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -392,6 +394,7 @@ class _Cell(Layer):
             raise ValueError(f"{name}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.nonlinearity = nonlinearity
         gen = resolve_generator(rng)
+        dtype = param_dtype(dtype)
         H, G = self.hidden_size, _GATES[self.kind]
         bound = 1.0 / math.sqrt(H)
         self.weight_ih = init_uniform(gen, bound, (G * H, self.input_size), dtype)
@@ -444,7 +447,7 @@ class RNNCell(_Cell):
         nonlinearity: str = "tanh",
         *,
         rng: np.random.Generator | int | None = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
     ) -> None:
         super().__init__(
             input_size, hidden_size, bias, nonlinearity=nonlinearity, rng=rng, dtype=dtype
