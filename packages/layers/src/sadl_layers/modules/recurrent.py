@@ -293,8 +293,7 @@ class GRU(_Recurrent):
         self, x: Tensor, states: list[Any], weights: tuple[Any, ...], reverse: bool
     ) -> tuple[Tensor, list[Tensor]]:
         out: Tensor = self.call_op(_ops.gru_sequence, x, states[0], *weights, reverse=reverse)
-        y = out[..., : self.hidden_size]
-        return y, [_last(y, reverse)]
+        return out[0], [_last(out[0], reverse)]
 
     def forward(self, x: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
         """``(output, h_n)`` for ``x`` (T, B, input_size) and initial states ``hx`` (L*D, B, H)."""
@@ -345,8 +344,7 @@ class LSTM(_Recurrent):
         out: Tensor = self.call_op(
             _ops.lstm_sequence, x, states[0], states[1], *weights, reverse=reverse
         )
-        H = self.hidden_size
-        h, c = out[..., :H], out[..., H : 2 * H]
+        h, c = out[0], out[1]
         return h, [_last(h, reverse), _last(c, reverse)]
 
     def forward(self, x: Any, hx: Any = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
@@ -473,7 +471,7 @@ class GRUCell(_Cell):
         seq, unbatched = self._step_input(as_tensor(x))
         h0 = self._state(hx, "hx", seq.shape[1], unbatched)
         out: Tensor = self.call_op(_ops.gru_sequence, seq, h0, *self._weights())
-        return self._result(out[0, :, : self.hidden_size], unbatched)
+        return self._result(out[0, 0], unbatched)
 
 
 class LSTMCell(_Cell):
@@ -495,5 +493,4 @@ class LSTMCell(_Cell):
             self._state(c, "c", B, unbatched),
             *self._weights(),
         )
-        H = self.hidden_size
-        return self._result(out[0, :, :H], unbatched), self._result(out[0, :, H : 2 * H], unbatched)
+        return self._result(out[0, 0], unbatched), self._result(out[1, 0], unbatched)

@@ -155,20 +155,21 @@ def loss_scale(g: Any, reduction: str, count: int) -> Any:
 BLOCK = 16384
 
 
-def blockwise(kernel: Any, *arrays: Any, scratch: int = 1) -> Any:
+def blockwise(kernel: Any, *arrays: Any, scratch: int = 1, block: int = BLOCK) -> Any:
     """``kernel(out, *blocks, *scratch_buffers)`` over cache-sized blocks of same-shape arrays.
 
     ``kernel`` writes its result into ``out`` in place (NumPy ``out=`` calls); ``scratch``
-    buffers of the block's size are allocated once and reused for every block.
+    buffers of the block's size are allocated once and reused for every block. A kernel that
+    calls an op per block (with a fixed cost per call) may ask for larger blocks.
     """
     first = arrays[0]
     flats = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
     out = np.empty(first.size, dtype=first.dtype)
     n = out.size
-    size = min(BLOCK, max(n, 1))
+    size = min(block, max(n, 1))
     buffers = [np.empty(size, dtype=first.dtype) for _ in range(scratch)]
-    for start in range(0, n, BLOCK):
-        stop = min(start + BLOCK, n)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
         m = stop - start
         kernel(out[start:stop], *(f[start:stop] for f in flats), *(b[:m] for b in buffers))
     return out.reshape(first.shape)

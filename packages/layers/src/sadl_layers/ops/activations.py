@@ -42,23 +42,34 @@ def _erf_and_erfc() -> tuple[Any, Any]:
     return _erf_ops[0], _erf_ops[1]
 
 
-def _ndtr_into(out, x, z):
-    """Out = Phi(x), the standard normal CDF, in place; ``z`` is a scratch buffer."""
+#: Elements per block of the exact GELU kernels: they call core's erf (an op, with a fixed cost
+#: per call) once per block, so they take erf's own block size rather than ``BLOCK``.
+_ERF_BLOCK = 65536
+
+
+def _ndtr(x, z):
+    """Phi(x), the standard normal CDF, as a new array; ``z`` is a scratch buffer."""
     erf, erfc = _erf_and_erfc()
     if x.dtype == np.float64:
         np.multiply(x, -_SQRT_HALF, out=z)
-        out[...] = erfc(z)
+        phi = erfc(z)
     else:
         np.multiply(x, _SQRT_HALF, out=z)
-        out[...] = erf(z)
-        out += 1.0
-    out *= 0.5
+        phi = erf(z)
+        phi += 1.0
+    phi *= 0.5
+    return phi
+
+
+def _ndtr_into(out, x, z):
+    """Out = Phi(x) in place (see :func:`_ndtr`)."""
+    out[...] = _ndtr(x, z)
     return out
 
 
 def normal_cdf(x):
     """Phi(x) = P(N(0, 1) <= x) of a float array (see the module docstring for the accuracy)."""
-    return blockwise(_ndtr_into, x, scratch=1)
+    return blockwise(_ndtr_into, x, scratch=1, block=_ERF_BLOCK)
 
 
 # ------------------------------------------------------------------------------------ GELU
@@ -70,8 +81,7 @@ def _check_approximate(approximate):
 
 
 def _gelu_exact_kernel(out, x, s):
-    _ndtr_into(out, x, s)
-    out *= x
+    np.multiply(_ndtr(x, s), x, out=out)
 
 
 def _gelu_tanh_kernel(out, x, s):
@@ -88,18 +98,19 @@ def _gelu_tanh_kernel(out, x, s):
 def _gelu(x, *, approximate="none"):
     """GELU: x * Phi(x) (``approximate="none"``) or its tanh approximation (``"tanh"``)."""
     _check_approximate(approximate)
-    kernel = _gelu_tanh_kernel if approximate == "tanh" else _gelu_exact_kernel
-    return blockwise(kernel, x, scratch=1)
+    if approximate == "tanh":
+        return blockwise(_gelu_tanh_kernel, x, scratch=1)
+    return blockwise(_gelu_exact_kernel, x, scratch=1, block=_ERF_BLOCK)
 
 
 def _gelu_grad_exact_kernel(out, g, x, s1, s2):
-    _ndtr_into(out, x, s1)  # Phi(x)
+    cdf = _ndtr(x, s2)  # Phi(x)
     np.multiply(x, x, out=s1)
     s1 *= -0.5
     np.exp(s1, out=s1)
     s1 *= x
     s1 *= _INV_SQRT_2PI  # x * phi(x)
-    out += s1
+    np.add(cdf, s1, out=out)
     out *= g
 
 
@@ -124,8 +135,9 @@ def _gelu_grad_tanh_kernel(out, g, x, s1, s2):
 
 def _gelu_backward(g, x, *, approximate="none"):
     """The gradient of ``gelu``, g * GELU'(x) (an op, so it can be differentiated again)."""
-    kernel = _gelu_grad_tanh_kernel if approximate == "tanh" else _gelu_grad_exact_kernel
-    return blockwise(kernel, g, x, scratch=2)
+    if approximate == "tanh":
+        return blockwise(_gelu_grad_tanh_kernel, g, x, scratch=2)
+    return blockwise(_gelu_grad_exact_kernel, g, x, scratch=2, block=_ERF_BLOCK)
 
 
 def _gelu_second(x, approximate):

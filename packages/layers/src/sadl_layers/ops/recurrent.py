@@ -8,8 +8,9 @@ node covers all T steps, instead of a dozen nodes per step:
 * the forward projects every input step at once (one GEMM) and then runs the recurrence, one
   small GEMM and a few in-place NumPy calls per step (the gates of all kinds share ONE tanh
   call: sigmoid(x) = tanh(x / 2) / 2 + 1/2);
-* the output keeps, per step, what the backward needs: the hidden state (RNN), ``[h | c | i f
-  g o]`` (LSTM), ``[h | r | z | n | h W_hn + b_hn]`` (GRU). The layers slice the states out.
+* the output keeps, for every step, what the backward needs: the hidden state (RNN), the
+  hidden and cell states and the gates i, f, g, o (LSTM, (6, T, B, H)), the hidden state,
+  r, z, n and h W_hn + b_hn (GRU, (5, T, B, H)). The layers take ``out[0]`` (and ``out[1]``).
   The backward therefore recomputes nothing: it computes everything that does not depend on
   the recurrence for all steps at once, walks back through time with one GEMM and a few
   products per step, and gets the weight gradients as large GEMMs over all steps.
@@ -249,25 +250,28 @@ rnn_sequence = OpDef(
 def _lstm_sequence(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False):
     """LSTM over a sequence (torch's gates i, f, g, o).
 
-    Returns (T, B, 6H): per step ``[h | c | i f g o]``, the hidden state, the cell state and
-    the activated gates (kept for the backward, which then recomputes nothing).
+    Returns (6, T, B, H): every step's hidden state ``[0]``, cell state ``[1]`` and activated
+    gates i, f, g, o ``[2:6]`` (kept for the backward, which then recomputes nothing).
     """
     T, B, _, H = _check("lstm_sequence", 4, x, (("h0", h0), ("c0", c0)), w_ih, w_hh, b_ih, b_hh)
     xp = array_module(x)
     pre = _project(x, w_ih, b_ih, b_hh)
     scale, shift = _gate_constants("ssts", H, pre.dtype, pre)
-    out = xp.empty((T, B, 6 * H), dtype=pre.dtype)
+    out = xp.empty((6, T, B, H), dtype=pre.dtype)
     h, c = _state(h0, B, H, x), _state(c0, B, H, x)
     whT = _transposed(w_hh)
+    # The gates are computed in one contiguous buffer (NumPy is several times slower on
+    # strided views of this size) and then stored with one copy.
+    gates = xp.empty((B, 4 * H), dtype=pre.dtype)
+    i, f, g, o = (gates[:, k * H : (k + 1) * H] for k in range(4))
+    by_gate = gates.reshape(B, 4, H).transpose(1, 0, 2)
     ig = xp.empty((B, H), dtype=pre.dtype)
     for t in _steps(T, reverse):
-        step = out[t]
-        gates = step[:, 2 * H :]
         np.matmul(h, whT, out=gates)
         gates += pre[t]
         _activate_(gates, scale, shift)
-        i, f, g, o = (gates[:, k * H : (k + 1) * H] for k in range(4))
-        h_t, c_t = step[:, :H], step[:, H : 2 * H]
+        out[2:, t] = by_gate
+        h_t, c_t = out[0, t], out[1, t]
         np.multiply(f, c, out=c_t)
         np.multiply(i, g, out=ig)
         c_t += ig
@@ -277,39 +281,34 @@ def _lstm_sequence(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False
     return out
 
 
-def _gate_slopes(act, H):
-    """Each activated gate's derivative from its value: s (1 - s) for i, f, o, 1 - g^2 for g."""
-    i, f, g, o = (act[..., k * H : (k + 1) * H] for k in range(4))
-    return np.concatenate([i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)], axis=-1)
-
-
 def _lstm_grad(
     g, out, x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_grad, reverse=False
 ):
     T = shape_of(x)[0]
-    H = shape_of(w_hh)[1]
     if T == 0:  # an empty sequence: nothing flows anywhere
         return (None,) * len(needs_input_grad)
     needs = (*needs_input_grad, False, False)[:7]
-    hs, cs, act = out[..., :H], out[..., H : 2 * H], out[..., 2 * H :]
+    hs, cs, i, f, gg, o = (out[k] for k in range(6))
     h_prev = _previous(hs, h0, reverse, x)
     c_prev = _previous(cs, c0, reverse, x)
-    slopes = _gate_slopes(act, H)
+    # Each gate's derivative from its value: s (1 - s) for i, f, o, 1 - g^2 for g.
+    slopes = (i * (1.0 - i), f * (1.0 - f), 1.0 - gg * gg, o * (1.0 - o))
     # Everything that does not depend on the recurrence, for all steps at once:
     # dc_t = dc_{t+1} f_{t+1} + g_c + dh_t * o tanh'(c_t), and the gates' pre-activations get
     # ((dc, dc, dc, dh) * (g, c_prev, i, tanh(c)) + the gates' own cotangent) * their slope.
     tc = np.tanh(cs)
-    through_h = act[..., 3 * H :] * (1.0 - tc * tc)
-    factor = np.concatenate([act[..., 2 * H : 3 * H], c_prev, act[..., :H], tc], axis=-1) * slopes
-    g_gates = g[..., 2 * H :]
+    through_h = o * (1.0 - tc * tc)
+    factor = np.concatenate([a * s for a, s in zip((gg, c_prev, i, tc), slopes)], axis=-1)
     # The gates' cotangent is zero unless something used them (a higher-order gradient does).
-    direct = g_gates * slopes if not _all_zero(g_gates) else None
-    forget = act[..., H : 2 * H]
+    g_gates = g[2:]
+    direct = None
+    if not _all_zero(g_gates):
+        direct = np.concatenate([g_gates[k] * slopes[k] for k in range(4)], axis=-1)
     dpre_steps: list[Any] = []
     dh = dc = None
     for t in _walk_back(T, reverse):
-        dh_t = g[t, :, :H] if dh is None else g[t, :, :H] + dh
-        dc_t = g[t, :, H : 2 * H] + dh_t * through_h[t]
+        dh_t = g[0, t] if dh is None else g[0, t] + dh
+        dc_t = g[1, t] + dh_t * through_h[t]
         if dc is not None:
             dc_t = dc_t + dc
         dpre = np.concatenate([dc_t, dc_t, dc_t, dh_t], axis=-1) * factor[t]
@@ -317,7 +316,7 @@ def _lstm_grad(
             dpre = dpre + direct[t]
         dpre_steps.append(dpre)
         dh = np.matmul(dpre, w_hh)
-        dc = dc_t * forget[t]
+        dc = dc_t * f[t]
     dpre_all = _in_time_order(dpre_steps, reverse)
     dx, dw_ih, db_ih = _input_grads(dpre_all, x, w_ih, b_ih, needs, 3)
     dw_hh, db_hh = _hidden_grads(dpre_all, h_prev, b_hh, needs, 3)
@@ -353,36 +352,44 @@ lstm_sequence = OpDef(
 # ---------------------------------------------------------------------------------- GRU
 
 
+def _sigmoid_(a):
+    """In-place logistic sigmoid, tanh(x / 2) / 2 + 1/2 (no overflow for any x)."""
+    a *= 0.5
+    np.tanh(a, out=a)
+    a *= 0.5
+    a += 0.5
+    return a
+
+
 def _gru_sequence(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False):
     """GRU over a sequence (torch's gates r, z, n; n = tanh(x W_in + b_in + r (h W_hn + b_hn))).
 
-    Returns (T, B, 5H): per step ``[h | r | z | n | h W_hn + b_hn]``, the hidden state and what
-    the backward needs (kept, so it recomputes nothing).
+    Returns (5, T, B, H): every step's hidden state ``[0]``, and r, z, n and h W_hn + b_hn
+    ``[1:5]`` (kept for the backward, which then recomputes nothing).
     """
     T, B, _, H = _check("gru_sequence", 3, x, (("h0", h0),), w_ih, w_hh, b_ih, b_hh)
     xp = array_module(x)
     gi = _project(x, w_ih, b_ih, None, fold_hidden_bias=False)
     if b_hh is not None:  # the r and z parts of b_hh can be folded in, not the n part
         gi[..., : 2 * H] += b_hh[: 2 * H]
-    scale, shift = _gate_constants("ss", H, gi.dtype, gi)
-    out = xp.empty((T, B, 5 * H), dtype=gi.dtype)
+    out = xp.empty((5, T, B, H), dtype=gi.dtype)
     h = _state(h0, B, H, x)
     whT = _transposed(w_hh)
+    gh = xp.empty((B, 3 * H), dtype=gi.dtype)  # h W_hr, h W_hz, h W_hn
     for t in _steps(T, reverse):
-        step = out[t]
-        np.matmul(h, whT, out=step[:, H : 4 * H])  # h W_hr, h W_hz, h W_hn
-        h_t, rz, n, hn = step[:, :H], step[:, H : 3 * H], step[:, 3 * H : 4 * H], step[:, 4 * H :]
+        np.matmul(h, whT, out=gh)
+        h_t, r, z, n, hn = (out[k, t] for k in range(5))
+        _sigmoid_(np.add(gh[:, :H], gi[t, :, :H], out=r))
+        _sigmoid_(np.add(gh[:, H : 2 * H], gi[t, :, H : 2 * H], out=z))
         if b_hh is not None:
-            np.add(n, b_hh[2 * H :], out=hn)
+            np.add(gh[:, 2 * H :], b_hh[2 * H :], out=hn)
         else:
-            hn[...] = n
-        rz += gi[t, :, : 2 * H]
-        _activate_(rz, scale, shift)
-        np.multiply(rz[:, :H], hn, out=n)
+            hn[...] = gh[:, 2 * H :]
+        np.multiply(r, hn, out=n)
         n += gi[t, :, 2 * H :]
         np.tanh(n, out=n)
         np.subtract(h, n, out=h_t)  # h' = n + z (h - n)
-        h_t *= rz[:, H:]
+        h_t *= z
         h_t += n
         h = h_t
     return out
@@ -390,11 +397,10 @@ def _gru_sequence(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False):
 
 def _gru_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_grad, reverse=False):
     T = shape_of(x)[0]
-    H = shape_of(w_hh)[1]
     if T == 0:  # an empty sequence: nothing flows anywhere
         return (None,) * len(needs_input_grad)
     needs = (*needs_input_grad, False, False)[:6]
-    hs, r, z, n, hn = (out[..., k * H : (k + 1) * H] for k in range(5))
+    hs, r, z, n, hn = (out[k] for k in range(5))
     h_prev = _previous(hs, h0, reverse, x)
     # Independent of the recurrence, for all steps at once: from dh, d n_pre = dh (1 - z) n',
     # d z_pre = dh (h_prev - n) z', d r_pre = d n_pre hn r', d hn = d n_pre r; dh keeps dh z.
@@ -404,17 +410,14 @@ def _gru_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_gr
     by_r = hn * r_slope
     # The cotangents of r, z, n and hn themselves are zero unless a higher-order gradient
     # used them; they enter at the matching point of the step.
-    g_rest = g[..., H:]
-    if _all_zero(g_rest):
-        direct = None
-    else:
-        direct_n = g[..., 3 * H : 4 * H] * n_slope
-        direct = (direct_n, g[..., H : 2 * H] * r_slope, g[..., 2 * H : 3 * H] * z_slope)
+    direct = None
+    if not _all_zero(g[1:]):
+        direct = (g[3] * n_slope, g[1] * r_slope, g[2] * z_slope, g[4])  # n, r, z, hn
     dgh_steps: list[Any] = []
     dn_steps: list[Any] = []
     dh = None
     for t in _walk_back(T, reverse):
-        dh_t = g[t, :, :H] if dh is None else g[t, :, :H] + dh
+        dh_t = g[0, t] if dh is None else g[0, t] + dh
         dn = dh_t * by_n[t]
         dz = dh_t * by_z[t]
         if direct is not None:
@@ -424,12 +427,13 @@ def _gru_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_gr
         dhn = dn * r[t]
         if direct is not None:
             dr = dr + direct[1][t]
-            dhn = dhn + g[t, :, 4 * H :]
+            dhn = dhn + direct[3][t]
         dgh = np.concatenate([dr, dz, dhn], axis=-1)
         dgh_steps.append(dgh)
         dn_steps.append(dn)
         dh = dh_t * z[t] + np.matmul(dgh, w_hh)
     dgh_all = _in_time_order(dgh_steps, reverse)
+    H = shape_of(w_hh)[1]
     dgi_all = np.concatenate([dgh_all[..., : 2 * H], _in_time_order(dn_steps, reverse)], axis=-1)
     dx, dw_ih, db_ih = _input_grads(dgi_all, x, w_ih, b_ih, needs, 2)
     dw_hh, db_hh = _hidden_grads(dgh_all, h_prev, b_hh, needs, 2)
