@@ -142,10 +142,12 @@ def test_losses_keep_float32():
         assert x.grad.dtype == np.float32
 
 
-def test_cross_entropy_all_ignored_gives_nan_mean_like_torch():
+def test_cross_entropy_all_ignored_gives_nan_mean_and_zero_gradient_like_torch():
     logits = sadl.Tensor(np.zeros((2, 3)), requires_grad=True)
     loss = sadl.ops.cross_entropy(logits, np.array([-100, -100]))
     assert np.isnan(loss.item())
+    loss.backward()
+    np.testing.assert_array_equal(logits.grad, 0.0)
     assert sadl.ops.cross_entropy(logits, np.array([-100, -100]), reduction="sum").item() == 0.0
 
 

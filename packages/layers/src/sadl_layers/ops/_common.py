@@ -143,9 +143,13 @@ def reduce_loss(loss: Any, reduction: str, count: int | None = None) -> Any:
 
 
 def loss_scale(g: Any, reduction: str, count: int) -> Any:
-    """The upstream gradient of a reduced loss, per element: g, g / count, or g itself."""
+    """The upstream gradient of a reduced loss, per element: g / count for a mean, else g.
+
+    A mean over nothing (no elements, or every target ignored) is NaN, but its gradient is 0, as
+    in torch: no element contributed, and a NaN factor would poison even the empty gradients.
+    """
     if reduction == "mean":
-        return g * (1.0 / count) if count else g * float("nan")
+        return g * (1.0 / count) if count else g * 0.0
     return g
 
 

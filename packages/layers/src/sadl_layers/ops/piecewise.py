@@ -24,7 +24,12 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _number(fn: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+    """A real number given as a Python number, a NumPy scalar or a 0-d array."""
+    kind = getattr(value, "dtype", None)
+    real = kind.kind in "iuf" and np.ndim(value) == 0 if kind is not None else None
+    if real is None:
+        real = isinstance(value, int | float) and not isinstance(value, bool)
+    if not real:
         raise ValueError(f"{fn}: {name} must be a number, got {value!r}")
     return float(value)
 
@@ -50,6 +55,7 @@ leaky_relu = OpDef(
         Example((2, 5), negative_slope=0.2),
         Example((4,), negative_slope=1.5),
     ),
+    singular_points=(Example(np.array([0.0, -1.0, 2.0]), negative_slope=0.1),),
 )
 
 

@@ -214,6 +214,8 @@ max_pool2d: OpDef = OpDef(
         *_MAX_EXAMPLES,
         Example((1, 2, 5, 5), kernel_size=2, ceil_mode=True, return_indices=True),
     ),
+    # ties inside a window: the first maximum takes the gradient, as in torch
+    singular_points=(Example(np.array([[[[1.0, 1.0], [0.0, 1.0]]]]), kernel_size=2),),
 )
 
 

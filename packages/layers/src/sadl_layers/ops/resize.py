@@ -44,6 +44,8 @@ def _spatial(fn: str, x: Any) -> int:
 
 def _per_axis(fn: str, name: str, value: Any, d: int, kind: type) -> tuple[Any, ...]:
     """``value`` (one number or one per spatial axis) as a d-tuple."""
+    if getattr(value, "ndim", None) == 0:  # a 0-d array (a constant Tensor's data)
+        value = value.item()
     items = tuple(value) if isinstance(value, tuple | list) else (value,) * d
     if len(items) != d:
         raise ValueError(f"{fn}: {name} needs {d} values (one per spatial axis), got {value!r}")
