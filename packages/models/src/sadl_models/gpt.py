@@ -16,6 +16,7 @@ The result is the same, bit for bit, dropout included.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -183,6 +184,38 @@ class Block(Module):
 def _ln(module: LayerNorm, x: Tensor) -> Tensor:
     out: Tensor = layer_norm(x, module.weight, module.bias, eps=module.eps)
     return out
+
+
+class _SameMasks:
+    """``block(h)``, the first time drawing dropout masks as usual and keeping them, every later
+    time (a checkpoint's recomputation) handing out the same masks in the same order.
+    """
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self.dropouts = [m for m in block.modules() if isinstance(m, Dropout)]
+        self.masks: list[Any] = []
+        self.calls = 0
+
+    def __call__(self, h: Tensor) -> Tensor:
+        self.calls += 1
+        again = iter(self.masks) if self.calls > 1 else None
+
+        def keep_mask(drop: Dropout, shape: tuple[int, ...]) -> Any:
+            if again is not None:
+                return next(again)
+            mask = Dropout.keep_mask(drop, shape)
+            self.masks.append(mask)
+            return mask
+
+        for drop in self.dropouts:  # an instance attribute shadows the method while we run
+            drop.keep_mask = functools.partial(keep_mask, drop)  # type: ignore[method-assign]
+        try:
+            out: Tensor = self.block(h)
+        finally:
+            for drop in self.dropouts:
+                del drop.keep_mask
+        return out
 
 
 class _Transformer(Module):
@@ -367,31 +400,16 @@ class GPT(Module):
         return _ln(tr.ln_f, x)
 
     def _checkpointed(self, block: Block, x: Tensor) -> Tensor:
-        """``block(x)`` under ``sadl.checkpoint``, its dropout masks drawn again identically.
+        """``block(x)`` under ``sadl.checkpoint``, recomputed in backward with the same dropout.
 
-        ``sadl.checkpoint`` replays sadl's default generator by itself; when dropout draws from
-        this model's own generator, the recomputation starts from that generator's state at the
-        first run and leaves it where the training run had moved it.
+        The recomputation reuses the dropout masks the first run drew (:class:`_SameMasks`), so
+        it drops the same elements whichever generator drew them, also under ``sadl.compile``
+        (which replays random draws, not assignments to a generator's state); and it is exact by
+        construction, so checkpoint's determinism check (a value read back into Python per
+        block) is left out.
         """
-        gen = self._dropout_rng
-        if gen is None or self.dropout == 0.0:
-            out: Tensor = checkpoint(block, x)
-            return out
-        start = gen.bit_generator.state
-        runs = [0]
-
-        def run(h: Tensor) -> Tensor:
-            runs[0] += 1
-            if runs[0] == 1:
-                return block(h)  # type: ignore[no-any-return]
-            now = gen.bit_generator.state
-            gen.bit_generator.state = start
-            try:
-                return block(h)  # type: ignore[no-any-return]
-            finally:
-                gen.bit_generator.state = now
-
-        out = checkpoint(run, x)
+        run = _SameMasks(block) if self.dropout > 0.0 else block
+        out: Tensor = checkpoint(run, x, preserve_rng_state=False, determinism_check="none")
         return out
 
     def forward(self, idx: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
