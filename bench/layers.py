@@ -20,9 +20,29 @@ Both frameworks get the same weights and data, in float32, in the same process.
 
 from __future__ import annotations
 
+import gc
+import time
+from collections.abc import Callable
 from typing import Any
 
 from _common import best_time, header, optional_torch, parse_args, row
+
+
+def best_times(fns: list[Callable[[], Any]], *, number: int, repeat: int) -> list[float]:
+    """Best mean seconds per call of each function, their rounds alternating: on a shared,
+    noisy machine both sides of a ratio then see the same load."""
+    for fn in fns:
+        for _ in range(3):
+            fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[k] = min(best[k], (time.perf_counter() - start) / number)
+    return best
 
 
 def cnn_workloads(np: Any, sadl: Any, torch: Any) -> tuple[Any, Any]:
@@ -173,8 +193,7 @@ def gelu_rows(np: Any, sadl: Any, torch: Any, number: int, repeat: int) -> None:
         return run
 
     for label, make in (("forward", forward), ("forward + backward", both)):
-        t_exact = best_time(make("none"), number=number, repeat=repeat)
-        t_tanh = best_time(make("tanh"), number=number, repeat=repeat)
+        t_exact, t_tanh = best_times([make("none"), make("tanh")], number=number, repeat=repeat)
         reference = f"tanh form {t_tanh * 1e3:.2f} ms"
         if torch is not None:
             tx = torch.from_numpy(x).requires_grad_(label != "forward")
@@ -212,11 +231,11 @@ def main() -> int:
         ("lstm step: LSTM(64->256), 64 steps x batch 32", lstm_workloads),
     ):
         sadl_step, torch_step = make(np, sadl, torch)
-        t_sadl = best_time(sadl_step, number=number, repeat=repeat)
         if torch_step is None:
+            t_sadl = best_time(sadl_step, number=number, repeat=repeat)
             row(name, f"{t_sadl * 1e3:.2f} ms", "n/a", "n/a", "PyTorch not installed")
             continue
-        t_torch = best_time(torch_step, number=number, repeat=repeat)
+        t_sadl, t_torch = best_times([sadl_step, torch_step], number=number, repeat=repeat)
         row(
             name,
             f"{t_sadl * 1e3:.2f} ms",
