@@ -73,7 +73,19 @@ def best_time(fn: Callable[[], Any], *, number: int, repeat: int = 5, warmup: in
 
 
 def peak_rss_mib() -> float:
-    """Peak resident set size of this process so far, in MiB."""
+    """Peak resident set size of this process so far, in MiB.
+
+    On Linux the high-water mark of this process's own memory (``VmHWM``): ``ru_maxrss`` is
+    carried over fork and exec, so a worker started by a large driver (one that imported torch)
+    would report at least the driver's size.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
