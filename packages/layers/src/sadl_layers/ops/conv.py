@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, shape_of
@@ -86,20 +87,21 @@ class _Geometry:
         if not (self.ph or self.pw):
             return x
         H, W = x.shape[-2:]
-        xp = np.full((*x.shape[:-2], H + 2 * self.ph, W + 2 * self.pw), value, dtype=x.dtype)
-        xp[..., self.ph : self.ph + H, self.pw : self.pw + W] = x
-        return xp
+        shape = (*x.shape[:-2], H + 2 * self.ph, W + 2 * self.pw)
+        padded = array_module(x).full(shape, value, dtype=x.dtype)
+        padded[..., self.ph : self.ph + H, self.pw : self.pw + W] = x
+        return padded
 
-    def crop(self, xp, hw):
+    def crop(self, padded, hw):
         """The unpadded part of a padded array."""
         H, W = hw
-        return xp[..., self.ph : self.ph + H, self.pw : self.pw + W]
+        return padded[..., self.ph : self.ph + H, self.pw : self.pw + W]
 
     def windows(self, x):
         """Read-only view (N, C, kh, kw, Ho, Wo) of the padded input's windows."""
-        xp = self.pad(x)
+        padded = self.pad(x)
         span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
-        win = _window_view(xp, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
+        win = _window_view(padded, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
         win = win[..., :: self.sh, :: self.sw, :: self.dh, :: self.dw]
         win = win[..., : self.Ho, : self.Wo, :, :]
         nd = win.ndim
@@ -165,7 +167,7 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
     cols = np.matmul(np.swapaxes(w2, -1, -2), g2)  # (N, G, K, L)
     cols = cols.reshape(N, C, geo.kh, geo.kw, geo.Ho, geo.Wo)
-    gxp = np.zeros((N, C, H + 2 * geo.ph, W + 2 * geo.pw), dtype=cols.dtype)
+    gxp = array_module(cols).zeros((N, C, H + 2 * geo.ph, W + 2 * geo.pw), dtype=cols.dtype)
     for i, j, rows, cols_ in geo.offsets():
         gxp[:, :, rows, cols_] += cols[:, :, i, j]
     return geo.crop(gxp, (H, W))
@@ -255,11 +257,11 @@ def _pool_setup(fn, x, kernel_size, stride, padding, dilation=1):
     return geo
 
 
-def _window_max(xp, geo):
+def _window_max(padded, geo):
     """The maximum of each window of the (-inf) padded input."""
     out = None
     for _, _, rows, cols in geo.offsets():
-        tap = xp[..., rows, cols]
+        tap = padded[..., rows, cols]
         if out is None:
             out = tap.copy()
         else:
@@ -273,12 +275,13 @@ def _first_max_taps(x, geo):
 
     ``hit`` is a buffer reused from tap to tap: use it before asking for the next one.
     """
-    xp = geo.pad(x, -np.inf)
-    best = _window_max(xp, geo)
-    hit = np.empty(best.shape, dtype=bool)
-    claimed = np.zeros(best.shape, dtype=bool)
+    padded = geo.pad(x, -np.inf)
+    best = _window_max(padded, geo)
+    xp = array_module(x)
+    hit = xp.empty(best.shape, dtype=bool)
+    claimed = xp.zeros(best.shape, dtype=bool)
     for _, _, rows, cols in geo.offsets():
-        np.equal(xp[..., rows, cols], best, out=hit)
+        np.equal(padded[..., rows, cols], best, out=hit)
         np.greater(hit, claimed, out=hit)  # a maximum not claimed by an earlier tap
         np.logical_or(claimed, hit, out=claimed)
         yield rows, cols, hit
@@ -308,17 +311,18 @@ def _max_pool2d_backward(g, x, *, kernel_size, stride=None, padding=0, dilation=
     geo = _pool_setup("max_pool2d", x, kernel_size, stride, padding, dilation)
     H, W = shape_of(x)[-2:]
     lead = shape_of(x)[:-2]
+    xp = array_module(g)
     if _tiles(geo):
         # Disjoint windows: write each tap's share straight into place, no zero-fill and no
         # read-modify-write (only the rows/columns no window covers are zeroed).
-        gx = np.empty((*lead, H, W), dtype=g.dtype)
+        gx = xp.empty((*lead, H, W), dtype=g.dtype)
         gx[..., geo.Ho * geo.kh :, :] = 0
         gx[..., :, geo.Wo * geo.kw :] = 0
         for rows, cols, hit in _first_max_taps(x, geo):
             np.multiply(g, hit, out=gx[..., rows, cols])
         return gx
-    gxp = np.zeros((*lead, H + 2 * geo.ph, W + 2 * geo.pw), dtype=g.dtype)
-    part = np.empty_like(g)
+    gxp = xp.zeros((*lead, H + 2 * geo.ph, W + 2 * geo.pw), dtype=g.dtype)
+    part = xp.empty_like(g)
     for rows, cols, hit in _first_max_taps(x, geo):
         np.multiply(g, hit, out=part)
         gxp[..., rows, cols] += part
@@ -329,7 +333,7 @@ def _max_pool2d_gather(a, x, *, kernel_size, stride=None, padding=0, dilation=1)
     """For each window of x, the value of ``a`` (shaped like x) at the window's first maximum."""
     geo = _pool_setup("max_pool2d", x, kernel_size, stride, padding, dilation)
     ap = geo.pad(a)
-    out = np.zeros((*shape_of(x)[:-2], geo.Ho, geo.Wo), dtype=a.dtype)
+    out = array_module(a).zeros((*shape_of(x)[:-2], geo.Ho, geo.Wo), dtype=a.dtype)
     for rows, cols, hit in _first_max_taps(x, geo):
         out += ap[..., rows, cols] * hit
     return out
@@ -362,12 +366,15 @@ max_pool2d: OpDef = OpDef(
 )
 
 
-def _avg_divisor(geo, hw, count_include_pad, dtype):
-    """The number each window sum is divided by: kh*kw, or the real elements it covers."""
+def _avg_divisor(geo, hw, count_include_pad, like):
+    """The number each window sum is divided by: kh*kw, or the real elements it covers (an
+    array made where ``like`` lives, with its dtype).
+    """
     if count_include_pad or not (geo.ph or geo.pw):
         return 1.0 / (geo.kh * geo.kw)
-    ones = geo.pad(np.ones(hw, dtype=dtype))
-    count = np.zeros((geo.Ho, geo.Wo), dtype=dtype)
+    xp = array_module(like)
+    ones = geo.pad(xp.ones(hw, dtype=like.dtype))
+    count = xp.zeros((geo.Ho, geo.Wo), dtype=like.dtype)
     for _, _, rows, cols in geo.offsets():
         count += ones[rows, cols]
     return 1.0 / count
@@ -376,12 +383,12 @@ def _avg_divisor(geo, hw, count_include_pad, dtype):
 def _avg_pool2d(x, *, kernel_size, stride=None, padding=0, count_include_pad=True):
     """Mean over each kh x kw window (zero padding; divisor per ``count_include_pad``)."""
     geo = _pool_setup("avg_pool2d", x, kernel_size, stride, padding)
-    xp = geo.pad(x)
+    padded = geo.pad(x)
     out = None
     for _, _, rows, cols in geo.offsets():
-        tap = xp[..., rows, cols]
+        tap = padded[..., rows, cols]
         out = tap.copy() if out is None else np.add(out, tap, out=out)
-    out *= _avg_divisor(geo, shape_of(x)[-2:], count_include_pad, x.dtype)
+    out *= _avg_divisor(geo, shape_of(x)[-2:], count_include_pad, x)
     return out
 
 
@@ -393,8 +400,9 @@ def _avg_pool2d_backward(
     geo = _Geometry(
         "avg_pool2d", hw, kernel_size, kernel_size if stride is None else stride, padding, 1
     )
-    gs = g * _avg_divisor(geo, hw, count_include_pad, g.dtype)
-    gxp = np.zeros((*x_shape[:-2], hw[0] + 2 * geo.ph, hw[1] + 2 * geo.pw), dtype=g.dtype)
+    gs = g * _avg_divisor(geo, hw, count_include_pad, g)
+    shape = (*x_shape[:-2], hw[0] + 2 * geo.ph, hw[1] + 2 * geo.pw)
+    gxp = array_module(g).zeros(shape, dtype=g.dtype)
     for _, _, rows, cols in geo.offsets():
         gxp[..., rows, cols] += gs
     return geo.crop(gxp, hw)

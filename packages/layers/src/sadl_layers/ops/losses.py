@@ -14,6 +14,7 @@ second derivatives work.
 from __future__ import annotations
 
 import numpy as np
+from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import (
@@ -105,7 +106,7 @@ def _ce_backward(g, logits, targets, *, ignore_index=-100, label_smoothing=0.0, 
     eps = float(label_smoothing)
     if eps:
         p -= eps / C
-    p[np.arange(t.size), t] -= 1.0 - eps
+    p[array_module(p).arange(t.size), t] -= 1.0 - eps
     scale = loss_scale(g, reduction, count)
     if reduction == "none":
         w = np.reshape(scale, (-1,))
@@ -129,7 +130,7 @@ def _row_weights(g, targets, ignore_index, reduction, count, dtype):
 
 
 def _ce_backward_grad_g(gg, out, g, logits, targets, **params):
-    ones = np.ones(shape_of(g), dtype=const(logits).dtype)
+    ones = array_module(logits).ones(shape_of(g), dtype=const(logits).dtype)
     d = CROSS_ENTROPY_BACKWARD(ones, logits, targets, **params)
     if params.get("reduction", "mean") == "none":
         return np.sum(gg * d, axis=-1)
@@ -198,8 +199,9 @@ def _nll_backward(g, targets, *, num_classes, ignore_index=-100, reduction="mean
     valid = targets != ignore_index
     scale = loss_scale(g, reduction, int(np.count_nonzero(valid)))
     w = np.broadcast_to(-scale * valid, targets.shape).reshape(-1)
-    grad = np.zeros((targets.size, num_classes), dtype=g.dtype)
-    grad[np.arange(targets.size), np.where(valid, targets, 0).reshape(-1)] = w
+    xp = array_module(g)
+    grad = xp.zeros((targets.size, num_classes), dtype=g.dtype)
+    grad[xp.arange(targets.size), np.where(valid, targets, 0).reshape(-1)] = w
     return grad.reshape(*targets.shape, num_classes)
 
 
@@ -313,7 +315,7 @@ def _softplus_neg(x):
 
 
 def _pos_weight(pos_weight, x):
-    return np.asarray(pos_weight, dtype=const(x).dtype)
+    return array_module(x).asarray(pos_weight, dtype=const(x).dtype)  # a host weight moves
 
 
 def _bce_with_logits(logits, targets, *, reduction="mean", pos_weight=None):
