@@ -8,8 +8,8 @@
 #      into wheelhouse/ (git-ignored; copy it along with the checkout).
 #   2. On the GPU machine, in the repository root:           bash tools/gpu_check.sh
 #      It needs Python >= 3.11 with CuPy (cupy-cuda12x or cupy-cuda13x), NumPy, pluggy, pytest,
-#      hypothesis, safetensors, tqdm, matplotlib and mpi4py installed, and PyTorch for the
-#      reference rows; no network, no nox, uv or hatchling. PYTHON picks the interpreter (default
+#      hypothesis, safetensors, tqdm, matplotlib, threadpoolctl and mpi4py installed, and
+#      PyTorch for the reference rows; no network, no nox, uv or hatchling. PYTHON picks the interpreter (default
 #      python3); the results go to $OUT (default runs/gpu-check).
 #
 # The run creates a fresh virtual environment that sees the interpreter's own packages (CuPy,
