@@ -32,6 +32,9 @@ PACKAGES = {
 }
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# The strict CuPy stand-in (a test-only backend, "strict") and the device-matrix pytest plugin:
+# every test venv gets it, so every package's device-matrix rows run without a GPU.
+STAND_IN = "tests/fixtures/plugins/sadl-strictcuda"
 
 
 def _torch_wheel() -> str | None:
@@ -62,7 +65,7 @@ def tests(session: nox.Session, package: str) -> None:
     """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
     deps = [f"packages/{p}" for p in PACKAGES[package]]
-    session.install(*deps, f"packages/{package}", *_test_group(package))
+    session.install(*deps, f"packages/{package}", STAND_IN, *_test_group(package))
     _install_torch(session)
     session.run(
         "pytest", f"packages/{package}/tests", "-m", "not mpi", *session.posargs, env=STRICT
@@ -73,7 +76,7 @@ def tests(session: nox.Session, package: str) -> None:
 def ecosystem(session: nox.Session) -> None:
     """All packages installed; tests/ reaches them only through their entry points."""
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(*ALL, *groups)
+    session.install(*ALL, STAND_IN, *groups)
     _install_torch(session)
     session.run("pytest", "tests", "--ignore=tests/thirdparty", *session.posargs, env=STRICT)
 
@@ -184,7 +187,7 @@ def distributed(session: nox.Session) -> None:
     The mpich wheel of sadl-distributed's test group brings mpiexec; every package is installed
     because the scenarios train sadl-models' GPT with sadl-optim's AdamW.
     """
-    session.install(*ALL, *_test_group("distributed"))
+    session.install(*ALL, STAND_IN, *_test_group("distributed"))
     session.run("pytest", "packages/distributed/tests", "-m", "mpi", *session.posargs, env=STRICT)
 
 
@@ -216,15 +219,21 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def gpu(session: nox.Session) -> None:
-    """The tests marked gpu (needs CUDA and CuPy): every op on CuPy against NumPy."""
-    session.install("packages/core[gpu]", *ALL[1:], *_test_group("core"))
+    """On a machine with CUDA and network: the device matrix on real CuPy, then the GPU benchmark.
+
+    ``nox -s gpu`` installs CuPy for CUDA 12 (``-- cuda13`` for a CUDA 13 driver). The matrix
+    runs the CPU and CUDA rows of every package (``-m device_matrix --devices cpu,cuda``); the
+    benchmark (bench/gpu.py) prints W2, W3-S and W3-M steps/s on CUDA next to the CPU and
+    PyTorch. An offline GPU node uses tools/gpu_check.sh instead.
+    """
+    extra = "gpu-cuda13" if "cuda13" in session.posargs else "gpu"
+    groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    session.install(f"packages/core[{extra}]", *ALL[1:], STAND_IN, *groups)
+    _install_torch(session)
+    session.run("python", "-c", "import sadl; assert sadl.cuda.is_available(), 'no CUDA device'")
+    tests = [f"packages/{p}/tests" for p in PACKAGES]
     session.run(
-        "pytest",
-        "-m",
-        "gpu",
-        "packages/core/tests",
-        "tests",
-        "--ignore=tests/thirdparty",
-        *session.posargs,
-        env=STRICT,
-    )
+        "pytest", "-m", "device_matrix", "--devices", "cpu,cuda", *tests, "tests",
+        "--ignore=tests/thirdparty", env=STRICT,
+    )  # fmt: skip
+    session.run("python", "bench/gpu.py", env={"OPENBLAS_CORETYPE": ""})

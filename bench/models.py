@@ -165,7 +165,7 @@ def _torch_model(cfg: dict[str, int]) -> Any:
             self.lm_head.weight = self.wte.weight
 
         def forward(self, idx: Any, targets: Any = None) -> Any:
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.h:
                 x = block(x)
             logits = self.lm_head(self.ln_f(x))

@@ -30,10 +30,14 @@ DISTRIBUTION_OF = {
     "sadl_models": "sadl-models",
     "sadl_serialize": "sadl-serialize",
     "sadl_distributed": "sadl-distributed",
-    "cupy": "cupy-cuda12x",
-    "cupyx": "cupy-cuda12x",
     "sklearn": "scikit-learn",
     "yaml": "pyyaml",
+}
+# import name -> every distribution that provides it (one declared is enough): CuPy is published
+# once per CUDA major version, and each build imports as `cupy`.
+DISTRIBUTIONS_OF = {
+    "cupy": ("cupy-cuda12x", "cupy-cuda13x"),
+    "cupyx": ("cupy-cuda12x", "cupy-cuda13x"),
 }
 
 
@@ -152,12 +156,13 @@ def check(package_dir: Path) -> list[str]:
     for module, files in sorted(imported(package_dir / "src").items()):
         if module in sys.stdlib_module_names or module == "__future__":
             continue
-        dist = _normalize(DISTRIBUTION_OF.get(module, module))
-        if dist == own or dist in deps:
+        dists = DISTRIBUTIONS_OF.get(module, (DISTRIBUTION_OF.get(module, module),))
+        names = [_normalize(d) for d in dists]
+        if own in names or any(d in deps for d in names):
             continue
         problems.append(
-            f"{package_dir.name}: imports {module!r} (distribution {dist}) without declaring it "
-            f"in pyproject.toml; first used in {files[0]}"
+            f"{package_dir.name}: imports {module!r} (distribution {' or '.join(names)}) without "
+            f"declaring it in pyproject.toml; first used in {files[0]}"
         )
     return problems
 

@@ -39,6 +39,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_checkpoint",
             "_gradcheck",
             "_variants",
+            "_devicecheck",
             "testing",
             "viz",
             "_pysadl",

@@ -289,3 +289,23 @@ def test_sadl_plugins_json_stays_parseable_when_plugins_print_or_exit(tmp_path):
         [sys.executable, "-m", "sadl", "noisy"], capture_output=True, text=True, env=env
     )
     assert result.returncode == 0 and result.stdout == "noisy command ran\n", result.stderr
+
+
+@pytest.mark.parametrize("declared", ["cupy-cuda12x>=13", "cupy-cuda13x>=14", None])
+def test_the_import_check_takes_either_cuda_build_of_cupy(tmp_path, declared):
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("check_imports", root / "tools/check_imports.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    extra = f'\n[project.optional-dependencies]\ngpu = ["{declared}"]\n' if declared else ""
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "demo"\n{extra}')
+    (tmp_path / "src" / "demo").mkdir(parents=True)
+    (tmp_path / "src" / "demo" / "kernel.py").write_text("import cupy\nimport cupyx\n")
+    problems = tool.check(tmp_path)
+    if declared:
+        assert problems == []
+    else:
+        assert len(problems) == 2 and "cupy-cuda12x or cupy-cuda13x" in problems[0]

@@ -189,22 +189,6 @@ def test_device_argument_and_bad_device_name(tmp_path):
         sadl.load(path, device="gpu7")
 
 
-@pytest.mark.gpu
-def test_cupy_tensors_go_to_the_host_on_save_and_back_with_device(tmp_path):
-    cupy = pytest.importorskip("cupy", reason="CuPy is only installed for the gpu session")
-    if not sadl.cuda.is_available():
-        pytest.skip("no CUDA device on this machine")
-    on_gpu = sadl.tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).to("cuda")
-    path = tmp_path / "gpu.sadl"
-    sadl.save({"w": on_gpu, "raw": cupy.arange(3)}, path)
-    host = sadl.load(path)
-    assert host["w"].device == "cpu"
-    np.testing.assert_array_equal(host["w"].numpy(), np.arange(6).reshape(2, 3))
-    back = sadl.load(path, device="cuda", mmap=True)
-    assert back["w"].device == "cuda:0"
-    np.testing.assert_array_equal(cupy.asnumpy(back["raw"].data), [0, 1, 2])
-
-
 # ------------------------------------------------------------------------------ py-sadl 2.0.0
 def test_files_written_by_py_sadl_2_load_and_our_writer_matches_them_byte_for_byte():
     expected = _fixture_module().expected_objects()

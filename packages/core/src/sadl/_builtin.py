@@ -1,4 +1,4 @@
-"""Core's own plugin: it registers the built-in ops and optimizers through the public hooks.
+"""Core's own plugin: built-in ops, optimizers and device backends, through the public hooks.
 
 sadl-layers, sadl-optim and any third-party package do exactly the same from their own modules.
 The plugin host imports this module by name (``sadl._host.BUILTIN_PLUGINS``), as pytest loads its
@@ -26,8 +26,10 @@ from sadl._ops import (
     shapes,
     special,
 )
-from sadl._records import CompilePassDef, OpDef, OptimizerDef
+from sadl._records import BackendDef, CompilePassDef, OpDef, OptimizerDef
 from sadl._sgd import SGD
+from sadl.backends import CPU_BACKEND
+from sadl.cuda import CUDA_BACKEND
 
 CORE_OPS: tuple[OpDef, ...] = (
     *arithmetic.OPS,
@@ -61,3 +63,9 @@ def register_optimizers() -> Iterable[OptimizerDef]:
 def register_compile_passes() -> Iterable[CompilePassDef]:
     """Core's passes of ``sadl.compile`` (folding, dead code, common subexpressions, memory)."""
     return CORE_PASSES
+
+
+@hookimpl
+def register_backends() -> Iterable[BackendDef]:
+    """NumPy on the host (``"cpu"``) and CuPy on NVIDIA GPUs (``"cuda"``)."""
+    return (CPU_BACKEND, CUDA_BACKEND)

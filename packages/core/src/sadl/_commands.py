@@ -22,7 +22,7 @@ import pluggy
 from sadl._hookspecs import KINDS, hookimpl
 from sadl._host import PluginInfo, registry
 from sadl._version import API_VERSION, __version__
-from sadl.backends import cupy_or_none
+from sadl.backends import backend, backend_names, cupy_or_none, parse_device
 from sadl.cli import EXIT_FAILURE, ArgumentParser, CommandError
 from sadl.cuda import device_count
 from sadl.testing import CheckResult, OpReport, check_layer, check_op, check_optimizer
@@ -52,6 +52,12 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
     )
     p.add_argument(
         "--plugin", action="append", metavar="NAME", help="only this plugin (repeatable)"
+    )
+    p.add_argument(
+        "--device",
+        metavar="DEV",
+        default=None,
+        help="run the ops on this device against the CPU (cuda, or any registered device type)",
     )
     p.add_argument(
         "-v",
@@ -106,18 +112,37 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"pluggy         {pluggy.__version__}")
     print(f"cupy           {cp.__version__ if cp is not None else 'not installed'}")
     print(f"cuda devices   {device_count()}")
-    devices = ["cpu"] + [f"cuda:{i}" for i in range(device_count())]
+    devices = ["cpu"]
+    for name in backend_names():
+        if name != "cpu":
+            devices += [f"{name}:{i}" for i in range(_usable_devices(name))]
     print(f"devices        {', '.join(devices)}")
     reg = registry()
     counts = ", ".join(
-        f"{k}={len(reg.records(k))}" for k in ("ops", "layers", "optimizers", "models", "formats")
+        f"{k}={len(reg.records(k))}"
+        for k in ("ops", "layers", "optimizers", "models", "formats", "backends")
     )
     print(f"registered     {counts}")
     print(f"plugins        {', '.join(f'{p.name} ({p.status})' for p in reg.plugins)}")
     return 0
 
 
+def _usable_devices(device_type: str) -> int:
+    try:
+        return int(backend(device_type).record.device_count())
+    except RuntimeError:  # its array module does not import
+        return 0
+
+
 def _cmd_check_plugins(args: argparse.Namespace) -> int:
+    device = None
+    if args.device is not None:
+        try:
+            device = parse_device(args.device)
+        except (TypeError, ValueError) as exc:
+            raise CommandError(f"--device: {exc}") from None
+        if device.type != "cpu" and (device.index or 0) >= _usable_devices(device.type):
+            raise CommandError(f"--device: device {device} is not available here")
     reg = registry()
     plugins = reg.plugins
     if args.plugin:
@@ -139,7 +164,7 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
             failures.append((f"plugin {plugin.name} ({plugin.status})", detail))
             failed_rows += 1
             continue
-        for kind, name, report in _reports(reg, plugin):
+        for kind, name, report in _reports(reg, plugin, device):
             variants += report.variants
             singular += report.singular_points
             failed = report.failures()
@@ -156,8 +181,11 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if failures else 0
 
 
-def _reports(reg: Any, plugin: PluginInfo) -> Iterator[tuple[str, str, Any]]:
-    """``(kind, name, report)`` for everything ``plugin`` registers, commands included."""
+def _reports(reg: Any, plugin: PluginInfo, device: Any = None) -> Iterator[tuple[str, str, Any]]:
+    """``(kind, name, report)`` for everything ``plugin`` registers, commands included.
+
+    With ``device`` the ops run there, against the CPU (``check_op(op, device=...)``).
+    """
     checkers: dict[str, Callable[..., OpReport]] = {
         "ops": check_op,
         "layers": check_layer,
@@ -172,7 +200,8 @@ def _reports(reg: Any, plugin: PluginInfo) -> Iterator[tuple[str, str, Any]]:
                 report.results.append(CheckResult("served", "", False, str(exc)))
                 yield KINDS[kind].label, name, report
                 continue
-            yield KINDS[kind].label, name, check(record, raise_exception=False)
+            extra = {"device": device} if kind == "ops" and device is not None else {}
+            yield KINDS[kind].label, name, check(record, raise_exception=False, **extra)
     register = next((f for p, f in reg.command_impls() if p is plugin), None)
     if register is not None:
         yield from _check_commands(register)

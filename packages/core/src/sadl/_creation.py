@@ -1,6 +1,8 @@
 """Factories: ``tensor``, ``zeros``, ``ones``, ... with ``dtype=``, ``device=``, ``requires_grad=``.
 
-Floating factories default to float32 (``sadl.get_default_dtype()``), as in torch.
+Floating factories default to float32 (``sadl.get_default_dtype()``), as in torch. Random
+factories draw on the device asked for, from sadl's seeded generator there (``sadl.random``),
+unless an explicit NumPy ``rng`` is passed.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from sadl import random as _random
 from sadl._defaults import get_default_dtype
 from sadl._tensor import Tensor
-from sadl.backends import Device, array_module, device_of, to_device
-from sadl.random import resolve_generator
+from sadl.backends import Device, array_module, device_of, is_array, to_device
 
 __all__ = [
     "arange",
@@ -54,6 +56,8 @@ def tensor(
     """A new tensor holding a copy of ``data`` (Python floats become float32)."""
     if isinstance(data, Tensor):
         data = data.data
+    if is_array(data) and not isinstance(data, np.ndarray):  # a device array stays there
+        return _make(array_module(data).array(data, dtype=dtype, copy=True), device, requires_grad)
     if hasattr(data, "__array__") or isinstance(data, np.ndarray):
         array = np.array(data, dtype=dtype, copy=True)
     else:
@@ -161,10 +165,9 @@ def rand(
     requires_grad: bool = False,
     rng: np.random.Generator | int | None = None,
 ) -> Tensor:
-    """Uniform samples in ``[0, 1)`` (from ``rng`` or the default generator)."""
-    gen = resolve_generator(rng)
-    array = gen.random(_shape(shape), dtype=np.float64).astype(dtype or get_default_dtype())
-    return _make(array, device, requires_grad)
+    """Uniform samples in ``[0, 1)`` (from ``rng`` or sadl's generator of ``device``)."""
+    array = _random.random(_shape(shape), np.float64, device, rng)
+    return _make(array.astype(dtype or get_default_dtype()), device, requires_grad)
 
 
 def randn(
@@ -174,10 +177,9 @@ def randn(
     requires_grad: bool = False,
     rng: np.random.Generator | int | None = None,
 ) -> Tensor:
-    """Standard normal samples (from ``rng`` or the default generator)."""
-    gen = resolve_generator(rng)
-    array = gen.standard_normal(_shape(shape)).astype(dtype or get_default_dtype())
-    return _make(array, device, requires_grad)
+    """Standard normal samples (from ``rng`` or sadl's generator of ``device``)."""
+    array = _random.standard_normal(_shape(shape), np.float64, device, rng)
+    return _make(array.astype(dtype or get_default_dtype()), device, requires_grad)
 
 
 def randint(
@@ -188,13 +190,13 @@ def randint(
     device: str | Device | None = None,
     rng: np.random.Generator | int | None = None,
 ) -> Tensor:
-    """Random integers in ``[low, high)``."""
-    gen = resolve_generator(rng)
-    return _make(gen.integers(low, high, _shape((shape,)), dtype=dtype), device, False)
+    """Random integers in ``[low, high)`` (from ``rng`` or sadl's generator of ``device``)."""
+    array = _random.integers(low, high, _shape((shape,)), dtype, device, rng)
+    return _make(array, device, False)
 
 
 def _like(fill: str, t: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    data = t.data if isinstance(t, Tensor) else np.asarray(t)
+    data = t.data if isinstance(t, Tensor) else t if is_array(t) else np.asarray(t)
     array = getattr(array_module(data), fill)(data, dtype=dtype)
     return _make(array, device if device is not None else device_of(array), requires_grad)
 

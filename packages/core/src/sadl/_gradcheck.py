@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from sadl import backends
 from sadl._backward import grad as _grad
 from sadl._tensor import Tensor
 from sadl._variants import keep_layout_copy
@@ -84,7 +85,10 @@ class Projection:
                 continue
             if k >= len(self.weights):
                 self.weights.append(self.rng.uniform(0.5, 1.5, size=out.shape))
-            term = (out * self.weights[k]).sum()
+            weights = self.weights[k]
+            if not isinstance(out.data, np.ndarray):  # the same weights, where the output is
+                weights = backends.to_device(weights, out.device)
+            term = (out * weights).sum()
             total = term if total is None else total + term
         if total is None:
             raise ValueError("gradcheck: fn returned no floating-point Tensor")

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 
 import pluggy
 
-from sadl._records import CompilePassDef, FormatDef, LayerDef, ModelDef, OpDef, OptimizerDef
+from sadl._records import (
+    BackendDef,
+    CompilePassDef,
+    FormatDef,
+    LayerDef,
+    ModelDef,
+    OpDef,
+    OptimizerDef,
+)
 
 __all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec"]
 
@@ -238,6 +246,69 @@ def register_compile_passes() -> Iterable[CompilePassDef]:
 
 
 @hookspec
+def register_backends() -> Iterable[BackendDef]:
+    """Return device types as ``BackendDef`` records: where arrays live and how to reach them.
+
+    ``BackendDef(name, module, array_types, to_host, from_host, device_index, device_count,
+    generator, synchronize, install_hint="")``. Core registers ``"cpu"`` (NumPy) and ``"cuda"``
+    (CuPy) this way; a plugin adds another array library (dpnp, an XLA-backed one) without
+    touching core. Once registered, ``t.to("name:1")``, ``sadl.zeros(3, device="name")``,
+    ``sadl.load(path, device="name")`` and every op work on its arrays, because op rules are
+    written in NumPy vocabulary and run on whatever array module owns their inputs.
+
+    * ``name`` is the device type in device strings; ``module`` the import name of an array
+      module that speaks NumPy's vocabulary; ``array_types`` the dotted names of its array
+      classes. Neither is imported before a tensor goes to that device type.
+    * ``to_host(array)`` returns a NumPy array; ``from_host(array, index)`` puts a NumPy
+      array on device ``index``; ``device_index(array)`` says where an array lives;
+      ``device_count()`` how many devices are usable (0, not an exception, when none is).
+    * ``generator(seed, index)`` returns a generator drawing on device ``index`` with the
+      ``numpy.random.Generator`` methods ``random``, ``standard_normal``, ``integers`` and
+      ``uniform`` (size and dtype arguments as NumPy's). ``sadl.manual_seed(n)`` seeds every
+      device's generator with ``n``: runs are reproducible per device type, and a device type
+      draws its own numbers (CuPy's stream differs from NumPy's, as in torch).
+    * ``synchronize(index)`` waits for the device's queued work (``sadl.cuda.synchronize``
+      and the benchmarks use it).
+    * ``install_hint`` is shown when ``module`` does not import.
+
+    An array library qualifies when its arrays refuse nothing sadl's op rules do with NumPy
+    arrays: NumPy's ufuncs and functions (``__array_ufunc__``/``__array_function__``),
+    in-place operators, ``astype``, ``copy``, ``reshape``, indexing and ``base``.
+    ``sadl.testing.check_op(op, device="name")`` then runs any op on it against the CPU.
+
+    A complete backend plugin, a strict NumPy-backed stand-in for CuPy that sadl's own tests
+    use, is ``tests/fixtures/plugins/sadl-strictcuda``. The shape of one::
+
+        from sadl.plugins import BackendDef, hookimpl
+
+
+        def _lib():
+            import mirror_arrays  # the array library served (imported on first use only)
+
+            return mirror_arrays
+
+
+        @hookimpl
+        def register_backends():
+            return [
+                BackendDef(
+                    "mirror",
+                    module="mirror_arrays",
+                    array_types=("mirror_arrays.ndarray",),
+                    to_host=lambda a: a.get(),
+                    from_host=lambda a, index: _lib().asarray(a, device=index),
+                    device_index=lambda a: a.device.id,
+                    device_count=lambda: _lib().device_count(),
+                    generator=lambda seed, index: _lib().random.default_rng(seed),
+                    synchronize=lambda index: _lib().synchronize(index),
+                    install_hint="pip install mirror-arrays",
+                )
+            ]
+    """
+    raise NotImplementedError
+
+
+@hookspec
 def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add subcommands to the ``sadl`` command line.
 
@@ -283,4 +354,5 @@ KINDS: dict[str, RecordKind] = {
     "models": RecordKind("register_models", ModelDef, "model"),
     "formats": RecordKind("register_formats", FormatDef, "format"),
     "compile_passes": RecordKind("register_compile_passes", CompilePassDef, "compile pass"),
+    "backends": RecordKind("register_backends", BackendDef, "backend"),
 }

@@ -9,7 +9,9 @@ from built-in plugins imported by name (``BUILTIN_PLUGINS``, as pytest loads its
 cannot be blocked.
 
 Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
-published. The host hands the NumPy dispatch its op table (``sadl._dispatch.install_op_source``).
+published. The host hands the NumPy dispatch its op table (``sadl._dispatch.install_op_source``)
+and the array layer its device backends (``sadl.backends.install_backends``), and lets the array
+layer trigger discovery when it meets a device type it does not know yet.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import pluggy
 
-from sadl import _dispatch, _hookspecs
+from sadl import _dispatch, _hookspecs, backends
 from sadl._compile.pipeline import install_pass_source
 from sadl._errors import (
     IncompatiblePluginError,
@@ -472,6 +474,7 @@ def _build(entry_points: Iterable[Any] | None, generation: int) -> Registry:
 def _publish(reg: Registry) -> None:
     global _registry
     _registry = reg
+    backends.install_backends(reg.records("backends"))
 
 
 def _op_source() -> tuple[int, Mapping[str, OpDef]]:
@@ -487,3 +490,4 @@ def _pass_source() -> Mapping[str, Any]:
 
 
 install_pass_source(_pass_source)
+backends.install_plugin_loader(registry)

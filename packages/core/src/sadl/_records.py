@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "BackendDef",
     "CompilePassDef",
     "Example",
     "FormatDef",
@@ -272,6 +273,59 @@ class CompilePassDef:
             raise TypeError(f"CompilePassDef {self.name!r}: order must be a number")
         if not self.doc:
             object.__setattr__(self, "doc", _summary(getattr(self.run, "__doc__", None)))
+
+
+@dataclass(frozen=True)
+class BackendDef:
+    """A device type: the array library behind it and how sadl reaches it.
+
+    ``name`` is the device type as written in device strings (``"cuda"`` in ``"cuda:1"``).
+    ``module`` is the import name of the array module, which speaks NumPy's vocabulary
+    (``zeros_like``, ``sqrt``, ``asarray``, ufuncs with ``out=``); ``array_types`` are the dotted
+    names of its array classes. Both are imported on first need, never at registration, so a
+    backend whose library is missing costs nothing until a tensor is sent there.
+
+    * ``to_host(array) -> numpy.ndarray`` copies an array to the host.
+    * ``from_host(array, index)`` copies a NumPy array to device ``index``.
+    * ``device_index(array) -> int`` says which device an array lives on.
+    * ``device_count() -> int`` is the number of usable devices (0 when none is, never raising).
+    * ``generator(seed, index)`` returns a random generator that draws on device ``index``,
+      seeded with ``seed`` (an int, or None for fresh entropy). It offers the methods of
+      ``numpy.random.Generator`` that CuPy's generator has too: ``random(size, dtype)``,
+      ``standard_normal(size, dtype)``, ``integers(low, high, size, dtype)`` and
+      ``uniform(low, high, size, dtype)``.
+    * ``synchronize(index)`` waits until the work queued on device ``index`` is done.
+    * ``install_hint`` says what to install when ``module`` does not import (a string, or a
+      function returning one when the message is built).
+    """
+
+    name: str
+    module: str
+    array_types: tuple[str, ...]
+    to_host: Callable[[Any], Any]
+    from_host: Callable[[Any, int], Any]
+    device_index: Callable[[Any], int]
+    device_count: Callable[[], int]
+    generator: Callable[[int | None, int], Any]
+    synchronize: Callable[[int], None]
+    install_hint: str | Callable[[], str] = ""
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        if self.name != self.name.lower():
+            raise ValueError(f"BackendDef {self.name!r}: device types are lowercase")
+        types = self.array_types
+        if isinstance(types, str):
+            object.__setattr__(self, "array_types", types := (types,))
+        if not types or not all(isinstance(t, str) and "." in t for t in types):
+            raise TypeError(
+                f"BackendDef {self.name!r}: array_types must name the array classes as dotted "
+                f"paths like 'cupy.ndarray', got {types!r}"
+            )
+        functions = ("to_host", "from_host", "device_index", "device_count", "generator")
+        for field_name in (*functions, "synchronize"):
+            if not callable(getattr(self, field_name)):
+                raise TypeError(f"BackendDef {self.name!r}: {field_name} must be callable")
 
 
 def _summary(doc: str | None) -> str:

@@ -29,7 +29,7 @@ from sadl._methods import (
     _index_key,
 )
 from sadl._ops import indexing as _ix
-from sadl.backends import Device, device_of, is_array, to_device
+from sadl.backends import Device, device_of, install_tensor_type, is_array, to_device
 
 __all__ = ["Parameter", "Tensor", "install_numpy_dispatch"]
 
@@ -434,3 +434,4 @@ def install_numpy_dispatch(
 
 _engine.install_tensor_class(Tensor)
 _backward.install_tensor_class(Tensor)
+install_tensor_type(Tensor)

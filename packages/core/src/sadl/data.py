@@ -1,4 +1,8 @@
-"""Data helpers: minibatches, a train/validation split, random next-token windows."""
+"""Data helpers: minibatches, a train/validation split, random next-token windows.
+
+Arrays may live on any device: the row indices are drawn on the host (from sadl's CPU generator
+or ``rng``) and index the arrays where they are, as CuPy accepts NumPy index arrays.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from sadl.backends import is_array
 from sadl.random import resolve_generator
 
 __all__ = ["batches", "train_val_split", "windows"]
@@ -74,7 +79,8 @@ def windows(
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Random next-token windows: ``x`` of shape (batch, block) and ``y`` = ``x`` shifted by one.
 
-    ``bs`` is autodidact's spelling of ``batch_size``.
+    ``bs`` is autodidact's spelling of ``batch_size``. ``x`` and ``y`` live where ``tokens`` does
+    (int64).
     """
     if bs is not None:
         if batch_size is not None and batch_size != bs:
@@ -82,7 +88,9 @@ def windows(
         batch_size = bs
     if batch_size is None:
         raise TypeError("windows: missing batch_size (the number of windows to draw)")
-    data = np.asarray(tokens.data if hasattr(tokens, "requires_grad") else tokens)
+    data = tokens.data if hasattr(tokens, "requires_grad") else tokens
+    if not is_array(data):
+        data = np.asarray(data)
     if data.ndim != 1:
         raise ValueError(f"windows: tokens must be one-dimensional, got shape {data.shape}")
     if block_size <= 0 or batch_size <= 0:
@@ -96,4 +104,4 @@ def windows(
     offsets = np.arange(block_size)
     x = data[starts[:, None] + offsets]
     y = data[starts[:, None] + offsets + 1]
-    return x.astype(np.int64, copy=False), y.astype(np.int64, copy=False)
+    return x.astype(np.int64, copy=False), y.astype(np.int64, copy=False)  # type: ignore[no-any-return]

@@ -13,7 +13,7 @@ module, functions decorated with ``hookimpl`` implement the hooks of ``sadl.plug
         return [OpDef("cube", lambda x: x**3, (lambda g, out, x: 3 * g * x * x,))]
 
 What a plugin may import from sadl is public and documented: this module, ``sadl`` itself,
-``sadl.backends`` (array modules and devices), ``sadl.random`` (the seeded generator),
+``sadl.backends`` (array modules and devices), ``sadl.random`` (the seeded generators),
 ``sadl.optim`` (``Optimizer``, ``adam_update``), ``sadl.nn``, ``sadl.ops``, ``sadl.models``,
 ``sadl.io``, ``sadl.data``, ``sadl.testing``, ``sadl.cuda``, ``sadl.viz`` and ``sadl.cli``.
 Everything whose name starts with an underscore is internal, as ``_pytest`` is to pytest.
@@ -34,6 +34,7 @@ from sadl._host import registry
 from sadl._host import reload_plugins as _reload
 from sadl._known import KNOWN_PROVIDERS, install_command
 from sadl._records import (
+    BackendDef,
     CompilePassDef,
     Example,
     FormatDef,
@@ -46,6 +47,7 @@ from sadl._version import API_VERSION, __version__
 
 __all__ = [
     "API_VERSION",
+    "BackendDef",
     "CompilePassDef",
     "Example",
     "FormatDef",

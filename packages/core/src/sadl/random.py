@@ -1,26 +1,42 @@
-"""Randomness: one seedable generator, or an explicit ``numpy.random.Generator`` per call.
+"""Randomness: one seedable generator per device, or an explicit ``numpy.random.Generator``.
 
-sadl's generators are :class:`Generator`, NumPy's ``Generator`` with draws that a trace
+sadl's CPU generators are :class:`Generator`, NumPy's ``Generator`` with draws that a trace
 (``sadl.compile``) can see, so a compiled function draws fresh numbers on every call from the
 same stream as an eager run. The values are NumPy's exactly: ``manual_seed(n)`` gives the stream
 of ``numpy.random.default_rng(n)``.
+
+``manual_seed(n)`` seeds every device's generator too: each device type draws from its own
+backend's generator (CuPy's on ``"cuda"``), created on first use from the same seed. Runs are
+reproducible on a given device type; a CPU run and a CUDA run of the same seed draw different
+numbers (different generators, as in torch), so a dropout mask differs between them. Random
+numbers for a tensor on a device are drawn there (``generator(device)``, ``random``,
+``standard_normal``, ``integers``): nothing is drawn on the host and copied over unless the
+caller passes a NumPy generator of their own.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from sadl.backends import CPU, Device, backend, parse_device, to_device
+
 __all__ = [
     "Generator",
     "default_generator",
+    "generator",
     "get_rng_state",
     "install_draw_observer",
+    "integers",
     "manual_seed",
+    "random",
     "resolve_generator",
     "set_rng_state",
+    "standard_normal",
 ]
 
 #: Called as ``observer(generator, method, args, kwargs)`` for every draw while installed.
@@ -69,30 +85,79 @@ def install_draw_observer(observer: DrawObserver | None) -> None:
 
 
 _generator: Generator = Generator(np.random.PCG64())
+# The last manual_seed, which device generators start from; before any, one entropy drawn per
+# process (so a device generator made afresh starts the same stream again).
+_seed: int = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+_device_generators: dict[Device, tuple[Any, Any]] = {}  # device -> (backend record, generator)
+_lock = threading.Lock()
 
 
 def manual_seed(seed: int) -> Generator:
-    """Seed sadl's default generator (factories, dropout, init, data helpers); returns it."""
-    global _generator
+    """Seed sadl's generators (factories, dropout, init, data helpers); returns the CPU's.
+
+    Every device's generator is seeded with ``seed`` too (each device type its own stream).
+    """
+    global _generator, _seed
     if not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"manual_seed: seed must be a non-negative integer, got {seed!r}")
-    _generator = Generator(np.random.PCG64(int(seed)))
+    with _lock:
+        _seed = int(seed)
+        _generator = Generator(np.random.PCG64(_seed))
+        _device_generators.clear()
     return _generator
 
 
 def default_generator() -> Generator:
-    """The generator used when no ``rng=`` is passed."""
+    """The CPU's generator, used when no ``rng=`` is passed."""
     return _generator
 
 
+def generator(device: str | Device | None = None) -> Any:
+    """The seeded generator of ``device``: the CPU's :class:`Generator`, the backend's elsewhere.
+
+    A device generator offers ``random``, ``standard_normal``, ``integers`` and ``uniform`` with
+    NumPy's arguments and returns arrays on that device.
+    """
+    target = parse_device(device)
+    if target.type == "cpu":
+        return _generator
+    served = backend(target.type)
+    with _lock:
+        found = _device_generators.get(target)
+        if found is None or found[0] is not served.record:
+            found = (served.record, served.record.generator(_seed, target.index or 0))
+            _device_generators[target] = found
+        return found[1]
+
+
 def get_rng_state() -> dict[str, Any]:
-    """A snapshot of the default generator's state (``set_rng_state`` brings it back)."""
-    return dict(_generator.bit_generator.state)
+    """A snapshot of sadl's generators (``set_rng_state`` brings it back).
+
+    The CPU's state as NumPy gives it, plus, under ``"devices"``, a copy of each device
+    generator drawn from so far, so activation checkpointing replays dropout on a GPU too.
+    """
+    state: dict[str, Any] = dict(_generator.bit_generator.state)
+    with _lock:
+        state["devices"] = {
+            device: (record, copy.deepcopy(gen))
+            for device, (record, gen) in _device_generators.items()
+        }
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Put the default generator back into a state taken with ``get_rng_state``."""
+    """Put sadl's generators back into a state taken with ``get_rng_state``.
+
+    A device generator first used after the snapshot is dropped: it starts afresh from the
+    seed on its next use, exactly as it did the first time.
+    """
+    state = dict(state)
+    devices = state.pop("devices", {})
     _generator.bit_generator.state = state
+    with _lock:
+        _device_generators.clear()
+        for device, (record, gen) in devices.items():
+            _device_generators[device] = (record, copy.deepcopy(gen))
 
 
 def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
@@ -110,3 +175,47 @@ def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Genera
     if isinstance(rng, int | np.integer):
         return Generator(np.random.PCG64(int(rng)))
     raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None, got {rng!r}")
+
+
+def _draw(method: str, device: str | Device | None, rng: Any, *args: Any, **kwargs: Any) -> Any:
+    target = parse_device(device)
+    if rng is None and target.type != "cpu":
+        return getattr(generator(target), method)(*args, **kwargs)
+    host = getattr(resolve_generator(rng), method)(*args, **kwargs)
+    return host if target == CPU else to_device(host, target)
+
+
+def random(
+    shape: tuple[int, ...],
+    dtype: Any = np.float64,
+    device: str | Device | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> Any:
+    """An array of uniform samples in ``[0, 1)`` on ``device``, drawn there.
+
+    With ``rng`` (a NumPy generator or seed) the samples come from it, on the host, and are
+    copied to ``device``: the caller chose a host generator.
+    """
+    return _draw("random", device, rng, tuple(shape), dtype=dtype)
+
+
+def standard_normal(
+    shape: tuple[int, ...],
+    dtype: Any = np.float64,
+    device: str | Device | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> Any:
+    """An array of standard normal samples on ``device`` (drawn as in :func:`random`)."""
+    return _draw("standard_normal", device, rng, tuple(shape), dtype=dtype)
+
+
+def integers(
+    low: int,
+    high: int,
+    shape: tuple[int, ...],
+    dtype: Any = np.int64,
+    device: str | Device | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> Any:
+    """An array of random integers in ``[low, high)`` on ``device`` (drawn as in :func:`random`)."""
+    return _draw("integers", device, rng, low, high, tuple(shape), dtype=dtype)

@@ -6,7 +6,14 @@ float64 central differences; ``gradgradcheck`` does the same for the gradient it
 battery on one registered record; ``sadl check-plugins`` runs them on every installed plugin.
 ``check_op`` also runs the variants it derives from each example (``sadl._variants``: negative
 axes, 0-d inputs, an empty dimension, strided and transposed inputs, broadcasting) and the op's
-singular points.
+singular points. ``check_op(op, device=...)`` runs an op on another device and compares it
+with the CPU.
+
+For device tests (from ``sadl._devicecheck``): ``available_devices()`` lists the device types
+to test on, ``move`` copies inputs to a device, ``project`` turns outputs into one scalar with
+the same weights on every device, ``assert_close`` compares results across devices, and
+``serve_device_as`` lets a stand-in backend pose as ``"cuda"`` so CUDA-only code paths run
+without a GPU.
 """
 
 from __future__ import annotations
@@ -19,8 +26,19 @@ from typing import Any
 
 import numpy as np
 
+from sadl import backends
 from sadl._backward import grad as _grad
 from sadl._defaults import get_default_dtype
+from sadl._devicecheck import (
+    assert_close,
+    available_devices,
+    float32_on_device,
+    move,
+    no_grad_on_device,
+    project,
+    same_as_cpu,
+    serve_device_as,
+)
 from sadl._grad_mode import no_grad
 from sadl._gradcheck import (
     GradcheckError,
@@ -43,12 +61,17 @@ __all__ = [
     "CheckResult",
     "GradcheckError",
     "OpReport",
+    "assert_close",
+    "available_devices",
     "check_layer",
     "check_op",
     "check_optimizer",
     "gradcheck",
     "gradgradcheck",
     "materialize",
+    "move",
+    "project",
+    "serve_device_as",
 ]
 
 
@@ -119,6 +142,7 @@ def check_op(
     rtol: float = 1e-3,
     raise_exception: bool = True,
     variants: bool = True,
+    device: str | backends.Device | None = None,
 ) -> OpReport:
     """Run the conformance battery on ``op`` over its examples (or the given ones).
 
@@ -132,7 +156,16 @@ def check_op(
     must equal the contiguous ones), a broadcast input. Then each of the op's
     ``singular_points``: the gradient there is finite and, where the op is defined on both
     sides, lies between the one-sided difference quotients.
+    With ``device`` (say ``"cuda"``) the battery runs on that device instead, against the CPU:
+    the example's arrays go there, the outputs must stay there and equal the CPU's, and the
+    float64 gradients (and, unless ``double_backward=False``, the second derivatives) must
+    equal the CPU's within 1e-6; float32 stays float32 and ``no_grad`` records nothing.
+    (``device="cpu"`` compares the CPU with itself: the device battery's own baseline, cheap.)
     """
+    if device is not None:
+        return _check_op_on_device(
+            op, examples, backends.parse_device(device), seed, raise_exception
+        )
     report = OpReport(op.name)
     cases = tuple(examples) if examples is not None else op.examples
     if not cases:
@@ -172,6 +205,24 @@ def check_op(
     if raise_exception and not report.ok:
         raise GradcheckError(str(report))
     return report
+
+
+def _check_op_on_device(
+    op: OpDef,
+    examples: Sequence[Example] | None,
+    device: backends.Device,
+    seed: int,
+    raise_exception: bool,
+) -> OpReport:
+    report = OpReport(f"{op.name} on {device}")
+    rng = np.random.default_rng(seed)
+    for example in tuple(examples) if examples is not None else op.examples:
+        inputs, params = materialize(example, rng)
+        label, args = repr(example), (op, inputs, params, device)
+        _run(report, label, "device_forward_and_grad", same_as_cpu, (*args, seed), {})
+        _run(report, label, "device_float32", float32_on_device, args, {})
+        _run(report, label, "device_no_grad", no_grad_on_device, args, {})
+    return _finish(report, raise_exception)
 
 
 def _bind(op: OpDef, params: dict[str, Any]) -> Callable[..., Any]:

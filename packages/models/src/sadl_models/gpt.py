@@ -103,12 +103,16 @@ class CausalSelfAttention(Module):
         self.attn_dropout = Dropout(dropout, rng=dropout_rng)
         self.resid_dropout = Dropout(dropout, rng=dropout_rng)
 
-    def _attention_dropout(self, shape: tuple[int, ...]) -> np.ndarray[Any, Any] | None:
-        """The scaled keep-mask for the attention probabilities (None: no dropout now)."""
+    def _attention_dropout(self, shape: tuple[int, ...], like: Tensor) -> Any:
+        """The scaled keep-mask for the attention probabilities, on ``like``'s device (None: no
+        dropout now).
+        """
         drop = self.attn_dropout
         if not drop.training or drop.p == 0.0:
             return None
-        return drop.keep_mask(shape).astype(np.float32) / np.float32(1.0 - drop.p)
+        mask = drop.keep_mask(shape, like.device).astype(np.float32)
+        mask /= np.float32(1.0 - drop.p)
+        return mask
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         """Attend over ``x`` (batch, time, n_embd); with ``cache``, also over cached positions."""
@@ -117,7 +121,7 @@ class CausalSelfAttention(Module):
         D = C // H
         qkv = linear(x, self.c_attn.weight, self.c_attn.bias)  # (B, T, 3C)
         if cache is None:
-            dropout_mask = self._attention_dropout((B, H, T, T))
+            dropout_mask = self._attention_dropout((B, H, T, T), x)
             y = attention_qkv(qkv, n_head=H, causal=True, dropout_mask=dropout_mask)  # (B, T, C)
         else:  # generation (no gradient): the new queries attend to every cached position
             heads = qkv.data.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
@@ -436,6 +440,8 @@ class GPT(Module):
             raise ValueError(
                 f"GPT: targets must have the shape of idx {(B, T)}, got {tuple(tgt.shape)}"
             )
+        if type(tgt) is not type(logits.data):  # targets follow the logits to their device
+            tgt = array_module(logits.data).asarray(tgt)
         loss = cross_entropy(logits, tgt)
         return logits, loss
 

@@ -53,7 +53,7 @@ class MLP(Module):
 
     def forward(self, x: Any) -> Tensor:
         """Logits for inputs ``x`` (a Tensor or array of shape (..., in_features))."""
-        h = x if isinstance(x, Tensor) else Tensor(np.asarray(x, dtype=np.float32))
+        h = x if isinstance(x, Tensor) else Tensor(x, dtype=np.float32)  # device arrays stay
         if h.shape[-1:] != (self.sizes[0],):
             raise ValueError(
                 f"MLP: expected inputs with {self.sizes[0]} features in the last axis, got shape "

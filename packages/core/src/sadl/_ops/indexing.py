@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from sadl._records import Example, OpDef
-from sadl.backends import match_key
+from sadl.backends import array_module, match_key
 from sadl.backends import scatter_add as _scatter_into
 
 
 def _along_axis_key(shape, indices, axis):
     """The fancy index that ``take_along_axis(x, indices, axis)`` reads."""
     ndim = len(shape)
+    xp = array_module(indices)  # the row/column positions are made where the indices live
     key = []
     for d in range(ndim):
         if d == axis:
@@ -24,7 +25,7 @@ def _along_axis_key(shape, indices, axis):
         else:
             view = [1] * ndim
             view[d] = shape[d]
-            key.append(np.arange(shape[d]).reshape(view))
+            key.append(xp.arange(shape[d]).reshape(view))
     return tuple(key)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sadl._ops._rules import keepdims_shape
 from sadl._ops.indexing import sort_order
 from sadl._records import Example, OpDef
 
@@ -87,7 +88,8 @@ ANY = _nondiff("any", _any, (np.any,))
 
 def _count_nonzero(x, *, axis=None, keepdims=False):
     """Number of nonzero elements along ``axis``."""
-    return np.count_nonzero(x, axis=axis, keepdims=keepdims)
+    counts = np.count_nonzero(x, axis=axis)  # CuPy's count_nonzero has no keepdims
+    return np.reshape(counts, keepdims_shape(np.shape(x), axis)) if keepdims else counts
 
 
 COUNT_NONZERO = _nondiff("count_nonzero", _count_nonzero, (np.count_nonzero,))

@@ -6,6 +6,7 @@ import numpy as np
 
 from sadl._ops._rules import normalize_axes, reduced_count, unreduce
 from sadl._records import Example, OpDef
+from sadl.backends import array_module
 
 _AXES = (
     Example((3, 4)),
@@ -85,7 +86,7 @@ def _product_of_others(x, axis):
     moved = np.moveaxis(x, axes, last)
     flat = np.reshape(moved, (*moved.shape[: x.ndim - len(axes)], -1))
     n = flat.shape[-1]
-    expanded = np.where(np.eye(n, dtype=bool), 1.0, np.expand_dims(flat, -2))
+    expanded = np.where(array_module(x).eye(n, dtype=bool), 1.0, np.expand_dims(flat, -2))
     others = np.reshape(np.prod(expanded, axis=-1), moved.shape)
     return np.moveaxis(others, last, axes)
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
+from sadl.backends import array_module
 
 _SQUARES = (Example((4, 4)), Example((2, 3, 4), k=1), Example((3, 5), k=-1))
 
@@ -308,7 +309,8 @@ def _pad_grad(g, out, x, *, pad_width, mode="constant", constant_values=0):
     # positions 0..n-1 the same way says which, and the gradient is added back there.
     for axis, ((lo, hi), n) in enumerate(zip(widths, x.shape)):
         if lo or hi:
-            source = np.pad(np.arange(n), (int(lo), int(hi)), mode=numpy_mode)
+            xp = array_module(g)  # the source positions are made where the gradient lives
+            source = xp.pad(xp.arange(n), (int(lo), int(hi)), mode=numpy_mode)
             shape = (*g.shape[:axis], n, *g.shape[axis + 1 :])
             g = ADD_AT(g, shape=shape, key=(slice(None),) * axis + (source,))
     return g
@@ -337,11 +339,12 @@ def _repeat(x, *, repeats, axis=None):
 
 
 def _repeat_grad(g, out, x, *, repeats, axis=None):
+    xp = array_module(g)  # the source positions are made where the gradient lives
     if axis is None or x.ndim == 0:  # a 0-d input repeats like a flattened one
-        source = np.repeat(np.arange(x.size), repeats)
+        source = xp.repeat(xp.arange(x.size), repeats)
         return np.reshape(ADD_AT(g, shape=(x.size,), key=(source,)), x.shape)
     axis = axis % x.ndim
-    source = np.repeat(np.arange(x.shape[axis]), repeats)
+    source = xp.repeat(xp.arange(x.shape[axis]), repeats)
     key = (slice(None),) * axis + (source,)
     return ADD_AT(g, shape=x.shape, key=key)
 
@@ -423,8 +426,9 @@ def _diagonal_grad(g, out, x, *, offset=0, axis1=0, axis2=1):
     a1, a2 = axis1 % nd, axis2 % nd
     rest = tuple(n for i, n in enumerate(x.shape) if i not in (a1, a2))
     length = g.shape[-1]
-    rows = np.arange(length) + max(-offset, 0)
-    cols = np.arange(length) + max(offset, 0)
+    xp = array_module(g)
+    rows = xp.arange(length) + max(-offset, 0)
+    cols = xp.arange(length) + max(offset, 0)
     placed = ADD_AT(g, shape=(*rest, x.shape[a1], x.shape[a2]), key=(Ellipsis, rows, cols))
     return np.moveaxis(placed, (-2, -1), (a1, a2))
 
@@ -454,7 +458,7 @@ TRACE = OpDef(
 
 def _copy(x):
     """A copy that owns its memory."""
-    return np.array(x, copy=True)
+    return x.copy()
 
 
 COPY = OpDef(

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from sadl._records import Example, OpDef
-from sadl.backends import to_device
+from sadl.backends import device_of, to_device
 
 
 def _astype(x, *, dtype, copy=True):
@@ -24,13 +24,16 @@ ASTYPE = OpDef(
 )
 
 
-def _to(x, *, device, source="cpu"):
-    """The same values on ``device`` (differentiable: the gradient moves back to ``source``)."""
+def _to(x, *, device, source=None):
+    """The same values on ``device`` (differentiable: the gradient moves back to ``x``'s device).
+
+    ``source`` (where ``x`` lives) is informational: it shows in the graph.
+    """
     return to_device(x, device)
 
 
-def _to_grad(g, out, x, *, device, source="cpu"):
-    return TO_DEVICE(g, device=source, source=device)
+def _to_grad(g, out, x, *, device, source=None):
+    return TO_DEVICE(g, device=str(device_of(x)))
 
 
 TO_DEVICE = OpDef(

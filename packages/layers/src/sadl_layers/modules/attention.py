@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import numpy as np
 from sadl import Parameter, Tensor
+from sadl.backends import is_array
 
 from sadl_layers.modules._base import (
     Layer,
@@ -40,12 +41,16 @@ def _merge(y: Tensor) -> Tensor:
     return y.transpose(0, 2, 1, 3).reshape(B, T, H * d)
 
 
-def _attention_dropout(drop: Dropout, shape: tuple[int, ...], dtype: Any) -> Any:
-    """A scaled keep-mask for the attention probabilities, or None when no dropout applies."""
+def _attention_dropout(drop: Dropout, shape: tuple[int, ...], like: Tensor) -> Any:
+    """A scaled keep-mask for the attention probabilities (on ``like``'s device, in its dtype),
+    or None when no dropout applies.
+    """
     if not drop.training or drop.p == 0.0:
         return None
     scale = 1.0 / (1.0 - drop.p) if drop.p < 1.0 else 0.0
-    return drop.keep_mask(shape).astype(dtype) * np.asarray(scale, dtype=dtype)
+    mask = drop.keep_mask(shape, like.device).astype(like.dtype)
+    mask *= scale  # in place: stays in the input's dtype
+    return mask
 
 
 class MultiHeadAttention(Layer):
@@ -105,14 +110,15 @@ class MultiHeadAttention(Layer):
         self_attention = (key is None and value is None) or (key is query and value is query)
         q_in = self._check("query", as_tensor(query))
         E, H = self.embed_dim, self.num_heads
-        if mask is not None and not isinstance(mask, Tensor):
+        if mask is not None and not isinstance(mask, Tensor) and not is_array(mask):
             # A Tensor mask goes to the op as is: a float one that requires grad is refused there
-            # (the mask is a constant of the op), never silently detached here.
+            # (the mask is a constant of the op), never silently detached here. A device array
+            # stays where it is; the op copies a host mask to the inputs' device.
             mask = np.asarray(mask)
         if self_attention:
             B, T, _ = q_in.shape
             qkv = self.call_op(_dense.linear, q_in, self.in_proj_weight, self.in_proj_bias)
-            dm = _attention_dropout(self.attn_dropout, (B, H, T, T), q_in.dtype)
+            dm = _attention_dropout(self.attn_dropout, (B, H, T, T), q_in)
             y = self.call_op(
                 _attn.attention_qkv, qkv, n_head=H, causal=causal, mask=mask, dropout_mask=dm
             )
@@ -139,7 +145,7 @@ class MultiHeadAttention(Layer):
             ]
             q, k, v = projected
             dm = _attention_dropout(
-                self.attn_dropout, (q.shape[0], H, q.shape[2], k.shape[2]), q_in.dtype
+                self.attn_dropout, (q.shape[0], H, q.shape[2], k.shape[2]), q_in
             )
             y = _merge(
                 self.call_op(
@@ -209,7 +215,7 @@ class CausalSelfAttention(Layer):
         qkv = self.c_attn(x)
         if cache is None:
             B, T, _ = x.shape
-            dm = _attention_dropout(self.attn_dropout, (B, self.n_head, T, T), x.dtype)
+            dm = _attention_dropout(self.attn_dropout, (B, self.n_head, T, T), x)
             y = self.call_op(
                 _attn.attention_qkv, qkv, n_head=self.n_head, causal=True, dropout_mask=dm
             )
@@ -233,7 +239,7 @@ class CausalSelfAttention(Layer):
             k = cast(Tensor, np.concatenate([past_k, k], axis=2))
             v = cast(Tensor, np.concatenate([past_v, v], axis=2))
         cache["k"], cache["v"] = k.data, v.data
-        dm = _attention_dropout(self.attn_dropout, (B, H, T, k.shape[2]), qkv.dtype)
+        dm = _attention_dropout(self.attn_dropout, (B, H, T, k.shape[2]), qkv)
         y = self.call_op(_attn.scaled_dot_product_attention, q, k, v, causal=True, dropout_mask=dm)
         return _merge(y)
 

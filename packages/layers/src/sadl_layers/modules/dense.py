@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import sadl.random
 from sadl import Parameter, Tensor
+from sadl.backends import is_array, to_device
 
 from sadl_layers.modules._base import (
     Layer,
@@ -112,7 +114,10 @@ class Embedding(Layer):
 
     def forward(self, ids: Any) -> Tensor:
         """The rows of ``weight`` at ``ids`` (an int array or int Tensor): shape ``(*ids, dim)``."""
-        data = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+        data = ids.data if isinstance(ids, Tensor) else ids
+        if not is_array(data):
+            data = np.asarray(data)
+        data = to_device(data, self.weight.device)  # ids from the host follow the table
         out: Tensor = self.call_op(_ops.embedding, self.weight, data, padding_idx=self.padding_idx)
         return out
 
@@ -125,8 +130,11 @@ class Embedding(Layer):
 class Dropout(Layer):
     """Zero each element with probability ``p`` in training mode (and scale by 1/(1-p)).
 
-    The keep-mask is drawn from ``rng`` (a Generator or int seed owned by this layer) or, when
-    None, from sadl's default generator, so ``sadl.manual_seed(n)`` makes a run reproducible.
+    The keep-mask is drawn where the input lives, from sadl's generator of that device, so
+    ``sadl.manual_seed(n)`` makes a run reproducible on a device type; a CPU run and a CUDA run
+    of the same seed draw different masks (each device type has its own generator, as in
+    torch). With ``rng`` (a NumPy Generator or int seed owned by this layer) the mask comes from
+    that generator on the host and is copied to the device: the same mask on every device.
     In evaluation mode, or with ``p == 0``, the input passes through unchanged.
     """
 
@@ -137,18 +145,21 @@ class Dropout(Layer):
         self.p = float(p)
         self._rng = None if rng is None else resolve_generator(rng)
 
-    def keep_mask(self, shape: tuple[int, ...]) -> np.ndarray:
-        """A fresh boolean keep-mask of ``shape`` (True with probability 1 - p)."""
-        gen = self._rng if self._rng is not None else resolve_generator(None)
-        mask: np.ndarray = gen.random(shape, dtype=np.float32) >= self.p
-        return mask
+    def keep_mask(self, shape: tuple[int, ...], device: Any = None) -> Any:
+        """A fresh boolean keep-mask of ``shape`` on ``device`` (True with probability 1 - p)."""
+        if self._rng is None:  # drawn where the tensor lives
+            return sadl.random.generator(device).random(shape, dtype=np.float32) >= self.p
+        # This layer's own NumPy generator: drawn on the host, only the booleans travel.
+        mask = self._rng.random(shape, dtype=np.float32) >= self.p
+        return mask if device is None else to_device(mask, device)
 
     def forward(self, x: Any) -> Tensor:
         """``x`` with elements dropped (training) or unchanged (evaluation, p = 0)."""
         t = as_tensor(x)
         if not self.training or self.p == 0.0:
             return t
-        out: Tensor = self.call_op(_ops.dropout, t, p=self.p, mask=self.keep_mask(t.shape))
+        mask = self.keep_mask(t.shape, t.device)
+        out: Tensor = self.call_op(_ops.dropout, t, p=self.p, mask=mask)
         return out
 
     def extra_repr(self) -> str:

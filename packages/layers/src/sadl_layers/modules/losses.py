@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Tensor
+from sadl.backends import is_array, to_device
 
 from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import classification as _classification
@@ -23,12 +24,14 @@ __all__ = ["CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss", "BCEWithLogitsLos
 
 
 def _target_like(target: Any, x: Tensor) -> Any:
-    """A float target without gradient, in the input's dtype; anything else unchanged."""
+    """A float target without gradient, in the input's dtype and on its device (targets from the
+    host are copied there); anything else unchanged.
+    """
     if isinstance(target, Tensor):
         if target.requires_grad or target.dtype.kind != "f" or target.dtype == x.dtype:
             return target
         return target.astype(x.dtype)
-    arr = np.asarray(target)
+    arr = to_device(target if is_array(target) else np.asarray(target), x.device)
     if arr.dtype.kind == "f" and arr.dtype != x.dtype:
         return arr.astype(x.dtype)
     return arr

@@ -13,6 +13,9 @@ vocabulary (or calls the forward op again), so higher derivatives work too.
 An op has one output. A backward op that computes several gradients in one pass returns them
 back to back in one flat array (:func:`packed_empty`); the rule splits it again with
 :func:`unpack`, which works on arrays (views, no copy) and on Tensors (differentiable slices).
+
+Arrays may live on any device: what an op makes, it makes with the array module of its inputs
+(``sadl.backends.array_module``), never with NumPy's host-only constructors.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Tensor
+from sadl.backends import array_module
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -31,10 +35,12 @@ def const(value: Any) -> Any:
     return value.data if isinstance(value, Tensor) else value
 
 
-def packed_empty(dtype: Any, *shapes: tuple[int, ...]) -> tuple[Any, list[Any]]:
-    """A flat array with room for arrays of ``shapes`` back to back, and those arrays (views)."""
+def packed_empty(like: Any, dtype: Any, *shapes: tuple[int, ...]) -> tuple[Any, list[Any]]:
+    """A flat array (where ``like`` lives) with room for arrays of ``shapes`` back to back, and
+    those arrays (views).
+    """
     sizes = [math.prod(shape) for shape in shapes]
-    flat = np.empty(sum(sizes), dtype=dtype)
+    flat = array_module(like).empty(sum(sizes), dtype=dtype)
     views: list[Any] = []
     start = 0
     for shape, size in zip(shapes, sizes):
@@ -133,13 +139,14 @@ def reduce_loss(loss: Any, reduction: str, count: int | None = None) -> Any:
     """Apply ``reduction`` to per-element losses; ``count`` overrides the mean's divisor."""
     if reduction == "none":
         return loss
-    total = np.sum(loss)
+    xp = array_module(loss)
+    total = np.sum(loss)  # a NumPy scalar on the host, a 0-d array on a device
     if reduction == "sum":
-        return np.asarray(total)
+        return xp.asarray(total)
     n = loss.size if count is None else count
     if n == 0:
-        return np.asarray(np.nan, dtype=loss.dtype)
-    return np.asarray(total / n)
+        return xp.full((), np.nan, dtype=loss.dtype)
+    return xp.asarray(total / n)
 
 
 def loss_scale(g: Any, reduction: str, count: int) -> Any:
@@ -164,14 +171,18 @@ def blockwise(kernel: Any, *arrays: Any, scratch: int = 1, block: int = BLOCK) -
 
     ``kernel`` writes its result into ``out`` in place (NumPy ``out=`` calls); ``scratch``
     buffers of the block's size are allocated once and reused for every block. A kernel that
-    calls an op per block (with a fixed cost per call) may ask for larger blocks.
+    calls an op per block (with a fixed cost per call) may ask for larger blocks. On a device
+    (CuPy) the whole array is one block: a GPU wants few large kernels, not a Python loop.
     """
     first = arrays[0]
-    flats = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-    out = np.empty(first.size, dtype=first.dtype)
+    xp = array_module(first)
+    flats = [xp.ascontiguousarray(a).reshape(-1) for a in arrays]
+    out = xp.empty(first.size, dtype=first.dtype)
     n = out.size
+    if xp is not np:
+        block = max(n, 1)
     size = min(block, max(n, 1))
-    buffers = [np.empty(size, dtype=first.dtype) for _ in range(scratch)]
+    buffers = [xp.empty(size, dtype=first.dtype) for _ in range(scratch)]
     for start in range(0, n, block):
         stop = min(start + block, n)
         m = stop - start

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
+from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
@@ -47,18 +49,24 @@ _SLAB = 1 << 16
 
 
 @functools.lru_cache(maxsize=64)
-def _causal_keep(tq: int, tk: int) -> np.ndarray:
-    """Boolean (tq, tk) keep-mask: query i sees keys 0 .. tk - tq + i (aligned to the end)."""
-    keep = np.tri(tq, tk, k=tk - tq, dtype=bool)
-    keep.flags.writeable = False
+def _causal_keep(tq: int, tk: int, xp: Any = np) -> Any:
+    """Boolean (tq, tk) keep-mask: query i sees keys 0 .. tk - tq + i (aligned to the end).
+
+    Made by the array module ``xp`` of the inputs, so it lives where they do (cached per
+    module; read-only on the host, where NumPy can enforce it).
+    """
+    keep = xp.tri(tq, tk, k=tk - tq, dtype=bool)
+    if xp is np:
+        keep.flags.writeable = False
     return keep
 
 
 @functools.lru_cache(maxsize=64)
-def _causal_bias(tq: int, tk: int, dtype: np.dtype) -> np.ndarray:
+def _causal_bias(tq: int, tk: int, dtype: np.dtype, xp: Any = np) -> Any:
     """The additive (tq, tk) causal bias, 0 where allowed and -inf elsewhere (read-only)."""
-    bias = np.where(_causal_keep(tq, tk), 0.0, -np.inf).astype(dtype)
-    bias.flags.writeable = False
+    bias = xp.where(_causal_keep(tq, tk, xp), 0.0, -np.inf).astype(dtype)
+    if xp is np:
+        bias.flags.writeable = False
     return bias
 
 
@@ -75,18 +83,19 @@ def _check_mask(name, mask, lead, tq, tk):
         )
 
 
-def _scores_bias(lead, tq, tk, causal, mask, dtype):
+def _scores_bias(lead, tq, tk, causal, mask, dtype, xp):
     """An additive (.., tq, tk) bias (0 / -inf / float mask) and the rows that see some key.
 
     Returns ``(bias or None, row_ok or None)``; ``row_ok`` is given only when some query sees no
-    key: those rows are un-masked for the softmax and zeroed afterwards.
+    key: those rows are un-masked for the softmax and zeroed afterwards. Both are made with
+    ``xp``, the array module of q, k, v (a mask given on the host is copied there).
     """
     if mask is None and causal and tq <= tk:
-        return _causal_bias(tq, tk, np.dtype(dtype)), None  # every query sees some key
-    keep = _causal_keep(tq, tk) if causal else None
+        return _causal_bias(tq, tk, np.dtype(dtype), xp), None  # every query sees some key
+    keep = _causal_keep(tq, tk, xp) if causal else None
     add = None
     if mask is not None:
-        mask = np.asarray(mask)
+        mask = xp.asarray(mask)
         _check_mask("mask", mask, lead, tq, tk)
         if mask.dtype == bool:
             keep = mask if keep is None else keep & mask
@@ -195,7 +204,7 @@ def _transposed(a, lead, tail, contiguous=False):
     a = np.broadcast_to(a, np.broadcast_shapes(a.shape, tail))
     swapped = np.swapaxes(a, -1, -2)
     if contiguous:
-        swapped = np.ascontiguousarray(swapped)
+        swapped = array_module(swapped).ascontiguousarray(swapped)
     return np.broadcast_to(swapped, (*lead, tail[1], tail[0]))
 
 
@@ -280,11 +289,12 @@ def _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask):
 def _prepare(q, k, v, causal, mask, scale, dropout_mask):
     lead = _check_qkv(q, k, v)
     tq, tk = q.shape[-2], k.shape[-2]
-    bias, row_ok = _scores_bias(lead, tq, tk, causal, mask, q.dtype)
+    xp = array_module(q)
+    bias, row_ok = _scores_bias(lead, tq, tk, causal, mask, q.dtype, xp)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     dmask = None
     if dropout_mask is not None:
-        dmask = np.asarray(dropout_mask)
+        dmask = xp.asarray(dropout_mask)
         _check_mask("dropout_mask", dmask, lead, tq, tk)
         if dmask.dtype != q.dtype:
             dmask = dmask.astype(q.dtype)
@@ -301,7 +311,7 @@ def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
     dtype = np.result_type(q, k, v)
-    out = np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=dtype)
+    out = array_module(q).empty((*lead, q.shape[-2], v.shape[-1]), dtype=dtype)
     return _attend(q, k, v, out, lead, bias, row_ok, scale, dmask)
 
 
@@ -314,7 +324,7 @@ def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, drop
     """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
     shapes = ((*lead, *a.shape[-2:]) for a in (q, k, v))
-    packed, (dq, dk, dv) = packed_empty(np.result_type(g, q, k, v), *shapes)
+    packed, (dq, dk, dv) = packed_empty(q, np.result_type(g, q, k, v), *shapes)
     _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
     return packed
 
@@ -403,7 +413,7 @@ def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_m
     q, k, v = _split_qkv(qkv, n_head)
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
     B, H, T, hd = q.shape
-    out = np.empty((B, T, H * hd), dtype=qkv.dtype)
+    out = array_module(qkv).empty((B, T, H * hd), dtype=qkv.dtype)
     _attend(q, k, v, _heads(out, H), lead, bias, row_ok, scale, dmask)
     return out
 
@@ -414,7 +424,7 @@ def _attention_qkv_backward(
     """d<attention_qkv(qkv), g>/dqkv, (B, T, 3C), written in place head by head."""
     q, k, v = _split_qkv(qkv, n_head)
     lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
-    dqkv = np.empty(qkv.shape, dtype=np.result_type(g, qkv))
+    dqkv = array_module(qkv).empty(qkv.shape, dtype=np.result_type(g, qkv))
     dq, dk, dv = _split_qkv(dqkv, n_head)
     g_h, out_h = _heads(g, n_head), _heads(out, n_head)
     _attend_backward(g_h, out_h, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)

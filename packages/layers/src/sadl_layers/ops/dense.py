@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sadl.backends import array_module, device_of, to_device
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, check_int, const, no_grad_rule, shape_of
@@ -93,7 +94,7 @@ def _check_ids(fn, ids, num_embeddings):
     # that every replay checks again.
     outside = (ids < 0) | (ids >= num_embeddings)
     if ids.size and outside.any():
-        bad = ids[outside].flat[0]
+        bad = ids[outside].reshape(-1)[0]
         raise ValueError(
             f"{fn}: ids holds {int(bad)}, expected ids in [0, {num_embeddings}) "
             f"(num_embeddings={num_embeddings})"
@@ -120,10 +121,11 @@ def _embedding_backward(g, ids, *, num_embeddings, padding_idx=None):
     """Scatter-add rows of g (..., dim) into a (num_embeddings, dim) table at ``ids``."""
     dim = g.shape[-1]
     flat_ids = ids.reshape(-1)
-    out = np.zeros(num_embeddings * dim, dtype=g.dtype)
+    xp = array_module(g)
+    out = xp.zeros(num_embeddings * dim, dtype=g.dtype)
     # One flat add.at over element offsets is several times faster than a 2-D add.at on rows.
-    offsets = (flat_ids[:, None] * dim + np.arange(dim)).reshape(-1)
-    np.add.at(out, offsets, np.ascontiguousarray(g).reshape(-1))
+    offsets = (flat_ids[:, None] * dim + xp.arange(dim)).reshape(-1)
+    xp.add.at(out, offsets, xp.ascontiguousarray(g).reshape(-1))
     out = out.reshape(num_embeddings, dim)
     if padding_idx is not None:
         out[padding_idx] = 0
@@ -179,13 +181,16 @@ def _keep_mask(x, p, mask, seed):
                 f"dropout: mask has shape {shape_of(mask)}, expected a shape that broadcasts "
                 f"to the input's {shape_of(x)}"
             )
-        return mask.astype(bool, copy=False)
+        return array_module(x).asarray(mask).astype(bool, copy=False)  # a host mask moves over
     if seed is None:
         raise ValueError(
             "dropout: pass mask= (a boolean keep-mask) or seed= (an int), so the forward and "
             "the backward drop the same elements"
         )
-    return np.random.default_rng(seed).random(shape_of(x), dtype=np.float32) >= p
+    # A seed names one mask: drawn from NumPy's generator, the same on every device (only the
+    # booleans travel to a device).
+    keep = np.random.default_rng(seed).random(shape_of(x), dtype=np.float32) >= p
+    return keep if isinstance(x, np.ndarray) else to_device(keep, device_of(x))
 
 
 def _scale(p):

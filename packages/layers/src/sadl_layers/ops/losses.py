@@ -7,6 +7,7 @@ classification losses (softmax cross-entropy, NLL) are in :mod:`.classification`
 from __future__ import annotations
 
 import numpy as np
+from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import (
@@ -102,7 +103,7 @@ def _softplus_neg(x):
 
 
 def _pos_weight(pos_weight, x):
-    return np.asarray(pos_weight, dtype=const(x).dtype)
+    return array_module(x).asarray(pos_weight, dtype=const(x).dtype)  # a host weight moves
 
 
 def _bce_with_logits(logits, targets, *, reduction="mean", pos_weight=None):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
@@ -104,14 +105,14 @@ def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, cente
             f"layer_norm_backward: g has shape {shape_of(g)}, expected the input's {shape_of(x)}"
         )
     shapes = (shape_of(x), ns if weight is not None else None, ns if has_bias else None)
-    packed, views = packed_empty(np.result_type(g, x), *(s for s in shapes if s is not None))
+    packed, views = packed_empty(x, np.result_type(g, x), *(s for s in shapes if s is not None))
     gx = views[0].reshape(-1, D)
     g2 = g.reshape(-1, D)
     xhat, rstd = _normalized_rows(x.reshape(-1, D), eps, centered)
     if has_bias:
         g2.sum(axis=0, out=views[-1].reshape(-1))
     if weight is not None:
-        np.einsum("ij,ij->j", g2, xhat, out=views[1].reshape(-1))
+        views[1].reshape(-1)[...] = np.einsum("ij,ij->j", g2, xhat)  # CuPy's einsum has no out=
         np.multiply(g2, weight.reshape(-1), out=gx)
     else:
         gx[...] = g2
@@ -365,8 +366,9 @@ def _batch_norm_grad(
         rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=axes, keepdims=True) + eps)
     else:
         dtype = const(x).dtype
-        mean = _bn_view(np.asarray(running_mean, dtype=dtype), nd)
-        rstd = _bn_view(1.0 / np.sqrt(np.asarray(running_var, dtype=dtype) + eps), nd)
+        xp = array_module(x)
+        mean = _bn_view(xp.asarray(running_mean, dtype=dtype), nd)
+        rstd = _bn_view(1.0 / np.sqrt(xp.asarray(running_var, dtype=dtype) + eps), nd)
         xc = x - mean
     xhat = xc * rstd
     gxhat = g * _bn_view(weight, nd) if weight is not None else g
