@@ -205,10 +205,10 @@ class _SameMasks:
         self.calls += 1
         again = iter(self.masks) if self.calls > 1 else None
 
-        def keep_mask(drop: Dropout, shape: tuple[int, ...]) -> Any:
+        def keep_mask(drop: Dropout, shape: tuple[int, ...], device: Any = None) -> Any:
             if again is not None:
                 return next(again)
-            mask = Dropout.keep_mask(drop, shape)
+            mask = Dropout.keep_mask(drop, shape, device)
             self.masks.append(mask)
             return mask
 
