@@ -211,7 +211,11 @@ def test_requires_grad_assignment_works_on_float_leaves_and_refuses_non_leaves()
         p.requires_grad = "yes"
     frozen_int = sadl.tensor([1, 2])
     with pytest.raises(TypeError, match="only floating-point"):
-        frozen_int.requires_grad = 1
+        frozen_int.requires_grad = True
+    with pytest.raises(TypeError, match="True or False"):
+        t.requires_grad = "yes"  # torch refuses a non-bool too; a truthy string is no answer
+    with pytest.raises(TypeError, match="True or False"):
+        t.requires_grad_(1)
 
 
 # ---------------------------------------------------------------- axes, empty, dtype

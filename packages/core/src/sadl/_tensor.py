@@ -130,6 +130,8 @@ class Tensor(
 
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         """Set ``requires_grad`` in place (leaves only; floating dtypes only)."""
+        if not isinstance(requires_grad, builtins.bool | np.bool_):
+            raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         if requires_grad and self.data.dtype.kind not in "fc":
             raise TypeError(
                 f"only floating-point tensors can require grad; this one is {self.data.dtype}"
