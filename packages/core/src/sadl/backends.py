@@ -40,6 +40,8 @@ __all__ = [
     "install_backends",
     "install_plugin_loader",
     "install_tensor_type",
+    "install_traced_array",
+    "install_transfer_observer",
     "is_array",
     "match_key",
     "parse_device",
@@ -157,6 +159,61 @@ def install_tensor_type(cls: type) -> None:
     """Called once by ``sadl._tensor``: ``array_module(tensor)`` then looks at its data."""
     global _tensor_type
     _tensor_type = cls
+
+
+class _NoTracedArrays:
+    """No object is of this type: the traced-array kind before ``sadl._compile`` installs it."""
+
+
+class _Traced:
+    """How ``sadl.compile``'s stand-ins for device arrays are seen while it traces.
+
+    A traced device array wraps a backend's array; ``array_of(x)`` is that array and
+    ``module_of(x)`` the array module to hand out for it (one that records what is called).
+    """
+
+    __slots__ = ("array_of", "kind", "module_of")
+
+    def __init__(self) -> None:
+        self.kind: type = _NoTracedArrays
+        self.array_of: Callable[[Any], Any] = lambda x: x
+        self.module_of: Callable[[Any], ModuleType] = lambda x: np
+
+
+_traced = _Traced()
+#: Called as ``observer(copy, data, args)`` for each host/device copy while installed.
+TransferObserver = Callable[[Callable[..., Any], Any, tuple[Any, ...]], Any]
+_transfer_observer: TransferObserver | None = None
+
+
+def install_traced_array(
+    kind: type, array_of: Callable[[Any], Any], module_of: Callable[[Any], ModuleType]
+) -> None:
+    """Called once by ``sadl._compile``: objects of ``kind`` stand for a device array.
+
+    ``is_array``, ``device_of`` and ``to_device`` see the array behind one (``array_of``),
+    ``array_module`` answers ``module_of(x)``. The CPU path never meets one (traced host arrays
+    are ndarrays).
+    """
+    _traced.kind = kind
+    _traced.array_of = array_of
+    _traced.module_of = module_of
+
+
+def install_transfer_observer(observer: TransferObserver | None) -> None:
+    """Route every copy between the host and a device through ``observer`` (None: copy).
+
+    ``observer(copy, data, args)`` must return ``copy(data, *args)``; ``sadl.compile``
+    installs one while it traces, so a copy becomes part of the recorded program.
+    """
+    global _transfer_observer
+    _transfer_observer = observer
+
+
+def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
+    """``copy(data, *args)`` (a backend's ``to_host`` / ``from_host``), seen by the observer."""
+    observer = _transfer_observer
+    return copy(data, *args) if observer is None else observer(copy, data, args)
 
 
 def install_plugin_loader(loader: Callable[[], object]) -> None:
@@ -302,6 +359,8 @@ def is_array(value: Any) -> bool:
     if isinstance(value, _ndarray):
         return True
     kind = type(value)
+    if kind is _traced.kind:
+        return True
     if kind in _table.not_arrays:  # scalars, Tensors, None: the common answer, looked up once
         return False
     return _backend_of_type(kind) is not None
@@ -318,6 +377,8 @@ def array_module(data: Any) -> ModuleType:
         return np
     found = _backend_of_type(type(data))
     if found is None:
+        if type(data) is _traced.kind:
+            return _traced.module_of(data)
         return array_module(data.data) if isinstance(data, _tensor_type) else np
     return found.module
 
@@ -326,6 +387,8 @@ def device_of(data: Any) -> Device:
     """The Device an array or Tensor lives on (the CPU for NumPy data and anything else)."""
     if isinstance(data, _host_types):
         return CPU
+    if type(data) is _traced.kind:
+        data = _traced.array_of(data)
     found = _backend_of_type(type(data))
     if found is None:
         return device_of(data.data) if isinstance(data, _tensor_type) else CPU
@@ -352,21 +415,23 @@ def to_device(data: Any, device: str | Device | int) -> Any:
     """Copy ``data`` to ``device`` (no copy when it is already there)."""
     target = parse_device(device)
     source = None if isinstance(data, _host_types) else _backend_of_type(type(data))
+    if source is None and type(data) is _traced.kind:
+        source = _backend_of_type(type(_traced.array_of(data)))
     if target.type == "cpu":
         if isinstance(data, _ndarray):
             return data
-        return np.asarray(data if source is None else source.record.to_host(data))
+        return np.asarray(data if source is None else _transfer(source.record.to_host, data))
     dest = backend(target.type)
     index = target.index or 0
-    if source is dest and source.record.device_index(data) == index:
+    if source is dest and device_of(data).index == index:
         return data
     count = dest.record.device_count()
     if index >= count:
         raise RuntimeError(
             f"device {target} is not available: found {count} {target.type} device(s)"
         )
-    host = np.asarray(data if source is None else source.record.to_host(data))
-    return dest.record.from_host(host, index)
+    host = np.asarray(data if source is None else _transfer(source.record.to_host, data))
+    return _transfer(dest.record.from_host, host, index)
 
 
 def synchronize(device: str | Device) -> None:
@@ -382,6 +447,8 @@ def match_key(key: Any, like: Any) -> Any:
     """
     if isinstance(like, _ndarray):
         return key
+    if type(like) is _traced.kind:
+        like = _traced.array_of(like)
     found = _backend_of_type(type(like))
     if found is None:
         return key
@@ -390,7 +457,7 @@ def match_key(key: Any, like: Any) -> Any:
     def fit(k: Any) -> Any:
         if isinstance(k, _tensor_type):
             k = k.data  # type: ignore[attr-defined]
-        return found.record.from_host(k, index) if isinstance(k, _ndarray) else k
+        return _transfer(found.record.from_host, k, index) if isinstance(k, _ndarray) else k
 
     return tuple(fit(k) for k in key) if isinstance(key, tuple) else fit(key)
 

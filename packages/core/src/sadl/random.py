@@ -127,7 +127,42 @@ def generator(device: str | Device | None = None) -> Any:
         if found is None or found[0] is not served.record:
             found = (served.record, served.record.generator(_seed, target.index or 0))
             _device_generators[target] = found
-        return found[1]
+    observer = _observer
+    return found[1] if observer is None else _ObservedDevice(found[1], target, observer)
+
+
+class _ObservedDevice:
+    """A device generator whose draws an observer sees (handed out only while one is installed).
+
+    The observer is called as ``observer(generator, method, args, kwargs)`` like for the CPU's
+    :class:`Generator`; ``sadl.compile`` finds the device with ``_observed_device_generator``.
+    """
+
+    __slots__ = ("_device", "_generator", "_observer")
+
+    def __init__(self, gen: Any, device: Device, observer: DrawObserver) -> None:
+        self._generator = gen
+        self._device = device
+        self._observer = observer
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._generator, name)
+        if name not in OBSERVED_DRAWS:
+            return found
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            return self._observer(self, name, args, kwargs)
+
+        return draw
+
+
+def _observed_device_generator(gen: Any) -> tuple[Any, Device] | None:
+    """``(device generator, its device)`` for a generator :func:`generator` handed out while a
+    draw observer was installed; None for any other generator.
+    """
+    if type(gen) is _ObservedDevice:
+        return gen._generator, gen._device
+    return None
 
 
 def get_rng_state() -> dict[str, Any]:

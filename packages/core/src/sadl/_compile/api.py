@@ -33,6 +33,7 @@ from sadl._defaults import get_default_dtype
 from sadl._errors import CompileWarning
 from sadl._grad_mode import is_grad_enabled
 from sadl._tensor import Tensor
+from sadl.backends import device_of, is_array
 
 __all__ = ["CompiledFunction", "compile"]
 
@@ -239,6 +240,7 @@ def _signature(tree: Any, arrays: list[Any], tensors: list[Any]) -> Any:
             type(data),
             tree.requires_grad,
             tree._node is not None,
+            None if type(data) is _ndarray else device_of(data),
         )
     kind = type(tree)
     if kind is _ndarray:
@@ -250,4 +252,7 @@ def _signature(tree: Any, arrays: list[Any], tensors: list[Any]) -> Any:
         return (dict, *((k, _signature(v, arrays, tensors)) for k, v in tree.items()))
     if isinstance(tree, _SCALARS):
         return (kind, tree)
+    if is_array(tree):  # a device array
+        arrays.append(tree)
+        return ("D", kind, tree.shape, tree.dtype, tree.strides, device_of(tree))
     return ("O", tree)  # any other object: compared by identity (held by the cache)

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from sadl._compile.ir import AsTensor, Graph, Value, iter_values
-from sadl._compile.traced import ACTIVE, TracedArray, plain
+from sadl._compile.traced import ACTIVE, is_traced, plain
 from sadl._compile.tracer import Tracer
 from sadl._engine import is_tensor
 from sadl._errors import CompileError
 from sadl._grad_mode import enable_grad
 from sadl._tensor import Tensor
+from sadl.backends import is_array
 
 __all__ = ["DATA", "GRAD", "Capture"]
 
@@ -76,7 +77,7 @@ class Capture(Tracer):
                     "graph. Pass tree.detach(), or compute it inside the compiled function."
                 )
             array = DATA.__get__(tree, Tensor)
-            if type(array) is TracedArray:  # the same tensor passed twice
+            if is_traced(array):  # the same tensor passed twice
                 self.inputs.append(array._v)
                 self.arg_tensors.append(tree)
                 return tree
@@ -85,7 +86,7 @@ class Capture(Tracer):
             self.arg_tensors.append(tree)
             DATA.__set__(tree, self.traced_of(value, array))
             return tree
-        if type(tree) is np.ndarray:
+        if type(tree) is np.ndarray or _device_array(tree):
             return self.traced_of(self._argument(tree), tree)
         if isinstance(tree, tuple | list):
             return type(tree)(self.adopt_arguments(x) for x in tree)
@@ -116,7 +117,7 @@ class Capture(Tracer):
     # ------------------------------------------------------------------ tensor attributes
     def read_data(self, tensor: Tensor, array: Any) -> Any:
         """``tensor.data`` holds a plain array: adopt it (captured by identity), trace it."""
-        if not isinstance(array, np.ndarray):
+        if not isinstance(array, np.ndarray) and not _device_array(array):
             return array
         self._adopt(tensor, None)
         value = self.external(array, ("data", array))
@@ -138,13 +139,13 @@ class Capture(Tracer):
     def read_grad(self, tensor: Tensor, grad: Any) -> Any:
         """``tensor.grad`` read: a guard on what it held at entry, or a value read per call."""
         record = self._adopted.get(id(tensor))
-        if record is None or record.grad_known or type(grad) is TracedArray:
+        if record is None or record.grad_known or is_traced(grad):
             return grad
         record.grad_known = True
         if grad is None:
             self.grad_guards.append((self._ref(record), None))
             return None
-        if is_tensor(grad) or not isinstance(grad, np.ndarray):
+        if is_tensor(grad) or not is_array(grad):
             raise CompileError(
                 "sadl.compile: a .grad holding a Tensor (left by backward(create_graph=True)) "
                 "cannot be read in a compiled function"
@@ -174,9 +175,9 @@ class Capture(Tracer):
         GRAD.__set__(tensor, grad)
 
     def _value_of(self, array: Any) -> Value | None:
-        if type(array) is TracedArray and array._v is not None and self.owns(array._v):
+        if is_traced(array) and array._v is not None and self.owns(array._v):
             return array._v  # type: ignore[no-any-return]
-        if type(array) is np.ndarray:
+        if type(array) is np.ndarray or _device_array(array):
             return self.external(array, ("const", array))
         return None
 
@@ -237,8 +238,8 @@ class Capture(Tracer):
         """Run the real step on plain arrays (so the trace's own call updates for real)."""
         saved = [(p, DATA.__get__(p, Tensor), GRAD.__get__(p, Tensor)) for p in params]
         for p, data, grad in saved:
-            DATA.__set__(p, plain(data) if type(data) is TracedArray else data)
-            GRAD.__set__(p, plain(grad) if type(grad) is TracedArray else grad)
+            DATA.__set__(p, plain(data) if is_traced(data) else data)
+            GRAD.__set__(p, plain(grad) if is_traced(grad) else grad)
         tracer, ACTIVE.tracer = ACTIVE.tracer, None
         try:
             before = {id(p._version): p._version[0] for p in params}
@@ -290,10 +291,10 @@ class Capture(Tracer):
         """Put plain arrays back into every adopted tensor (also when the trace failed)."""
         for tensor in self._tensors:
             data = DATA.__get__(tensor, Tensor)
-            if type(data) is TracedArray:
+            if is_traced(data):
                 DATA.__set__(tensor, plain(data))
             grad = GRAD.__get__(tensor, Tensor)
-            if type(grad) is TracedArray:
+            if is_traced(grad):
                 GRAD.__set__(tensor, plain(grad))
         self._tensors.clear()
 
@@ -309,7 +310,7 @@ class Capture(Tracer):
                 )
             inner = self._output_template(DATA.__get__(tree, Tensor))
             return AsTensor(inner) if type(inner) is Value else inner
-        if type(tree) is TracedArray or type(tree) is np.ndarray:
+        if is_traced(tree) or type(tree) is np.ndarray or _device_array(tree):
             return self._value_of(tree)
         if isinstance(tree, tuple | list):
             return type(tree)(self._output_template(x) for x in tree)
@@ -322,11 +323,16 @@ def _plain_result(tree: Any) -> Any:
     """The traced call's result as an eager call returns it: plain arrays, detached tensors."""
     if isinstance(tree, Tensor):
         data = DATA.__get__(tree, Tensor)
-        return Tensor(plain(data) if type(data) is TracedArray else data)
-    if type(tree) is TracedArray:
+        return Tensor(plain(data) if is_traced(data) else data)
+    if is_traced(tree):
         return plain(tree)
     if isinstance(tree, tuple | list):
         return type(tree)(_plain_result(x) for x in tree)
     if isinstance(tree, dict):
         return {k: _plain_result(v) for k, v in tree.items()}
     return tree
+
+
+def _device_array(x: Any) -> bool:
+    """An array of a device backend (not a host array, not a traced one)."""
+    return not isinstance(x, np.ndarray) and not is_traced(x) and is_array(x)

@@ -20,7 +20,7 @@ import numpy as np
 
 from sadl._compile.ir import AsTensor, Graph, Node, Value, iter_values
 from sadl._engine import new_tensor
-from sadl.random import default_generator
+from sadl.random import default_generator, generator
 
 __all__ = ["GuardFailedError", "Program", "StaleTraceError", "generate"]
 
@@ -58,6 +58,7 @@ class _Emitter:
             "_asarray": _asarray,
             "_tensor": new_tensor,
             "_default_generator": default_generator,
+            "_generator": generator,
             "Stale": StaleTraceError,
             "GuardFailed": GuardFailedError,
         }
@@ -184,8 +185,11 @@ def _statements(node: Node, index: int, em: _Emitter, names: dict[int, str]) -> 
     if kind == "call" or kind == "draw":
         first = ""
         if kind == "draw":
-            gen = node.meta["generator"]
-            first = "_default_generator()" if gen is None else em.ref(gen, "g")
+            gen, where = node.meta["generator"], node.meta.get("device")
+            if where is not None:  # the device's generator of the moment (manual_seed renews it)
+                first = f"_generator({em.ref(where, 'd')})"
+            else:
+                first = "_default_generator()" if gen is None else em.ref(gen, "g")
         return _assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)
     if kind == "guard":
         source = node.meta["source"]

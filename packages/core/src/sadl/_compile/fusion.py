@@ -38,6 +38,8 @@ def _eligible(node: Node) -> bool:
     key = node.key
     if node.kind != "call" or not isinstance(key, tuple) or key[1] != "__call__":
         return False
+    if any(v.storage.device is not None for v in (*node.reads, *node.outputs, *node.writes)):
+        return False  # blocks sized for a CPU cache; a device runs the chain as it is
     ufunc = key[0]
     if ufunc.signature is not None or ufunc.nout != 1 or set(node.kwargs) - {"out"}:
         return False

@@ -45,9 +45,10 @@ class Storage:
     (allocated by a node of the graph). ``const`` says the contents are known while compiling
     (they depend on no input, parameter or random draw); ``escapes`` that a value of it is handed
     out (returned, stored as a gradient), so its memory must be fresh on every call.
+    ``device`` is the ``sadl.backends.Device`` the memory lives on, None on the host (NumPy).
     """
 
-    __slots__ = ("const", "dynamic", "escapes", "index", "kind", "nonconst_read", "root")
+    __slots__ = ("const", "device", "dynamic", "escapes", "index", "kind", "nonconst_read", "root")
 
     def __init__(self, index: int, kind: str, const: bool) -> None:
         self.index = index
@@ -57,9 +58,11 @@ class Storage:
         self.dynamic = False  #: some value's shape depends on data (boolean indexing)
         self.nonconst_read = False  #: read by a node that is not constant (tracing bookkeeping)
         self.root: Value | None = None  #: the value that spans the whole storage, if any
+        self.device: Any = None  #: where the memory lives (a Device); None: the host
 
     def __repr__(self) -> str:
-        return f"<storage {self.index} {self.kind}{' const' if self.const else ''}>"
+        where = "" if self.device is None else f" on {self.device}"
+        return f"<storage {self.index} {self.kind}{' const' if self.const else ''}{where}>"
 
 
 class Value:
@@ -110,9 +113,10 @@ class Value:
         return math.prod(self.shape) * self.dtype.itemsize
 
     def describe(self) -> str:
-        """``float32[16, 64]``."""
+        """``float32[16, 64]`` (``float32[16, 64]@cuda:0`` on a device)."""
         dims = ", ".join(str(n) for n in self.shape)
-        return f"{self.dtype}[{dims}]"
+        where = self.storage.device
+        return f"{self.dtype}[{dims}]" + ("" if where is None else f"@{where}")
 
     def __repr__(self) -> str:
         return f"%{self.index}"

@@ -11,6 +11,10 @@ captured arrays are computed once, while compiling.
 Arrays that leave the call (returned, stored as ``.grad``), arrays whose shape depends on data
 and arrays of calls without an ``out=`` stay fresh allocations, released as early as possible.
 The result is bit for bit the same: NumPy computes ``f(x, out=buf)`` exactly as ``f(x)``.
+
+On a device the plan is the same, with buffers allocated on the device of the arrays they
+replace (a buffer is only shared between arrays of one device) and copies made with the
+backend's own ``copyto``; calls are known by their NumPy ``key`` (``sadl._compile.device``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from sadl._compile.ir import Graph, Node, Storage, Value, iter_values
+from sadl.backends import array_module, to_device
 
 __all__ = ["memory_plan", "plan_stats"]
 
@@ -61,6 +66,9 @@ _OUT_FUNCS: frozenset[Any] = frozenset(
 )
 
 
+#: Functions whose ``out=`` only NumPy has (CuPy's einsum takes none).
+_HOST_ONLY_OUT: frozenset[Any] = frozenset({np.einsum})
+
 #: Constructors whose array is just memory (np.empty) or memory filled with a constant.
 _EMPTY: frozenset[Any] = frozenset({np.empty, np.empty_like})
 _FILLED: dict[Any, int] = {np.zeros: 0, np.zeros_like: 0, np.ones: 1, np.ones_like: 1}
@@ -81,14 +89,16 @@ def writes_into(node: Node) -> str | None:
         ufunc, method = key
         ok = method in ("__call__", "reduce", "accumulate") and ufunc.nout == 1
         return "out" if ok else None
-    func = node.func
-    if func in _OUT_FUNCS or node.meta.get("accepts_out"):
-        return "out"
-    if func in _EMPTY:
+    on_device = node.outputs[0].storage.device is not None
+    if key in _OUT_FUNCS or node.meta.get("accepts_out"):
+        return None if on_device and key in _HOST_ONLY_OUT else "out"
+    if key in _EMPTY:
         return "empty"
-    if func in _FILLED and not node.kwargs.get("fill_value"):
+    if key in _FILLED and not node.kwargs.get("fill_value"):
         return "fill"
-    if func in _COPIES and node.args and type(node.args[0]) is Value:
+    if key in _COPIES and node.args and type(node.args[0]) is Value:
+        if node.args[0].storage.device != node.outputs[0].storage.device:
+            return None  # a copy between the host and a device: made by the transfer
         order = node.kwargs.get("order", "K")
         return "copy" if order in ("K", "A", "C") or node.outputs[0].strides else None
     return None
@@ -103,13 +113,14 @@ def _rewrite(node: Node, how: str, buffer: Any) -> bool:
         return False
     out = node.outputs[0]
     if how == "fill":
-        args: tuple[Any, ...] = (buffer, _FILLED[node.func])
+        args: tuple[Any, ...] = (buffer, _FILLED[node.key])
         kwargs: dict[str, Any] = {}
         node.reads = ()
     else:  # copy: np.copyto converts like astype / np.array do
         args, kwargs = (buffer, node.args[0]), {"casting": "unsafe"}
         node.reads = (node.args[0],)
-    node.func = node.key = np.copyto
+    node.key = np.copyto
+    node.func = array_module(buffer).copyto  # the device's own copyto for a device buffer
     node.label = "copyto"
     node.args, node.kwargs = args, kwargs
     node.outputs, node.writes = (), (out,)
@@ -139,7 +150,14 @@ def _dense_layout(v: Value) -> tuple[int, ...] | None:
     return tuple(order)
 
 
-def _allocate(nbytes: int) -> Any:
+def _allocate(nbytes: int, device: Any) -> Any:
+    """``nbytes`` of memory on ``device`` (None: the host, aligned to a cache line).
+
+    A device buffer is made by copying host memory there once, the one way every backend
+    offers to make an array on a given device.
+    """
+    if device is not None:
+        return to_device(np.zeros(nbytes, np.uint8), device)
     raw = np.empty(nbytes + _ALIGN, np.uint8)
     start = (-raw.ctypes.data) % _ALIGN
     return raw[start : start + nbytes]
@@ -156,10 +174,11 @@ def _view(raw: Any, v: Value, order: tuple[int, ...]) -> Any:
 class _Slot:
     """One buffer of the plan: its size and the arrays that take turns in it."""
 
-    __slots__ = ("capacity", "current", "free_at", "raw", "values")
+    __slots__ = ("capacity", "current", "device", "free_at", "raw", "values")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, device: Any) -> None:
         self.capacity = capacity
+        self.device = device  #: where the buffer lives (None: the host)
         self.free_at = -1  # index of the node after which the slot is free (-1: in use)
         self.current: Storage | None = None
         self.values: list[tuple[Value, tuple[int, ...]]] = []
@@ -208,7 +227,9 @@ def memory_plan(graph: Graph, context: Any) -> None:
             order = _dense_layout(v)
             if _plannable(v, node) and order is not None:
                 rewrites.append((node, how))
-                slot = _reuse_in_place(node, v, owner, last, i) or _best_fit(slots, v.nbytes, i)
+                slot = _reuse_in_place(node, v, owner, last, i) or _best_fit(
+                    slots, v.nbytes, i, v.storage.device
+                )
                 slot.values.append((v, order))
                 slot.free_at = -1
                 slot.current = v.storage
@@ -222,7 +243,7 @@ def memory_plan(graph: Graph, context: Any) -> None:
             if held is not None and last.get(storage) == i and held.current is storage:
                 held.free_at = i
     for slot in slots:
-        slot.raw = _allocate(slot.capacity)
+        slot.raw = _allocate(slot.capacity, slot.device)
         for v, order in slot.values:
             v.array = _view(slot.raw, v, order)
     dropped = {id(node) for node, how in rewrites if not _rewrite(node, how, node.outputs[0].array)}
@@ -248,6 +269,7 @@ def _reuse_in_place(
         s = operand.storage
         if (
             s in owner
+            and s.device == v.storage.device
             and last.get(s) == i
             and s.root is operand
             and operand.shape == v.shape
@@ -261,8 +283,8 @@ def _reuse_in_place(
     return None
 
 
-def _best_fit(slots: list[_Slot], nbytes: int, i: int) -> _Slot:
-    free = [s for s in slots if 0 <= s.free_at < i]
+def _best_fit(slots: list[_Slot], nbytes: int, i: int, device: Any) -> _Slot:
+    free = [s for s in slots if 0 <= s.free_at < i and s.device == device]
     fitting = [s for s in free if s.capacity >= nbytes]
     if fitting:
         return min(fitting, key=lambda s: s.capacity)
@@ -270,7 +292,7 @@ def _best_fit(slots: list[_Slot], nbytes: int, i: int) -> _Slot:
         slot = max(free, key=lambda s: s.capacity)
         slot.capacity = nbytes  # grown: nothing is allocated before the plan is complete
         return slot
-    return _Slot(nbytes)
+    return _Slot(nbytes, device)
 
 
 def _hoist_views(graph: Graph) -> int:

@@ -11,7 +11,9 @@ group's current hyperparameters (learning-rate schedules stay live), and the per
 (step counts) and version counters are brought up to date, as an eager ``step()`` leaves them.
 
 A group is left per-parameter when its parameters differ in dtype or device, a gradient is
-missing, or their states differ (a parameter added later, an AMSGrad buffer on some only).
+missing, or their states differ (a parameter added later, an AMSGrad buffer on some only). On a
+device the flat buffers live on the parameters' device and the backend's own functions gather
+the gradients.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from sadl._compile.ir import Graph, Node
 from sadl._engine import new_tensor
+from sadl.backends import CPU, array_module, device_of, to_device
 
 __all__ = ["FlatStep", "flat_optimizer"]
 
@@ -38,12 +41,15 @@ class _FlatGroup:
         self.params = params
         self.states = [optimizer.state[p] for p in params]
         first = params[0].data
+        where = device_of(first)
         total = sum(p.data.size for p in params)
-        self.flat = np.empty(total, first.dtype)
-        self.grad = np.empty(total, first.dtype)
-        self.array_keys = [k for k, v in self.states[0].items() if isinstance(v, _ndarray)]
+        self.flat = _empty(total, first.dtype, where)
+        self.grad = _empty(total, first.dtype, where)
+        #: the gradients gathered into ``grad`` by the backend's own concatenate
+        self.concatenate = _concatenate if where == CPU else array_module(first).concatenate
+        self.array_keys = [k for k, v in self.states[0].items() if _is_array_like(v, first)]
         self.scalar_keys = [k for k in self.states[0] if k not in self.array_keys]
-        flats = {k: np.empty(total, self.states[0][k].dtype) for k in self.array_keys}
+        flats = {k: _empty(total, self.states[0][k].dtype, where) for k in self.array_keys}
         offset = 0
         for p, state in zip(params, self.states):
             n = p.data.size
@@ -61,27 +67,42 @@ class _FlatGroup:
         self.grads_of = tuple(params)
 
 
+def _empty(n: int, dtype: Any, where: Any) -> Any:
+    """An uninitialized 1-d array of ``n`` elements on device ``where``."""
+    if where == CPU:
+        return np.empty(n, dtype)
+    return to_device(np.empty(n, dtype), where)  # every backend can make one on a given device
+
+
+def _is_array_like(value: Any, data: Any) -> bool:
+    """An array like the parameter ``data`` (a moment buffer, not a step count)."""
+    return isinstance(value, _ndarray) if type(data) is _ndarray else type(value) is type(data)
+
+
 def _flattenable(optimizer: Any, params: list[Any]) -> bool:
-    """All parameters alike (dtype, backend, contiguous) with matching optimizer states."""
+    """All parameters alike (dtype, array class, device, contiguous) with matching states."""
     if len(params) < 2:
         return False
     first = params[0].data
+    kind, where = type(first), device_of(first)
+    if kind is not _ndarray and (where == CPU or any(device_of(p.data) != where for p in params)):
+        return False  # on the host only plain ndarrays; on a device, all on one device
     states = [optimizer.state.get(p) for p in params]
     if not states[0]:
         return False
     keys = set(states[0])
     for p, state in zip(params, states):
         data = p.data
-        if type(data) is not _ndarray or data.dtype != first.dtype or not data.flags.c_contiguous:
+        if type(data) is not kind or data.dtype != first.dtype or not data.flags.c_contiguous:
             return False
         if not state or set(state) != keys:
             return False
         for k, v in state.items():
             ref = states[0][k]
-            if isinstance(v, _ndarray):
+            if _is_array_like(v, data):
                 if v.shape != data.shape or v.dtype != ref.dtype:
                     return False
-            elif isinstance(ref, _ndarray) or v != ref:
+            elif _is_array_like(ref, data) or v != ref:
                 return False
     return True
 
@@ -108,7 +129,7 @@ class FlatStep:
         opt = self.optimizer
         update = opt.update
         for fg in self.flat:
-            _concatenate([p.grad.reshape(-1) for p in fg.params], out=fg.grad)
+            fg.concatenate([p.grad.reshape(-1) for p in fg.params], out=fg.grad)
             update(fg.param, fg.grad, fg.state, fg.group)
             state = fg.state
             for st in fg.states:

@@ -6,7 +6,10 @@
 * ``Optimizer.step`` asks the tracer, which records one optimizer node.
 * NumPy's array constructors (``np.zeros``, ``np.asarray`` ...), which take no array to dispatch
   on, are wrapped so a buffer made inside the function is part of the graph.
-* sadl's generators report their draws (``sadl.random.install_draw_observer``).
+* sadl's generators report their draws (``sadl.random.install_draw_observer``), the CPU's and
+  each device's.
+* Copies between the host and a device report themselves
+  (``sadl.backends.install_transfer_observer``): a copy is a call of the graph.
 
 Everything is installed for the duration of one trace, process-wide but acting only in the
 tracing thread (others see the original behaviour); traces run one at a time.
@@ -23,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from sadl import backends
 from sadl import random as sadl_random
 from sadl._compile.capture import DATA, GRAD, Capture
-from sadl._compile.traced import ACTIVE, TracedArray
+from sadl._compile.traced import ACTIVE, is_traced
 from sadl._module import Function
 from sadl._optimizer import Optimizer
 from sadl._tensor import Tensor
@@ -52,7 +56,7 @@ def _capture() -> Capture | None:
 def _get_data(tensor: Tensor) -> Any:
     data = DATA.__get__(tensor, Tensor)
     capture = _capture()
-    if capture is None or type(data) is TracedArray:
+    if capture is None or is_traced(data):
         return data
     return capture.read_data(tensor, data)
 
@@ -106,9 +110,20 @@ def _step(self: Any, closure: Any = None) -> Any:
 def _observe_draw(generator: Any, method: str, args: Any, kwargs: Any) -> Any:
     capture = _capture()
     if capture is None:
+        on_device = sadl_random._observed_device_generator(generator)
+        if on_device is not None:
+            return getattr(on_device[0], method)(*args, **kwargs)
         return getattr(np.random.Generator, method)(generator, *args, **kwargs)
     default = generator is sadl_random.default_generator()
     return capture.draw(generator, default, method, args, kwargs)
+
+
+def _observe_transfer(copy: Any, data: Any, args: tuple[Any, ...]) -> Any:
+    capture = _capture()
+    if capture is None or capture.busy:  # not tracing, or inside a recorded call
+        return copy(data, *args)
+    label = getattr(copy, "__name__", "copy").lstrip("_")
+    return capture.call(copy, copy, (data, *args), {}, label)
 
 
 def _recording(name: str, original: Any) -> Any:
@@ -142,10 +157,12 @@ def tracing(capture: Capture) -> Iterator[None]:
             for name, original in saved_numpy.items():
                 setattr(np, name, _recording(name, original))
             sadl_random.install_draw_observer(_observe_draw)
+            backends.install_transfer_observer(_observe_transfer)
             ACTIVE.tracer = capture
             yield
         finally:
             ACTIVE.tracer = None
+            backends.install_transfer_observer(None)
             sadl_random.install_draw_observer(None)
             for name, original in saved_numpy.items():
                 setattr(np, name, original)

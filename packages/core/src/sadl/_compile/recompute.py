@@ -47,7 +47,9 @@ class _Numbering:
         n = self.numbers.get(v.index)
         if n is None:
             array = v.array
-            if v.storage.const and array is not None and array.nbytes <= _CONTENT_LIMIT:
+            # host constants only: reading a device array's bytes would copy it to the host
+            host = v.storage.device is None
+            if v.storage.const and host and array is not None and array.nbytes <= _CONTENT_LIMIT:
                 content = ("const", array.dtype.str, array.shape, array.strides, array.tobytes())
                 n = ("const", self.intern(content))
             else:

@@ -1,5 +1,8 @@
 """What the tracer must know about NumPy functions: which write into their arguments, which only
 look at shapes, which return data-dependent shapes, which return plain metadata.
+
+Calls are known by their *key*: the NumPy function, ufunc method or ndarray method they stand
+for, whatever runs on replay (a device backend's own function records NumPy's as its key).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from sadl._compile.ir import Value, iter_values
 from sadl._compile.traced import WRITING_METHODS
 from sadl._engine import is_tensor
 
-__all__ = ["METADATA", "SHAPE_ONLY", "dynamic_shape", "is_tensor", "written"]
+__all__ = ["METADATA", "SHAPE_ONLY", "dynamic_shape", "has_tensor", "is_tensor", "written"]
 
 _ndarray = np.ndarray
 
@@ -59,10 +62,8 @@ _DYNAMIC = frozenset(
 )
 
 
-def written(
-    func: Any, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Value, ...]:
-    """The values (leaves of the templates) whose memory the call writes into."""
+def written(key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Value, ...]:
+    """The values (leaves of the templates) whose memory the call ``key`` writes into."""
     found: list[Value] = []
     out = kwargs.get("out")
     if out is not None:
@@ -70,19 +71,33 @@ def written(
     first = args[0] if args and type(args[0]) is Value else None
     if first is not None:
         ufunc_at = isinstance(key, tuple) and key[1] == "at"
-        writer = func in WRITING_METHODS or func in _WRITERS
-        swapped = func is _ndarray.byteswap and kwargs.get("inplace", args[1:2] == (True,))
+        writer = key in WRITING_METHODS or key in _WRITERS
+        swapped = key is _ndarray.byteswap and kwargs.get("inplace", args[1:2] == (True,))
         if ufunc_at or writer or swapped:
             found.append(first)
     return tuple(dict.fromkeys(found))
 
 
-def dynamic_shape(func: Any, key: Any, reads: list[Value]) -> bool:
+def dynamic_shape(key: Any, reads: list[Value]) -> bool:
     """Whether the call's result has a shape that depends on the values it reads."""
-    if func in _DYNAMIC:
+    if isinstance(key, tuple):
+        return False
+    if key in _DYNAMIC:
         return True
-    if func is _ndarray.__getitem__:
+    if key is _ndarray.__getitem__:
         return any(v.dtype == np.bool_ and v.shape for v in reads[1:])
-    if func is np.where:
+    if key is np.where:
         return len(reads) == 1
+    return False
+
+
+def has_tensor(items: Any) -> bool:
+    """Whether a Tensor is among ``items`` (or inside a list or tuple among them)."""
+    if not isinstance(items, tuple | list):
+        items = (items,)
+    for item in items:
+        if is_tensor(item):
+            return True
+        if isinstance(item, tuple | list) and any(is_tensor(x) for x in item):
+            return True
     return False

@@ -1,4 +1,7 @@
-"""``TracedArray``: an ndarray whose every NumPy call the tracer sees, and whose values it guards.
+"""Traced arrays: arrays whose every call the tracer sees, and whose values it guards.
+
+``TracedArray`` stands for a NumPy array, ``TracedDeviceArray`` for an array of a device backend
+(CuPy, the strict stand-in, any registered one).
 
 While a function is traced, each array it touches is replaced by a ``TracedArray`` view of the
 same memory. NumPy hands any ufunc or function call involving one to ``__array_ufunc__`` /
@@ -8,7 +11,13 @@ records each call (with its real result: tracing runs the function for real). Co
 Python value (``bool(a)``, ``a.item()``, ``float(a)``) asks the tracer, which refuses when the value
 depends on the inputs (the replay could not reproduce the Python that used it).
 
-Outside a trace (an array that outlived its trace) a ``TracedArray`` behaves like a plain ndarray.
+A device array's class belongs to its library, so it cannot be subclassed the same way: a
+``TracedDeviceArray`` wraps it instead. It has the device array's attributes; NumPy's protocols
+bring ufuncs and functions to it, its operators are those ufuncs (``NDArrayOperatorsMixin``), its
+methods are recorded as calls of the device class's own methods, and ``array_module`` of one
+(``sadl.backends``) is a recording module (``sadl._compile.device``).
+
+Outside a trace (an array that outlived its trace) a traced array behaves like its plain array.
 """
 
 from __future__ import annotations
@@ -19,11 +28,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 if TYPE_CHECKING:
     from sadl._compile.tracer import Tracer
 
-__all__ = ["ACTIVE", "TracedArray", "plain", "unwrap_plain"]
+__all__ = ["ACTIVE", "TracedArray", "TracedDeviceArray", "is_traced", "plain", "unwrap_plain"]
 
 
 class _Active(threading.local):
@@ -36,15 +46,22 @@ ACTIVE = _Active()
 _ndarray = np.ndarray
 
 
-def plain(x: TracedArray) -> np.ndarray[Any, Any]:
-    """The plain ndarray behind a ``TracedArray`` (same memory)."""
+def plain(x: Any) -> Any:
+    """The plain array behind a traced array (same memory)."""
     p = x._p
     return p if p is not None else _ndarray.view(x, _ndarray)
 
 
+def is_traced(x: Any) -> bool:
+    """Whether ``x`` is a traced array (of the host or of a device)."""
+    kind = type(x)
+    return kind is TracedArray or kind is TracedDeviceArray
+
+
 def unwrap_plain(tree: Any) -> Any:
-    """``tree`` with every ``TracedArray`` replaced by its plain array (for untraced calls)."""
-    if type(tree) is TracedArray:
+    """``tree`` with every traced array replaced by its plain array (for untraced calls)."""
+    kind = type(tree)
+    if kind is TracedArray or kind is TracedDeviceArray:
         return plain(tree)
     if isinstance(tree, tuple):
         return tuple(unwrap_plain(x) for x in tree)
@@ -55,7 +72,7 @@ def unwrap_plain(tree: Any) -> Any:
     return tree
 
 
-def _tracer_for(x: TracedArray) -> Tracer | None:
+def _tracer_for(x: Any) -> Tracer | None:
     """The active tracer if ``x`` belongs to it (an array of another trace is a plain array)."""
     tracer = ACTIVE.tracer
     if tracer is None or x._v is None or not tracer.owns(x._v):
@@ -173,18 +190,21 @@ class TracedArray(np.ndarray):  # type: ignore[type-arg]
         return str(plain(self))
 
 
-def _host_read(x: TracedArray, what: str, convert: Callable[[Any], Any]) -> Any:
+def _host_read(x: Any, what: str, convert: Callable[[Any], Any]) -> Any:
     tracer = _tracer_for(x)
     if tracer is None:
         return convert(plain(x))
     return tracer.host_read(x, what, convert)
 
 
-def _call_method(self: Any, func: Any, args: tuple[Any, ...], kwargs: Any, label: str) -> Any:
+def _call_method(
+    self: Any, func: Any, args: tuple[Any, ...], kwargs: Any, label: str, key: Any = None
+) -> Any:
+    """``func(self, *args, **kwargs)``, recorded (``key``: what the passes know it as)."""
     tracer = _tracer_for(self)
     if tracer is None:
         return func(plain(self), *unwrap_plain(args), **unwrap_plain(kwargs))
-    return tracer.call(func, func, (self, *args), kwargs, label)
+    return tracer.call(func, func if key is None else key, (self, *args), kwargs, label)
 
 
 def _real(a: Any) -> Any:
@@ -226,3 +246,179 @@ def _recorded(name: str) -> Callable[..., Any]:
 
 for _name in RECORDED_METHODS:
     setattr(TracedArray, _name, _recorded(_name))
+
+
+class TracedDeviceArray(NDArrayOperatorsMixin):
+    """A device array whose calls are recorded by the active tracer (its stand-in while tracing)."""
+
+    __slots__ = ("__weakref__", "_p", "_v")
+
+    def __init__(self, array: Any, value: Any) -> None:
+        self._p = array  #: the device array
+        self._v = value  #: the IR value it is
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        tracer = ACTIVE.tracer
+        if tracer is None:
+            return getattr(ufunc, method)(*unwrap_plain(inputs), **unwrap_plain(kwargs))
+        return tracer.device_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        tracer = ACTIVE.tracer
+        if tracer is None:
+            return func(*unwrap_plain(args), **unwrap_plain(kwargs))
+        return tracer.device_function(func, args, kwargs)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return self._p.__array__(dtype)  # refused as the device array refuses it (CuPy)
+
+    # ------------------------------------------------------------ what the device array says
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The device array's shape."""
+        return tuple(self._p.shape)
+
+    @property
+    def dtype(self) -> Any:
+        """The device array's dtype."""
+        return self._p.dtype
+
+    @property
+    def ndim(self) -> int:
+        """The device array's number of axes."""
+        return int(self._p.ndim)
+
+    @property
+    def size(self) -> int:
+        """The device array's number of elements."""
+        return int(self._p.size)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return int(self._p.itemsize)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements."""
+        return int(self._p.nbytes)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The device array's strides (bytes)."""
+        return tuple(self._p.strides)
+
+    @property
+    def flags(self) -> Any:
+        """The device array's flags."""
+        return self._p.flags
+
+    @property
+    def device(self) -> Any:
+        """The device array's device (the library's own object)."""
+        return self._p.device
+
+    @property
+    def base(self) -> Any:
+        """The traced array owning this memory, as the device array's ``base`` names it."""
+        tracer = _tracer_for(self)
+        p = self._p.base
+        if tracer is None or p is None:
+            return p
+        return tracer.traced_base(self, p)
+
+    @property
+    def T(self) -> Any:
+        """The transpose (recorded)."""
+        return _call_method(self, _transposed, (), {}, "T")
+
+    @property
+    def mT(self) -> Any:
+        """The last two axes swapped (recorded)."""
+        return _call_method(self, _swapped, (), {}, "mT")
+
+    @property
+    def real(self) -> Any:
+        """The real part (recorded)."""
+        return _call_method(self, _REAL, (), {}, "real")
+
+    @property
+    def imag(self) -> Any:
+        """The imaginary part (recorded)."""
+        return _call_method(self, _IMAG, (), {}, "imag")
+
+    def __getattr__(self, name: str) -> Any:
+        """Any other method of the device array, recorded; other attributes as they are."""
+        found = getattr(self._p, name)
+        if not callable(found):
+            return found
+        method = getattr(type(self._p), name)
+        key = getattr(_ndarray, name, method)  # what the passes know it as (np.ndarray.sum)
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            return _call_method(self, method, args, kwargs, name, key)
+
+        recorded.__name__ = name
+        return recorded
+
+    def __getitem__(self, key: Any) -> Any:
+        return _call_method(self, type(self._p).__getitem__, (key,), {}, "__getitem__", _GETITEM)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        method = type(self._p).__setitem__
+        _call_method(self, method, (key, value), {}, "__setitem__", _SETITEM)
+
+    # ------------------------------------------------------------ values read into Python
+    def __bool__(self) -> bool:
+        return bool(_host_read(self, "bool", lambda p: bool(p)))
+
+    def __int__(self) -> int:
+        return int(_host_read(self, "int", int))
+
+    def __float__(self) -> float:
+        return float(_host_read(self, "float", float))
+
+    def __complex__(self) -> complex:
+        return complex(_host_read(self, "complex", complex))
+
+    def item(self, *args: Any) -> Any:
+        """The element as a Python number (refused when it depends on the inputs)."""
+        return _host_read(self, "item", lambda p: p.item(*args))
+
+    def tolist(self) -> Any:
+        """The elements as Python lists (refused when they depend on the inputs)."""
+        return _host_read(self, "tolist", lambda p: p.tolist())
+
+    def tobytes(self, order: Any = "C") -> bytes:
+        """The raw bytes (refused when they depend on the inputs)."""
+        return bytes(_host_read(self, "tobytes", lambda p: p.tobytes(order)))
+
+    def __len__(self) -> int:
+        return len(self._p)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __copy__(self) -> Any:
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.copy()
+
+    def __repr__(self) -> str:
+        return repr(self._p)
+
+    def __str__(self) -> str:
+        return str(self._p)
+
+
+def _transposed(a: Any) -> Any:
+    return a.T
+
+
+def _swapped(a: Any) -> Any:
+    return a.mT
+
+
+_GETITEM, _SETITEM = _ndarray.__getitem__, _ndarray.__setitem__

@@ -6,9 +6,11 @@ read, which it wrote in place and which it returned, and whether its result is *
 (computed from nothing that changes between calls: those calls are folded away). Memory is
 tracked per :class:`~sadl._compile.ir.Storage`: a view shares the storage of its base.
 
-The tracer is driven from three sides: :class:`~sadl._compile.traced.TracedArray` (NumPy calls),
+The tracer is driven from three sides: the traced arrays (``sadl._compile.traced``: NumPy calls
+on host arrays; ``sadl._compile.device``: calls on device arrays and their array module),
 ``sadl._compile.patches`` (tensor attributes, modules' training flags, optimizer steps, random
-draws, NumPy's array constructors) and ``sadl._compile.api`` (arguments in, results out).
+draws, host/device copies, NumPy's array constructors) and ``sadl._compile.api`` (arguments in,
+results out). A storage records the device its memory lives on (None: the host).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from sadl._compile import rules
+from sadl import backends
+from sadl._compile import device, rules
 from sadl._compile.ir import Node, Storage, Value
-from sadl._compile.traced import TracedArray, plain, unwrap_plain
+from sadl._compile.traced import TracedArray, TracedDeviceArray, plain, unwrap_plain
 from sadl._compile.where import caller, source_line
 from sadl._errors import CompileError
+from sadl.random import _observed_device_generator
 
 __all__ = ["Tracer"]
 
@@ -34,9 +38,24 @@ _asarray = np.asarray  # the original: NumPy's constructors are wrapped while tr
 
 def root_of(array: Any) -> Any:
     """The array that owns ``array``'s memory (following ``.base`` through views)."""
-    while isinstance(array.base, _ndarray):
+    if isinstance(array, _ndarray):
+        while isinstance(array.base, _ndarray):
+            array = array.base
+        return array
+    kind = type(array)  # a device array: its base is a device array of its class, or None
+    while type(array.base) is kind:
         array = array.base
     return array
+
+
+def _read_only(array: Any) -> bool:
+    """A host array that cannot be written (device arrays always can)."""
+    return isinstance(array, _ndarray) and not array.flags.writeable
+
+
+def _is_result_array(result: Any) -> bool:
+    """An array (of any backend) or a NumPy scalar: what a recorded call may return."""
+    return isinstance(result, _ndarray | np.generic) or backends.is_array(result)
 
 
 class Tracer:
@@ -51,6 +70,7 @@ class Tracer:
         self._roots: dict[int, tuple[Any, Storage]] = {}  # id(root array) -> (weakref, storage)
         self._known: dict[int, tuple[Any, Value]] = {}  # id(plain array) -> (array, value)
         self._storage_values: dict[int, list[Value]] = {}
+        self._modules: dict[int, device.RecordingModule] = {}  # id(array module) -> recording
         self.irreversible: Node | None = None  #: the first effect a fallback could not undo
         self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
 
@@ -67,6 +87,8 @@ class Tracer:
         if hit is not None and hit[0]() is root:
             return hit[1], False
         storage = Storage(len(self.storages), kind, const)
+        if not isinstance(root, _ndarray):
+            storage.device = backends.device_of(root)
         self.storages.append(storage)
         self._storage_values[storage.index] = []
         key = id(root)
@@ -92,21 +114,34 @@ class Tracer:
             storage.root = value
         return value
 
-    def wrap(self, array: Any, value: Value) -> TracedArray:
-        """A ``TracedArray`` view of ``array`` that stands for ``value``."""
-        traced = _ndarray.view(array, TracedArray)
-        traced._p = array
-        traced._v = value
+    def wrap(self, array: Any, value: Value) -> Any:
+        """A traced array standing for ``value``: a ``TracedArray`` view of a host array, a
+        ``TracedDeviceArray`` around a device array.
+        """
+        traced: Any
+        if isinstance(array, _ndarray):
+            traced = _ndarray.view(array, TracedArray)
+            traced._p = array
+            traced._v = value
+        else:
+            traced = TracedDeviceArray(array, value)
         self._traced[value.index] = weakref.ref(traced)
         return traced
 
-    def traced_of(self, value: Value, array: Any) -> TracedArray:
+    def recording_module(self, module: Any) -> device.RecordingModule:
+        """The recording stand-in for a device backend's array module (one per module)."""
+        found = self._modules.get(id(module))
+        if found is None:
+            found = self._modules[id(module)] = device.RecordingModule(module, self)
+        return found
+
+    def traced_of(self, value: Value, array: Any) -> Any:
         """The live ``TracedArray`` of ``value`` (a new view of ``array`` if it was dropped)."""
         ref = self._traced.get(value.index)
         found = ref() if ref is not None else None
         return found if found is not None else self.wrap(array, value)
 
-    def traced_base(self, traced: TracedArray, base: Any) -> Any:
+    def traced_base(self, traced: Any, base: Any) -> Any:
         """``traced.base``, as the traced array of the owner when the trace knows it."""
         hit = self._known.get(id(base))
         if hit is not None and hit[0] is base:
@@ -125,7 +160,7 @@ class Tracer:
         if hit is not None and hit[0] is array:
             return hit[1]
         kind = "input" if entry[0] == "arg" else "external"
-        const = entry[0] == "const" and not array.flags.writeable
+        const = entry[0] == "const" and _read_only(array)
         storage, _ = self._storage(array, kind, const)
         value = self._value(array, storage, None, entry)
         value.name = name
@@ -169,6 +204,19 @@ class Tracer:
             return self._unwrap(tree.data, reads, plains)
         if isinstance(tree, _ndarray):  # another ndarray subclass: its plain view
             return self._unwrap(_ndarray.view(tree, _ndarray), reads, plains)
+        if kind is TracedDeviceArray:
+            value = tree._v
+            p = tree._p
+            if not self.owns(value):
+                value = self.external(p, ("const", p))
+            reads.append(value)
+            plains.append(p)
+            return p, value
+        if backends.is_array(tree):  # a device array made outside the trace
+            value = self.external(tree, ("const", tree))
+            reads.append(value)
+            plains.append(tree)
+            return tree, value
         return tree, tree
 
     def ufunc(self, ufunc: np.ufunc, method: str, inputs: Any, kwargs: Any) -> Any:
@@ -176,7 +224,7 @@ class Tracer:
 
         A call that also involves a Tensor is the Tensor's to handle (NumPy then asks it).
         """
-        if _has_tensor(inputs) or _has_tensor(kwargs.get("out", ())):
+        if rules.has_tensor(inputs) or rules.has_tensor(kwargs.get("out", ())):
             return NotImplemented
         func = ufunc if method == "__call__" else getattr(ufunc, method)
         label = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
@@ -184,22 +232,33 @@ class Tracer:
 
     def function(self, func: Any, args: Any, kwargs: Any) -> Any:
         """``TracedArray.__array_function__``: record ``func(*args, **kwargs)``."""
-        if _has_tensor(args) or _has_tensor(tuple(kwargs.values())):
+        if rules.has_tensor(args) or rules.has_tensor(tuple(kwargs.values())):
             return NotImplemented
         if func in rules.METADATA:
             return func(*unwrap_plain(args), **unwrap_plain(kwargs))
         return self.call(func, func, args, kwargs, getattr(func, "__name__", repr(func)))
 
+    def device_ufunc(self, ufunc: np.ufunc, method: str, inputs: Any, kwargs: Any) -> Any:
+        """``TracedDeviceArray.__array_ufunc__``: recorded as the backend's ufunc."""
+        return device.device_ufunc(self, ufunc, method, inputs, kwargs)
+
+    def device_function(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """``TracedDeviceArray.__array_function__``: recorded as the backend's function."""
+        return device.device_function(self, func, args, kwargs)
+
     def call(
         self, func: Any, key: Any, args: Any, kwargs: Any, label: str, kind: str = "call"
     ) -> Any:
-        """Run ``func`` on the plain arrays and record the call; returns traced results."""
+        """Run ``func`` on the plain arrays and record the call; returns traced results.
+
+        ``key`` is what the passes know the call as (the NumPy function it stands for).
+        """
         reads: list[Value] = []
         plains: list[Any] = []
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
         plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
-        writes = rules.written(func, key, targs, tkwargs)
-        data_reads = reads if func not in rules.SHAPE_ONLY else []
+        writes = rules.written(key, targs, tkwargs)
+        data_reads = reads if key not in rules.SHAPE_ONLY else []
         const = kind == "call" and all(v.storage.const for v in data_reads)
         self.busy += 1
         try:
@@ -212,7 +271,7 @@ class Tracer:
         node.label = label
         node.where = caller()
         node.const = const
-        if rules.dynamic_shape(func, key, reads):
+        if rules.dynamic_shape(key, reads):
             node.meta["dynamic"] = True
         for v in reads:
             if not const:
@@ -235,12 +294,10 @@ class Tracer:
             out = self._output(_asarray(result), node, plains, reads)
             out._v.scalar = True
             return out
-        if (
-            isinstance(result, tuple | list)
-            and result
-            and all(isinstance(r, _ndarray | np.generic) for r in result)
-        ):
+        if isinstance(result, tuple | list) and result and all(map(_is_result_array, result)):
             return type(result)(self._outputs(r, node, plains, reads) for r in result)
+        if backends.is_array(result):  # a device array
+            return self._output(result, node, plains, reads)
         if result is None or node.const:
             return result
         return self._python_value(result, node)
@@ -264,7 +321,7 @@ class Tracer:
         raise CompileError(_read_message(f"np.{node.label}(...)", node.label, tensor_level=False))
 
     # ------------------------------------------------------------------ values read into Python
-    def host_read(self, traced: TracedArray, what: str, convert: Any) -> Any:
+    def host_read(self, traced: Any, what: str, convert: Any) -> Any:
         """``bool(a)``, ``a.item()``, ``float(a)``...: allowed for constants, a guard for a
         ``bool`` of an array in op code, an error for anything else.
         """
@@ -272,7 +329,7 @@ class Tracer:
         result = convert(plain(traced))
         if value.storage.const:
             return result
-        frame = sys._getframe(3)  # host_read <- _host_read <- TracedArray.<method> <- caller
+        frame = sys._getframe(3)  # host_read <- _host_read <- Traced*Array.<method> <- caller
         tensor_level = frame.f_code.co_filename.endswith(("_tensor.py", "_methods.py"))
         if tensor_level:
             what = _TENSOR_READS.get(frame.f_code.co_name, what)
@@ -313,8 +370,15 @@ class Tracer:
         return node
 
     def draw(self, generator: Any, default: bool, method: str, args: Any, kwargs: Any) -> Any:
-        """A random draw from ``generator`` (sadl's default one when ``default``): recorded."""
-        func = getattr(np.random.Generator, method)
+        """A random draw from ``generator`` (sadl's default one when ``default``, a device's
+        generator as ``sadl.random.generator(device)`` hands it out while tracing): recorded.
+        """
+        on_device = _observed_device_generator(generator)
+        if on_device is not None:
+            generator, where = on_device
+            func = getattr(type(generator), method)
+        else:
+            func, where = getattr(np.random.Generator, method), None
         reads: list[Value] = []
         plains: list[Any] = []
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
@@ -327,8 +391,10 @@ class Tracer:
         node = Node("draw", func, None, targs, tkwargs, reads=tuple(reads))
         node.label, node.where = f"random.{method}", caller()
         node.meta.update(generator=None if default else generator, method=method)
+        if where is not None:  # drawn from the device's generator of the moment, on each call
+            node.meta.update(generator=None, device=where)
         self.nodes.append(node)
-        if not isinstance(result, _ndarray | np.generic):
+        if not _is_result_array(result):
             raise CompileError(
                 f"sadl.compile: random.{method}(...) at {source_line(node.where)} returned a "
                 "Python value; a compiled function can only replay draws of arrays (pass size=)"
@@ -345,18 +411,6 @@ _TENSOR_READS = {
     "item": "item",
     "tolist": "tolist",
 }
-
-
-def _has_tensor(items: Any) -> bool:
-    """Whether a Tensor is among ``items`` (or inside a list or tuple among them)."""
-    if not isinstance(items, tuple | list):
-        items = (items,)
-    for item in items:
-        if rules.is_tensor(item):
-            return True
-        if isinstance(item, tuple | list) and any(rules.is_tensor(x) for x in item):
-            return True
-    return False
 
 
 def _orphan_message() -> str:
