@@ -1,0 +1,202 @@
+"""sadl.compile on a device: replays match eager on the same device, bit for bit.
+
+``device`` is the device matrix's argument: "cpu", "strict" (the strict CuPy stand-in, a test-only
+backend whose arrays refuse what CuPy's refuse) and "cuda" where a GPU is. A trace records the
+backend's own functions (``cupy.matmul`` for ``np.matmul`` on a CuPy array), allocates its planned
+buffers on the device, draws from the device's generator and records host/device copies as calls.
+"""
+
+import numpy as np
+import pytest
+import sadl
+from sadl import CompileError
+
+
+class MLP(sadl.nn.Module):
+    """Two dense layers and a ReLU, from core ops only (core's tests have no sadl-layers)."""
+
+    def __init__(self, seed=0, n_in=6, n_hidden=8, n_out=3):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.w1 = sadl.Parameter(rng.standard_normal((n_in, n_hidden)).astype(np.float32) / 4)
+        self.b1 = sadl.Parameter(np.zeros(n_hidden, np.float32))
+        self.w2 = sadl.Parameter(rng.standard_normal((n_hidden, n_out)).astype(np.float32) / 4)
+        self.b2 = sadl.Parameter(np.zeros(n_out, np.float32))
+
+    def forward(self, x):
+        h = (x @ self.w1 + self.b1).relu()
+        keep = sadl.rand(*h.shape, device=h.device) >= 0.25  # a dropout mask, drawn where h is
+        return (h * keep.astype(np.float32) / 0.75) @ self.w2 + self.b2
+
+
+def data(n, seed=1, batch=5, n_in=6, n_out=3):
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal((batch, n_in)).astype(np.float32), rng.integers(0, n_out, batch))
+        for _ in range(n)
+    ]
+
+
+def host(array):
+    """A device array's values on the host (an explicit copy)."""
+    return sadl.backends.to_device(array, "cpu")
+
+
+def cross_entropy(logits, targets):
+    return -logits.log_softmax(-1).take_along_axis(targets[:, None], 1).mean()
+
+
+def test_a_compiled_forward_is_eager_on_the_device(device):
+    model = MLP().to(device)
+    compiled = sadl.compile(lambda x: model(x).detach(), fusion=False)
+    for x, _ in data(3):
+        x = sadl.tensor(x, device=device)
+        sadl.manual_seed(3)
+        expected = model(x).detach()
+        sadl.manual_seed(3)
+        got = compiled(x)
+        assert got.device == expected.device and got.device.type == device
+        assert type(got.data) is type(expected.data)
+        assert np.array_equal(got.numpy(), expected.numpy())
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 2
+    if device != "cpu":
+        assert f"@{device}:0" in str(compiled.graph)
+
+
+def train(device, make_optimizer, compiled, fusion):
+    """Four training steps on ``device``: (losses, model, optimizer, the step function)."""
+    sadl.manual_seed(0)
+    model = MLP().to(device)
+    opt = make_optimizer(model.parameters())
+
+    def step(x, y):
+        loss = cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = sadl.compile(step, fusion=fusion) if compiled else step
+    losses = []
+    for x, y in data(4):
+        loss = run(sadl.tensor(x, device=device), sadl.tensor(y, device=device))
+        assert loss.device.type == device
+        losses.append(loss.numpy().item())
+    return losses, model, opt, run
+
+
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [
+        lambda params: sadl.SGD(params, lr=0.1, momentum=0.9),
+        lambda params: sadl.Adam(params, lr=0.01, weight_decay=0.01),
+    ],
+    ids=["SGD", "Adam"],
+)
+@pytest.mark.parametrize("fusion", [False, True])
+def test_training_steps_are_eager_on_the_device(device, make_optimizer, fusion):
+    runs = [train(device, make_optimizer, compiled, fusion) for compiled in (False, True)]
+    (eager, model_e, opt_e, _), (replayed, model_c, opt_c, run) = runs
+    assert replayed == eager
+    for p, q in zip(model_e.parameters(), model_c.parameters()):
+        assert q.device.type == device
+        assert np.array_equal(p.numpy(), q.numpy())
+        assert np.array_equal(host(p.grad), host(q.grad))
+        for key, value in opt_e.state[p].items():
+            other = opt_c.state[q][key]
+            if sadl.backends.is_array(value):
+                assert np.array_equal(host(value), host(other)), key
+            else:
+                assert value == other, key
+    assert run.stats.traces == 1 and run.stats.replays == 3 and run.stats.fallbacks == 0
+    assert "(flat buffers)" in str(run.graph)
+
+
+def test_random_draws_are_fresh_from_the_device_generator_as_in_eager(device):
+    def noisy(x):
+        keep = sadl.rand(*x.shape, device=x.device) >= 0.5  # the device's generator
+        return x * keep.astype(np.float32) * 2.0
+
+    compiled = sadl.compile(noisy)
+    x = sadl.ones(64, device=device)
+    sadl.manual_seed(7)
+    eager = [noisy(x).numpy() for _ in range(4)]
+    sadl.manual_seed(7)  # a new seed renews the device's generator: replays draw from the new one
+    replayed = [compiled(x).numpy() for _ in range(4)]
+    for e, r in zip(eager, replayed):
+        assert np.array_equal(e, r)
+    assert not np.array_equal(replayed[1], replayed[2])
+    assert compiled.stats.traces == 1
+
+
+def test_a_changed_device_retraces():
+    double = sadl.compile(lambda x: (x * 2 + 1).detach())
+    values = np.arange(4, dtype=np.float32)
+    for where in ("cpu", "strict", "strict:1", "strict", "cpu"):
+        out = double(sadl.tensor(values, device=where))
+        assert out.device == sadl.backends.parse_device(where)
+        assert np.array_equal(out.numpy(), values * 2 + 1)
+    assert double.stats.traces == 3 and double.stats.replays == 2
+    assert double.stats.reasons == ["first call", "a new signature", "a new signature"]
+
+
+def test_host_device_copies_inside_the_function_behave_as_in_eager(device):
+    host = np.full(4, 3.0, np.float32)
+
+    def mixed(x):
+        y = x.to(device)  # a host-to-device copy of the argument
+        z = sadl.tensor(host, device=device)  # a copy of a host array read at each call
+        total = (y * z).sum()
+        return total.to("cpu").detach(), (y + 1).detach(), sadl.tensor(y.numpy() * 2)
+
+    compiled = sadl.compile(mixed)
+    for i in range(3):
+        host[0] = i  # the host array changes between calls: each call copies it anew
+        x = sadl.tensor(np.arange(4, dtype=np.float32) + i)
+        got, expected = compiled(x), mixed(x)
+        for g, e in zip(got, expected):
+            assert g.device == e.device
+            assert np.array_equal(g.numpy(), e.numpy())
+    assert [t.device.type for t in got] == ["cpu", device, "cpu"]
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 2
+    if device != "cpu":
+        graph = str(compiled.graph)
+        assert "from_host(" in graph and "to_host(" in graph
+
+
+def test_implicit_host_conversion_of_a_device_array_is_refused_as_in_eager():
+    x = sadl.tensor(np.arange(3.0), device="strict")
+    with pytest.raises(TypeError, match="Implicit conversion") as eager:
+        np.asarray(x.data)
+    compiled = sadl.compile(lambda t: sadl.tensor(np.asarray(t.data) * 2))
+    with pytest.raises(TypeError, match="Implicit conversion") as traced:
+        compiled(x)
+    assert str(traced.value) == str(eager.value)
+
+
+def test_errors_on_a_device_are_the_eager_ones_or_name_the_line():
+    on_device = sadl.ones(3, device="strict")
+    with pytest.raises(CompileError, match=r"\.item\(\).*test_compile_device\.py:\d+"):
+        sadl.compile(lambda t: (t.sum() * 2).item())(on_device)
+    with pytest.raises(RuntimeError, match="expected all tensors on one device") as eager:
+        sadl.ones(3) + on_device
+    with pytest.raises(RuntimeError, match="expected all tensors on one device") as traced:
+        sadl.compile(lambda a, b: (a + b).detach())(sadl.ones(3), on_device)
+    assert str(traced.value) == str(eager.value)
+
+
+def test_a_branch_on_a_device_array_in_op_code_is_a_guard(device):
+    # prod's backward rule asks `np.any(x == 0)`: on a device the guard reads a device array.
+    def grad_of_prod(x):
+        out = x.prod()
+        out.backward()
+        return out
+
+    compiled = sadl.compile(grad_of_prod)
+    for values in ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [2.0, 0.0, 3.0]):
+        xe = sadl.tensor(values, requires_grad=True, device=device)
+        xc = sadl.tensor(values, requires_grad=True, device=device)
+        assert grad_of_prod(xe).numpy() == compiled(xc).numpy()
+        assert sadl.backends.device_of(xc.grad).type == device
+        assert np.array_equal(host(xe.grad), host(xc.grad))
+    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 1
