@@ -200,3 +200,121 @@ def test_a_branch_on_a_device_array_in_op_code_is_a_guard(device):
         assert sadl.backends.device_of(xc.grad).type == device
         assert np.array_equal(host(xe.grad), host(xc.grad))
     assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 1
+
+
+class StandInGraph:
+    """What a CUDA graph does, for the stand-in: a launch runs the captured calls again on the
+    same memory (the static inputs) and leaves the results in the captured outputs.
+    """
+
+    def __init__(self, fail=False):
+        self.fail = fail
+        self.captures = self.launches = 0
+
+    def capture(self, run):
+        if self.fail:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        self.captures += 1
+        self.run = run
+        run()  # the warm-up run
+        self.outs = run()
+        return self.outs
+
+    def launch(self, before, after):
+        before()
+        for captured, fresh in zip(self.outs, self.run()):
+            captured[...] = fresh
+        self.launches += 1
+        return after()
+
+
+def dense_forward():
+    rng = np.random.default_rng(0)
+    w = sadl.Parameter(rng.standard_normal((4, 3)).astype(np.float32), device="strict")
+    b = sadl.Parameter(rng.standard_normal(3).astype(np.float32), device="strict")
+
+    def forward(x):
+        with sadl.no_grad():
+            h = (x @ w + b).relu()
+            return h, h.sum(axis=0)
+
+    return forward, w
+
+
+def test_cuda_graph_is_used_only_for_cupy_arrays():
+    forward, _ = dense_forward()
+    compiled = sadl.compile(forward, cuda_graph=True)
+    x = sadl.tensor(np.ones((5, 4), np.float32), device="strict")
+    for _ in range(2):
+        assert np.array_equal(compiled(x)[0].numpy(), forward(x)[0].numpy())
+    assert "cuda_graph: not used: the arrays are not CuPy arrays" in str(compiled.graph)
+    assert "_launch" not in compiled.source
+
+
+def test_a_cuda_graph_replay_copies_arguments_in_and_results_out(monkeypatch):
+    from sadl._compile import cudagraph  # the graph API is CuPy's; here a stand-in's
+
+    graphs = []
+    monkeypatch.setattr(
+        cudagraph, "graph_for", lambda module: graphs.append(StandInGraph()) or graphs[-1]
+    )
+    forward, w = dense_forward()
+    compiled = sadl.compile(forward, cuda_graph=True)
+    rng = np.random.default_rng(1)
+    results = []
+    for _ in range(4):
+        x = sadl.tensor(rng.standard_normal((5, 4)).astype(np.float32), device="strict")
+        got, expected = compiled(x), forward(x)
+        for g, e in zip(got, expected):
+            assert g.device == e.device and np.array_equal(g.numpy(), e.numpy())
+        results.append(got)
+    assert not np.array_equal(results[1][0].numpy(), results[2][0].numpy())  # fresh arrays
+    graph = graphs[-1]
+    assert graph.captures == 1 and graph.launches == 3
+    assert "cuda_graph: replays launch one CUDA graph" in str(compiled.graph)
+    assert "_launch(A, T)" in compiled.source
+    w.data = w.data * 2  # a replaced parameter: the checks still run, so it retraces
+    x = sadl.tensor(np.ones((5, 4), np.float32), device="strict")
+    assert np.array_equal(compiled(x)[0].numpy(), forward(x)[0].numpy())
+    assert compiled.stats.traces == 2
+
+
+def test_a_failed_cuda_graph_capture_warns_and_replays_the_calls(monkeypatch):
+    from sadl._compile import cudagraph
+
+    monkeypatch.setattr(cudagraph, "graph_for", lambda module: StandInGraph(fail=True))
+    forward, _ = dense_forward()
+    compiled = sadl.compile(forward, cuda_graph=True)
+    x = sadl.tensor(np.ones((5, 4), np.float32), device="strict")
+    compiled(x)
+    with pytest.warns(sadl.CompileWarning, match="capturing a CUDA graph .* failed"):
+        got = compiled(x)
+    assert np.array_equal(got[1].numpy(), forward(x)[1].numpy())
+    assert np.array_equal(compiled(x)[0].numpy(), forward(x)[0].numpy())
+    assert "capture failed" in str(compiled.graph)
+
+
+def test_what_a_cuda_graph_cannot_replay_is_named(monkeypatch):
+    from sadl._compile import cudagraph
+
+    monkeypatch.setattr(cudagraph, "graph_for", lambda module: StandInGraph())
+    w = sadl.Parameter(np.ones((4, 3), np.float32), device="strict")
+    opt = sadl.SGD([w], lr=0.1)
+
+    def step(x):
+        loss = (x @ w).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = sadl.ones((2, 4), device="strict")
+    for fn, reason in [
+        (step, "a set_grad node (runs Python on every replay)"),
+        (lambda t: (t * sadl.rand(*t.shape, device=t.device)).detach(), "a draw node"),
+        (lambda t: (t.to("cpu") * 2).detach(), "a value lives on the host"),
+        (lambda t: t[t > 0].detach(), "__getitem__ cannot be captured"),  # a data-dependent shape
+    ]:
+        compiled = sadl.compile(fn, cuda_graph=True)
+        compiled(x)
+        assert f"cuda_graph: not used: {reason}" in str(compiled.graph)

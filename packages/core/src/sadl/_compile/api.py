@@ -25,6 +25,7 @@ import numpy as np
 
 from sadl._compile.capture import Capture
 from sadl._compile.codegen import GuardFailedError, Program, StaleTraceError, generate
+from sadl._compile.cudagraph import generate_graphed, unsupported
 from sadl._compile.ir import Graph
 from sadl._compile.patches import tracing
 from sadl._compile.pipeline import Options, run_passes
@@ -48,6 +49,7 @@ def compile(
     passes: Sequence[str] | None = None,
     cache_size: int = 8,
     warn_after: int = 8,
+    cuda_graph: bool = False,
 ) -> Any:
     """Compile ``fn`` (a function of tensors and arrays) into a traced, replayed program.
 
@@ -55,17 +57,28 @@ def compile(
     ``fusion=False`` turns off the passes that change how results are computed (elementwise
     fusion): replays are then identical to eager bit for bit. ``passes`` names the passes to run
     (default: every registered one, in order). ``cache_size`` bounds the signatures kept;
-    ``warn_after`` traces of one function raise a ``CompileWarning``.
+    ``warn_after`` traces of one function raise a ``CompileWarning``. ``cuda_graph=True`` replays
+    a trace of CuPy array calls as one CUDA graph where the trace allows it (the notes at the end
+    of ``compiled.graph`` say whether it does and why not).
     """
     if fn is None:
         return functools.partial(
-            compile, fusion=fusion, passes=passes, cache_size=cache_size, warn_after=warn_after
+            compile,
+            fusion=fusion,
+            passes=passes,
+            cache_size=cache_size,
+            warn_after=warn_after,
+            cuda_graph=cuda_graph,
         )
     if not callable(fn):
         raise TypeError(f"sadl.compile: expected a function, got {type(fn).__name__}")
     if cache_size < 1:
         raise ValueError(f"sadl.compile: cache_size must be at least 1, got {cache_size}")
-    options = Options(fusion=bool(fusion), passes=tuple(passes) if passes is not None else None)
+    options = Options(
+        fusion=bool(fusion),
+        passes=tuple(passes) if passes is not None else None,
+        cuda_graph=bool(cuda_graph),
+    )
     return CompiledFunction(fn, options, cache_size, warn_after)
 
 
@@ -182,7 +195,7 @@ class CompiledFunction:
         gc.collect()
         _return_freed_memory()  # the trace's arrays are gone; the plan's buffers come next
         run_passes(graph, self.options)
-        entry = _Entry(graph, generate(graph))
+        entry = _Entry(graph, _program(graph, self.options))
         self._cache.setdefault(key, []).insert(0, entry)
         self._cache.move_to_end(key)
         while sum(len(v) for v in self._cache.values()) > self.cache_size:
@@ -196,6 +209,16 @@ class CompiledFunction:
     def __repr__(self) -> str:
         traces = sum(len(v) for v in self._cache.values())
         return f"<sadl.compile {self.__name__}: {traces} traces kept>"
+
+
+def _program(graph: Graph, options: Options) -> Program:
+    """The replay program of ``graph``: through a CUDA graph when asked for and possible."""
+    if options.cuda_graph:
+        reason = unsupported(graph)
+        if reason is None:
+            return generate_graphed(graph)
+        graph.notes.append(f"cuda_graph: not used: {reason}")
+    return generate(graph)
 
 
 def _return_freed_memory() -> None:

@@ -22,7 +22,17 @@ from sadl._compile.ir import AsTensor, Graph, Node, Value, iter_values
 from sadl._engine import new_tensor
 from sadl.random import default_generator, generator
 
-__all__ = ["GuardFailedError", "Program", "StaleTraceError", "generate"]
+__all__ = [
+    "Emitter",
+    "GuardFailedError",
+    "Program",
+    "StaleTraceError",
+    "checks",
+    "generate",
+    "name_entries",
+    "output_text",
+    "statements",
+]
 
 _asarray = np.asarray
 _counter = itertools.count()
@@ -50,7 +60,7 @@ class Program:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
-class _Emitter:
+class Emitter:
     """Names for everything the generated code refers to, and the lines it consists of."""
 
     def __init__(self) -> None:
@@ -109,17 +119,17 @@ class _Emitter:
 
 def generate(graph: Graph) -> Program:
     """Generate, compile and return the replay function of ``graph``."""
-    em = _Emitter()
+    em = Emitter()
     names: dict[int, str] = {}
     body: list[str] = []
     _prologue(graph, em, names, body)
     line_nodes: list[Node | None] = [None] * len(body)
     for i, node in enumerate(graph.nodes):
-        lines = _statements(node, i, em, names)
+        lines = statements(node, i, em, names)
         body.extend(lines)
         line_nodes.extend([node] * len(lines))
     body.extend(_release(graph, names))
-    body.append(f"return {_outputs(graph.outputs, em, names)}")
+    body.append(f"return {output_text(graph.outputs, em, names)}")
     source = "def replay(A, T):\n" + "".join(f"    {line}\n" for line in body)
     filename = f"<sadl.compile {graph.name} #{next(_counter)}>"
     program = Program(source, em.namespace, filename)
@@ -127,7 +137,7 @@ def generate(graph: Graph) -> Program:
     return program
 
 
-def _name_entry(v: Value, em: _Emitter, names: dict[int, str], body: list[str]) -> None:
+def _name_entry(v: Value, em: Emitter, names: dict[int, str], body: list[str]) -> None:
     """Arguments and gradients are read per call; captured arrays are globals (by identity)."""
     assert v.entry is not None
     kind, what = v.entry
@@ -142,8 +152,14 @@ def _name_entry(v: Value, em: _Emitter, names: dict[int, str], body: list[str]) 
         names[v.index] = em.ref(what, "e")
 
 
-def _prologue(graph: Graph, em: _Emitter, names: dict[int, str], body: list[str]) -> None:
+def _prologue(graph: Graph, em: Emitter, names: dict[int, str], body: list[str]) -> None:
     """Check the trace's assumptions, then name every value that is not computed by a node."""
+    checks(graph, em, body)
+    name_entries(graph, em, names, body)
+
+
+def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
+    """Lines checking what the trace assumed (raising ``Stale``)."""
     for ref, array in graph.meta.get("data_guards", ()):
         tensor = ref()
         if tensor is not None:
@@ -166,6 +182,10 @@ def _prologue(graph: Graph, em: _Emitter, names: dict[int, str], body: list[str]
         if check is not None:
             holds, reason = check
             body.append(f"if not {em.ref(holds, 'f')}(): raise Stale({reason!r})")
+
+
+def name_entries(graph: Graph, em: Emitter, names: dict[int, str], body: list[str]) -> None:
+    """Name every value the replay reads without computing it (lines reading arguments)."""
     produced = {v.index for n in graph.nodes for v in n.outputs}
     used = used_values(graph)
     for v in graph.values:
@@ -177,7 +197,7 @@ def _prologue(graph: Graph, em: _Emitter, names: dict[int, str], body: list[str]
             _name_entry(v, em, names, body)
 
 
-def _statements(node: Node, index: int, em: _Emitter, names: dict[int, str]) -> list[str]:
+def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> list[str]:
     custom = node.meta.get("emit")
     if custom is not None:
         return custom(node, em, names)  # type: ignore[no-any-return]
@@ -231,7 +251,7 @@ def _assign(node: Node, text: str, names: dict[int, str]) -> list[str]:
     return [f"{', '.join(f'v{v.index}' for v in outs)} = {text}"]
 
 
-def _tensor(ref: Any, em: _Emitter) -> str | None:
+def _tensor(ref: Any, em: Emitter) -> str | None:
     if isinstance(ref, tuple):
         return f"T[{ref[1]}]"
     tensor = ref()
@@ -248,19 +268,19 @@ def _release(graph: Graph, names: dict[int, str]) -> list[str]:
     return []
 
 
-def _outputs(tree: Any, em: _Emitter, names: dict[int, str]) -> str:
+def output_text(tree: Any, em: Emitter, names: dict[int, str]) -> str:
     if type(tree) is Value:
         return _escaping(tree, names)
     if type(tree) is AsTensor:
         return f"_tensor({_escaping(tree.value, names)})"
     if isinstance(tree, tuple):
-        inner = ", ".join(_outputs(x, em, names) for x in tree)
+        inner = ", ".join(output_text(x, em, names) for x in tree)
         return f"({inner}{',' if len(tree) == 1 else ''})"
     if isinstance(tree, list):
-        return "[" + ", ".join(_outputs(x, em, names) for x in tree) + "]"
+        return "[" + ", ".join(output_text(x, em, names) for x in tree) + "]"
     if isinstance(tree, dict):
         items = ", ".join(
-            f"{em.literal(k, names)}: {_outputs(v, em, names)}" for k, v in tree.items()
+            f"{em.literal(k, names)}: {output_text(v, em, names)}" for k, v in tree.items()
         )
         return "{" + items + "}"
     return em.literal(tree, names)

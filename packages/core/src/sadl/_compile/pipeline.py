@@ -40,6 +40,7 @@ class Options:
 
     fusion: bool = True
     passes: tuple[str, ...] | None = None
+    cuda_graph: bool = False
 
 
 @dataclass
