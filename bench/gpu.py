@@ -6,6 +6,9 @@ W3-S a GPT training step (forward, loss, backward, AdamW): block 32, 2 layers, 4
      64 dims, batch 16 (as bench/models.py's S).
 W3-M the same at block 128, 4 layers, 4 heads, 128 dims, batch 32 (bench/models.py's M).
 
+The framework ``sadl.compile`` is sadl's step traced once and replayed (``sadl.compile(step,
+fusion=False)``), measured on the benchmarked device only, next to eager sadl there.
+
 Each (framework, device, workload) runs in its own process; a CUDA step is timed between two
 synchronizations (kernels are queued asynchronously). The CPU rows use every core the machine
 has (BLAS threads unpinned), as a user would.
@@ -33,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 WORKLOADS = ("W2", "W3-S", "W3-M")
+COMPILED = "sadl.compile"  #: the framework name of sadl's compiled rows
 
 
 # ---------------------------------------------------------------------------------- timing
@@ -59,7 +63,7 @@ def _sadl_sync(device: str) -> Callable[[], None]:
     return lambda: sadl.backends.synchronize(device)
 
 
-def _sadl_w2(device: str) -> Callable[[], None]:
+def _sadl_w2(device: str, compiled: bool = False) -> Callable[[], None]:
     import sadl
     from core import mlp_data
 
@@ -70,19 +74,25 @@ def _sadl_w2(device: str) -> Callable[[], None]:
     yt = sadl.tensor(y, device=device).data
     cross_entropy = sadl.ops.cross_entropy
 
-    def step() -> None:
+    def train(x: Any, y: Any) -> Any:
         w1, b1, w2, b2, w3, b3 = params
-        h = (xt @ w1 + b1).relu()
+        h = (x @ w1 + b1).relu()
         h = (h @ w2 + b2).relu()
-        loss = cross_entropy(h @ w3 + b3, yt)
+        loss = cross_entropy(h @ w3 + b3, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
+
+    run = sadl.compile(train, fusion=False) if compiled else train
+
+    def step() -> None:
+        run(xt, yt)
 
     return step
 
 
-def _sadl_w3(device: str, cfg_name: str) -> Callable[[], None]:
+def _sadl_w3(device: str, cfg_name: str, compiled: bool = False) -> Callable[[], None]:
     import sadl
     from models import CONFIGS, _batches
     from sadl_models.gpt import GPT
@@ -98,13 +108,19 @@ def _sadl_w3(device: str, cfg_name: str) -> Callable[[], None]:
     ]
     i = [0]
 
-    def step() -> None:
-        x, y = data[i[0] % len(data)]
-        i[0] += 1
+    def train(x: Any, y: Any) -> Any:
         _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
+
+    run = sadl.compile(train, fusion=False) if compiled else train
+
+    def step() -> None:
+        x, y = data[i[0] % len(data)]  # picked outside: Python in a compiled step runs once
+        i[0] += 1
+        run(x, y)
 
     return step
 
@@ -170,11 +186,16 @@ def _torch_sync(device: str) -> Callable[[], None]:
 
 
 def _worker(framework: str, device: str, workload: str, quick: bool) -> dict[str, Any]:
-    if framework == "sadl":
-        make, sync = (_sadl_w2, _sadl_w3), _sadl_sync(device)
+    if framework.startswith("sadl"):
+        compiled = framework == COMPILED
+        sync = _sadl_sync(device)
+        if workload == "W2":
+            step = _sadl_w2(device, compiled)
+        else:
+            step = _sadl_w3(device, workload.split("-")[1], compiled)
     else:
         make, sync = (_torch_w2, _torch_w3), _torch_sync(device)
-    step = make[0](device) if workload == "W2" else make[1](device, workload.split("-")[1])
+        step = make[0](device) if workload == "W2" else make[1](device, workload.split("-")[1])
     seconds = _timed(step, sync, quick)
     return {"seconds": seconds, "steps_per_s": 1.0 / seconds}
 
@@ -197,6 +218,7 @@ def _available(framework: str, device: str) -> bool:
         return framework == "sadl" or _has_torch()
     if framework == "torch":
         return device.startswith("cuda") and _has_torch() and _torch_cuda()
+    # sadl and sadl.compile
     import sadl
 
     return device.split(":")[0] in sadl.testing.available_devices()
@@ -258,7 +280,13 @@ def main() -> int:
         print(json.dumps(_worker(framework, device, workload, args.quick)))
         return 0
 
-    runs = [("sadl", "cpu"), ("sadl", args.device), ("torch", "cpu"), ("torch", args.device)]
+    runs = [
+        ("sadl", "cpu"),
+        ("sadl", args.device),
+        (COMPILED, args.device),
+        ("torch", "cpu"),
+        ("torch", args.device),
+    ]
     runs = [(f, d) for f, d in runs if _available(f, d)]
     if ("sadl", args.device) not in runs:
         print(f"bench/gpu.py: device {args.device!r} is not usable here", file=sys.stderr)

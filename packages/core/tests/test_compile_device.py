@@ -228,10 +228,10 @@ class StandInGraph:
         return after()
 
 
-def dense_forward():
+def dense_forward(device="strict"):
     rng = np.random.default_rng(0)
-    w = sadl.Parameter(rng.standard_normal((4, 3)).astype(np.float32), device="strict")
-    b = sadl.Parameter(rng.standard_normal(3).astype(np.float32), device="strict")
+    w = sadl.Parameter(rng.standard_normal((4, 3)).astype(np.float32), device=device)
+    b = sadl.Parameter(rng.standard_normal(3).astype(np.float32), device=device)
 
     def forward(x):
         with sadl.no_grad():
@@ -241,14 +241,25 @@ def dense_forward():
     return forward, w
 
 
-def test_cuda_graph_is_used_only_for_cupy_arrays():
-    forward, _ = dense_forward()
+def test_cuda_graph_is_used_for_cupy_arrays_only(device):
+    # On a GPU (the "cuda" row of the device matrix) this is the check of the CUDA graph path.
+    forward, _ = dense_forward(device)
     compiled = sadl.compile(forward, cuda_graph=True)
-    x = sadl.tensor(np.ones((5, 4), np.float32), device="strict")
-    for _ in range(2):
-        assert np.array_equal(compiled(x)[0].numpy(), forward(x)[0].numpy())
-    assert "cuda_graph: not used: the arrays are not CuPy arrays" in str(compiled.graph)
-    assert "_launch" not in compiled.source
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        x = sadl.tensor(rng.standard_normal((5, 4)).astype(np.float32), device=device)
+        for got, expected in zip(compiled(x), forward(x)):
+            assert got.device == expected.device
+            assert np.array_equal(got.numpy(), expected.numpy())
+    graph = str(compiled.graph)
+    if device == "cuda" and sadl.backends.array_module(x).__name__ == "cupy":
+        assert "cuda_graph: replays launch one CUDA graph" in graph
+        assert "capture failed" not in graph
+    elif device == "cpu":
+        assert "cuda_graph: not used: arg0 lives on the host" in graph
+    else:
+        assert "cuda_graph: not used: the arrays are not CuPy arrays" in graph
+        assert "_launch" not in compiled.source
 
 
 def test_a_cuda_graph_replay_copies_arguments_in_and_results_out(monkeypatch):
