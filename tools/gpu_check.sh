@@ -16,9 +16,12 @@
 # NumPy, torch ...), installs the wheels into it with pip --no-index, and stops with status 3,
 # before any test, when CuPy does not import or sees no GPU. Files written under $OUT:
 #   summary.md          versions, GPU, device-matrix counts per package, benchmark table
-#   device_matrix.log   pytest -m device_matrix --devices cpu,cuda over every package
+#   device_matrix.log   pytest -m device_matrix --devices cpu,cuda over every package (this
+#                       includes sadl.compile on CUDA: compiled forward, training steps and GPT
+#                       steps against eager, and the CUDA graph replay, test_compile_device.py)
 #   strict_vs_cupy.log  the stand-in's strictness tests, run against CuPy too
-#   gpu_bench.json/.md/.png  W2, W3-S, W3-M steps/s: sadl CPU and CUDA, PyTorch CPU and CUDA
+#   gpu_bench.json/.md/.png  W2, W3-S, W3-M steps/s: sadl CPU and CUDA (eager and sadl.compile),
+#                       PyTorch CPU and CUDA
 #
 # SADL_GPU_CHECK_DEVICE=strict rehearses every step without a GPU on the strict CuPy stand-in
 # (the benchmark in its --quick form; its timings mean nothing).
