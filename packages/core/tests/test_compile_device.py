@@ -6,6 +6,8 @@ backend's own functions (``cupy.matmul`` for ``np.matmul`` on a CuPy array), all
 buffers on the device, draws from the device's generator and records host/device copies as calls.
 """
 
+import re
+
 import numpy as np
 import pytest
 import sadl
@@ -162,6 +164,17 @@ def test_host_device_copies_inside_the_function_behave_as_in_eager(device):
     if device != "cpu":
         graph = str(compiled.graph)
         assert "from_host(" in graph and "to_host(" in graph
+
+
+def test_a_copy_between_two_devices_is_recorded():
+    compiled = sadl.compile(lambda x: ((x * 2).to("strict:1") + 1).detach())
+    for i in range(3):
+        x = sadl.tensor(np.arange(3.0) + i, device="strict")
+        got = compiled(x)
+        assert str(got.device) == "strict:1"
+        assert np.array_equal(got.numpy(), (np.arange(3.0) + i) * 2 + 1)
+    assert compiled.stats.traces == 1
+    assert re.search(r"from_host\(%\d+, 1\)", str(compiled.graph))
 
 
 def test_implicit_host_conversion_of_a_device_array_is_refused_as_in_eager():
