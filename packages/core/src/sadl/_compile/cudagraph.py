@@ -13,8 +13,10 @@ How a qualifying replay runs: the checks of the trace's assumptions run in Pytho
 arguments are copied into static device arrays the graph reads; the graph is launched on a
 stream of its own, ordered after the caller's stream; the outputs are copied out of the graph's
 memory into fresh arrays. The first replay captures the graph (a warm-up run first, so kernels
-are compiled and CuPy's memory pool holds the blocks the capture asks for). If the capture
-fails, a ``CompileWarning`` says why and every replay runs the recorded calls directly.
+are compiled and CuPy's memory pool holds the blocks the capture asks for). The arrays the
+capture made (its outputs) are kept for as long as the graph, which writes into them on every
+launch; nothing but the graph allocates on its stream. If the capture fails, a
+``CompileWarning`` says why and every replay runs the recorded calls directly.
 
 This path is written against CuPy's documented stream-capture API (``Stream.begin_capture``,
 ``end_capture``, ``Graph.launch``) and selected only when the arrays are CuPy's; it has not run
@@ -69,8 +71,12 @@ class CupyGraph:
         return outs
 
     def launch(self, before: Callable[[], None], after: Callable[[], Any]) -> Any:
-        """``before()``, the graph, ``after()`` on the graph's stream, ordered after the
-        caller's stream's work and before its later work; returns what ``after`` returns.
+        """``before()`` and the graph on the graph's stream, after the caller's stream's work
+        so far; then ``after()`` on the caller's stream, after the graph. Returns ``after()``.
+
+        ``after`` (the copies out) allocates on the caller's stream on purpose: CuPy's memory
+        pool keeps freed blocks per stream, so the blocks the captured calls used for their
+        own temporaries stay in the graph stream's share, which nothing else allocates from.
         """
         stream = self._stream
         current = self._cupy.cuda.get_current_stream()
@@ -78,9 +84,8 @@ class CupyGraph:
         with stream:
             before()
             self._graph.launch(stream)
-            result = after()
         current.wait_event(stream.record())
-        return result
+        return after()
 
 
 def graph_for(module: Any) -> Any:
