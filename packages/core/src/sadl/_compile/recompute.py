@@ -60,7 +60,9 @@ class _Numbering:
     def state(self, s: Storage) -> Any:
         st = self.states.get(s)
         if st is None:
-            st = self.states[s] = ("initial", s.index)
+            # Constants are numbered by content: two folded copies of one mask (the forward's and
+            # the backward's) are the same until one is written, whatever memory holds them.
+            st = self.states[s] = ("initial", "const" if s.const else s.index)
         return st
 
     def key(self, v: Value) -> tuple[Any, Any]:
@@ -100,10 +102,13 @@ def shared_recomputation(graph: Graph, context: Any) -> None:
     """Let reads of a recomputed array use the array the forward computed, while intact."""
     nb = _Numbering()
     holders: dict[tuple[Any, Any], Value] = {}
+    last_write = {w.storage: i for i, node in enumerate(graph.nodes) for w in node.writes}
+    moved: dict[int, Storage] = {}  # views that now view an earlier array: their old storage
     shared = 0
-    for node in graph.nodes:
+    for i, node in enumerate(graph.nodes):
         if node.kind == "call" and not node.meta.get("dynamic"):
-            shared += _redirect(node, nb, holders)
+            _follow_moved_views(node, moved)
+            shared += _redirect(node, i, nb, holders, last_write, moved)
         sig = nb.signature(node) if node.kind == "call" else None
         if sig is None or node.meta.get("dynamic"):
             sig = ("fresh", next(nb.fresh))
@@ -115,15 +120,33 @@ def shared_recomputation(graph: Graph, context: Any) -> None:
             nb.states[w.storage] = ("write", sig, nb.number(w))
         for v in (*node.outputs, *node.reads):
             holders.setdefault(nb.key(v), v)
+        for w in node.writes:  # an array filled block by block is whole once the last block is
+            root = w.storage.root
+            if root is not None and root.storage is w.storage:
+                holders.setdefault(nb.key(root), root)
     if shared:
         graph.notes.append(f"shared_recomputation: {shared} reads use an array computed before")
         dead_code(graph, context)  # the recomputations nothing reads any more
 
 
-def _redirect(node: Node, nb: _Numbering, holders: dict[tuple[Any, Any], Value]) -> int:
-    """Point the node's pure reads at earlier arrays with the same number and state."""
+def _redirect(
+    node: Node,
+    i: int,
+    nb: _Numbering,
+    holders: dict[tuple[Any, Any], Value],
+    last_write: dict[Storage, int],
+    moved: dict[int, Storage],
+) -> int:
+    """Point the node's pure reads at earlier arrays with the same number and state.
+
+    A node that makes a view (a reshape, a slice) of a redirected array makes it of the earlier
+    array instead, so its outputs move to that memory. That is only allowed when neither memory
+    is written from here on: a write through the view must not reach the earlier array (eager
+    writes into its own copy), and the view must not see later writes into the earlier array.
+    """
     written = {v.index for v in (*node.writes, *node.outputs)}
     out_leaves = {id(x) for x in _leaves(node.kwargs.get("out"))}
+    views = {o.storage for o in node.outputs if o.storage.root is not o}
     swap: dict[Value, Value] = {}
     for v in node.reads:
         if v.index in written or id(v) in out_leaves or v in swap:
@@ -139,6 +162,10 @@ def _redirect(node: Node, nb: _Numbering, holders: dict[tuple[Any, Any], Value])
             and holder.strides == v.strides
             and holder.dtype == v.dtype
         ):
+            if v.storage in views and (
+                last_write.get(v.storage, -1) >= i or last_write.get(holder.storage, -1) >= i
+            ):
+                continue
             swap[v] = holder
     if not swap:
         return 0
@@ -155,7 +182,24 @@ def _redirect(node: Node, nb: _Numbering, holders: dict[tuple[Any, Any], Value])
     if source is not None:
         source.args = map_values(source.args, use)
         source.reads = tuple(use(v) for v in source.reads)
+    for v, holder in swap.items():
+        for o in node.outputs:
+            if o.storage is v.storage and o.storage.root is not o:
+                moved[o.index] = o.storage
+                o.storage = holder.storage
     return len(swap)
+
+
+def _follow_moved_views(node: Node, moved: dict[int, Storage]) -> None:
+    """A view of a view that moved to an earlier array views that array too."""
+    for o in node.outputs:
+        if o.storage.root is o:
+            continue
+        for r in node.reads:
+            if moved.get(r.index) is o.storage:
+                moved[o.index] = o.storage
+                o.storage = r.storage
+                break
 
 
 def _leaves(tree: Any) -> list[Any]:
