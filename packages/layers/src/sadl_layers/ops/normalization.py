@@ -63,31 +63,76 @@ def _row_mean(a):
     return col
 
 
-def _normalized_rows(x2, eps, centered=True):
-    """The normalized rows ``(x2 - row mean) * rstd`` and ``rstd = 1 / sqrt(row var + eps)``.
+#: Bytes of input rows per block: a block and its temporaries stay in the L2 cache, so a norm
+#: reads each full-size array from memory once instead of once per NumPy call.
+_BLOCK_BYTES = 1 << 18
 
-    ``centered=False`` skips the mean (RMS norm: rstd = 1 / sqrt(mean(x2**2) + eps)). Shared by
-    the forwards and the backward (which recomputes it instead of saving it).
-    """
-    xhat = x2 - _row_mean(x2) if centered else x2.copy()
-    rstd = _row_dot(xhat, xhat)
+
+def _row_blocks(x2):
+    """``(start, stop)`` ranges of the rows of ``x2`` in cache-sized blocks (one on a device)."""
+    rows, width = x2.shape
+    if array_module(x2) is not np:
+        return [(0, rows)]  # a GPU wants few large kernels, not a Python loop
+    step = max(1, _BLOCK_BYTES // max(width * x2.dtype.itemsize, 1))
+    return [(i, min(i + step, rows)) for i in range(0, rows, step)]
+
+
+def _normalize_into(x2, eps, centered, xhat, rstd):
+    """One block of :func:`_normalized_rows`, written into ``xhat`` and ``rstd``."""
+    if centered:
+        np.subtract(x2, _row_mean(x2), out=xhat)
+    else:
+        xhat[...] = x2
+    rstd[...] = _row_dot(xhat, xhat)  # CuPy's einsum has no out=
     rstd *= 1.0 / x2.shape[1]
     rstd += eps
     np.sqrt(rstd, out=rstd)
     np.reciprocal(rstd, out=rstd)
     xhat *= rstd
-    return xhat, rstd
+
+
+def _normalized_rows(x2, eps, centered=True, weight=None, bias=None):
+    """The normalized rows ``(x2 - row mean) * rstd`` and ``rstd = 1 / sqrt(row var + eps)``.
+
+    ``centered=False`` skips the mean (RMS norm: rstd = 1 / sqrt(mean(x2**2) + eps)). Shared by
+    the forwards and the backward (which recomputes it instead of saving it). Computed block by
+    block of rows (each row on its own, so the blocks change nothing); with ``weight`` or
+    ``bias`` the affine output ``xhat * weight + bias`` comes third, in the same pass.
+    """
+    xp = array_module(x2)
+    xhat = xp.empty(x2.shape, dtype=x2.dtype)
+    rstd = xp.empty((x2.shape[0], 1), dtype=x2.dtype)
+    affine = weight is not None or bias is not None
+    out = xp.empty(x2.shape, dtype=x2.dtype) if affine else None
+    for i, j in _row_blocks(x2):
+        _normalize_into(x2[i:j], eps, centered, xhat[i:j], rstd[i:j])
+        if out is not None:
+            _affine_into(xhat[i:j], weight, bias, out[i:j])
+    return xhat, rstd, out
+
+
+def _affine_into(xhat, weight, bias, out):
+    """``out = xhat * weight + bias`` (either may be None) for one block; ``xhat`` stays intact.
+
+    The backward computes xhat again from the input; under ``sadl.compile`` it reads the
+    forward's array instead (``shared_recomputation``), which it can only while nothing has
+    written it.
+    """
+    if weight is None:
+        np.add(xhat, bias, out=out)
+        return
+    np.multiply(xhat, weight, out=out)
+    if bias is not None:
+        out += bias
 
 
 def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized axes."""
     _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
-    xc, _ = _normalized_rows(x.reshape(-1, D), eps)
-    if weight is not None:
-        xc *= weight.reshape(-1)
-    if bias is not None:
-        xc += bias.reshape(-1)
-    return xc.reshape(x.shape)
+    w = None if weight is None else weight.reshape(-1)
+    b = None if bias is None else bias.reshape(-1)
+    xhat, _, out = _normalized_rows(x.reshape(-1, D), eps, True, w, b)
+    return (xhat if out is None else out).reshape(x.shape)
 
 
 def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, centered=True):
@@ -108,22 +153,27 @@ def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, cente
     packed, views = packed_empty(x, np.result_type(g, x), *(s for s in shapes if s is not None))
     gx = views[0].reshape(-1, D)
     g2 = g.reshape(-1, D)
-    xhat, rstd = _normalized_rows(x.reshape(-1, D), eps, centered)
+    x2 = x.reshape(-1, D)
+    xhat, rstd, _ = _normalized_rows(x2, eps, centered)
     if has_bias:
         g2.sum(axis=0, out=views[-1].reshape(-1))
+    w = None
     if weight is not None:
         views[1].reshape(-1)[...] = np.einsum("ij,ij->j", g2, xhat)  # CuPy's einsum has no out=
-        np.multiply(g2, weight.reshape(-1), out=gx)
-    else:
-        gx[...] = g2
-    a = _row_mean(gx) if centered else None
-    b = _row_dot(gx, xhat)
-    b *= 1.0 / D
-    xhat *= b
-    gx -= xhat
-    if a is not None:
-        gx -= a
-    gx *= rstd
+        w = weight.reshape(-1)
+    for i, j in _row_blocks(x2):
+        gb, xb = gx[i:j], xhat[i:j]
+        if w is None:
+            gb[...] = g2[i:j]
+        else:
+            np.multiply(g2[i:j], w, out=gb)
+        a = _row_mean(gb) if centered else None
+        b = _row_dot(gb, xb)
+        b *= 1.0 / D
+        gb -= xb * b  # not in place: xhat may be the forward's (see _affine_into)
+        if a is not None:
+            gb -= a
+        gb *= rstd[i:j]
     return packed
 
 
@@ -225,10 +275,9 @@ def _rms_norm(x, weight, *, eps=None, normalized_shape=None):
     ``eps=None`` uses the machine epsilon of x's dtype (torch's default).
     """
     _, D = _norm_shape("rms_norm", x, weight, None, normalized_shape)
-    out, _ = _normalized_rows(x.reshape(-1, D), _rms_eps(x, eps), centered=False)
-    if weight is not None:
-        out *= weight.reshape(-1)
-    return out.reshape(x.shape)
+    w = None if weight is None else weight.reshape(-1)
+    xhat, _, out = _normalized_rows(x.reshape(-1, D), _rms_eps(x, eps), False, w)
+    return (xhat if out is None else out).reshape(x.shape)
 
 
 def _rms_norm_grad(g, out, x, weight, *, eps=None, normalized_shape=None):
