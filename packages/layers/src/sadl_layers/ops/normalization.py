@@ -56,9 +56,10 @@ def _row_dot(a, b):
 def _row_mean(a):
     """Row means of an (N, D) array as an (N, 1) column.
 
-    ``einsum`` is several times faster than ``np.mean(axis=1)`` on short rows.
+    A GEMV with a column of ones: several times faster than ``np.mean(axis=1)`` on short rows,
+    and faster than ``einsum``.
     """
-    col = np.einsum("ij->i", a)[:, None]
+    col = a @ array_module(a).ones((a.shape[1], 1), dtype=a.dtype)
     col *= 1.0 / a.shape[1]
     return col
 
@@ -155,8 +156,8 @@ def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, cente
     g2 = g.reshape(-1, D)
     x2 = x.reshape(-1, D)
     xhat, rstd, _ = _normalized_rows(x2, eps, centered)
-    if has_bias:
-        g2.sum(axis=0, out=views[-1].reshape(-1))
+    if has_bias:  # a GEMV with a row of ones: NumPy's sum(axis=0) adds row by row, far slower
+        views[-1].reshape(-1)[...] = array_module(g2).ones(g2.shape[0], dtype=g2.dtype) @ g2
     w = None
     if weight is not None:
         views[1].reshape(-1)[...] = np.einsum("ij,ij->j", g2, xhat)  # CuPy's einsum has no out=
