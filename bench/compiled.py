@@ -1,0 +1,180 @@
+"""W3-S / W3-M: the ``sadl.compile`` GPT training step against PyTorch eager, in alternating rounds.
+
+``bench/models.py`` times each (framework, config) in its own process (its peak RSS must not
+include another's). On a shared, loaded machine that makes a ratio depend on when each process
+ran, so this script times sadl compiled, sadl eager and PyTorch eager in ONE process, round by
+round in turn (one machine load for all of them), and keeps each one's best round.
+
+``--profile`` then times every line of the compiled replay and prints where a step spends its
+time: by source file of the op that made the call (dense.py, attention.py ...), matmul apart,
+and by NumPy function. It reads the generated replay through ``CompiledFunction._last`` (a
+diagnostic, not an API).
+
+Usage: python bench/compiled.py [--threads 1] [--quick] [--profile]
+Run it as ``env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python
+bench/compiled.py`` (bench/run.py sets that environment itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def _sadl_step(cfg: dict[str, int], data: list[Any], compiled: bool) -> tuple[Any, Any]:
+    import sadl
+    from sadl_models.gpt import GPT
+    from sadl_optim import AdamW, param_groups_for_weight_decay
+
+    model = GPT(cfg["vocab"], cfg["block"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"], rng=0)
+    opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
+
+    def train_step(x: Any, y: Any) -> Any:
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = sadl.compile(train_step) if compiled else train_step
+    i = [0]
+
+    def step() -> None:
+        x, y = data[i[0] % len(data)]
+        i[0] += 1
+        run(x, y)
+
+    return step, run
+
+
+def _torch_step(cfg: dict[str, int], data: list[Any]) -> Any:
+    import torch
+    from models import _torch_model
+
+    model = _torch_model(cfg)
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=1e-3,
+        betas=(0.9, 0.99),
+    )
+    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data]
+    i = [0]
+
+    def step() -> None:
+        x, y = batches[i[0] % len(batches)]
+        i[0] += 1
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def alternating(steps: dict[str, Any], number: int, rounds: int) -> dict[str, float]:
+    """Best seconds per call of each step, the steps timed in turn within every round."""
+    for fn in steps.values():
+        for _ in range(3):
+            fn()
+    best = dict.fromkeys(steps, float("inf"))
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
+    return best
+
+
+def profile(compiled: Any, data: list[Any], calls: int) -> None:
+    """Time every line of ``compiled``'s replay over ``calls`` calls and print the breakdown."""
+    import numpy as np
+
+    program = compiled._last.program  # diagnostic access to the generated replay
+    lines = program.source.splitlines()
+    body = lines[1:]
+    timed = [lines[0], "    _pc = _perf_counter"]
+    for j, line in enumerate(body):
+        if line.strip().startswith("return"):
+            timed.append(line)
+            continue
+        timed += ["    _t = _pc()", line, f"    _ACC[{j}] += _pc() - _t"]
+    namespace = program.namespace
+    namespace["_ACC"] = acc = [0.0] * len(body)
+    namespace["_perf_counter"] = time.perf_counter
+    exec(compile("\n".join(timed) + "\n", "<sadl.compile profiled>", "exec"), namespace)
+    original = program.run
+    program.run = namespace["replay"]
+    try:
+        for i in range(calls):
+            compiled(*data[i % len(data)])
+    finally:
+        program.run = original
+        namespace["replay"] = original
+    nodes = program.line_nodes
+    by_file: dict[str, float] = collections.defaultdict(float)
+    by_func: dict[str, float] = collections.defaultdict(float)
+    for j, seconds in enumerate(acc):
+        node = nodes[j] if j < len(nodes) else None
+        func = getattr(node, "func", None)
+        where = getattr(node, "where", None)
+        name = getattr(func, "__name__", node.kind if node is not None else "prologue")
+        source = os.path.basename(where[0]) if where else "-"
+        by_file[f"{source} ({'matmul' if func is np.matmul else 'other'})"] += seconds / calls
+        by_func[name] += seconds / calls
+    print(f"  replay: {sum(acc) / calls * 1e3:.1f} ms per step, {len(body)} lines")
+    for title, table in (("by source file", by_file), ("by function", by_func)):
+        print(f"  {title}:")
+        for key, seconds in sorted(table.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"    {seconds * 1e3:8.2f} ms  {key}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="per-line replay timing")
+    parser.add_argument("configs", nargs="*", default=["S", "M"])
+    args = parser.parse_args()
+    from _common import set_threads
+
+    set_threads(args.threads)
+    from models import CONFIGS, _batches
+
+    for name in args.configs:
+        cfg = CONFIGS[name]
+        data = _batches(cfg, 4)
+        compiled_step, compiled = _sadl_step(cfg, data, compiled=True)
+        steps = {
+            "sadl compiled": compiled_step,
+            "sadl eager": _sadl_step(cfg, data, compiled=False)[0],
+            "torch eager": _torch_step(cfg, data),
+        }
+        number = (10 if name == "S" else 3) // (2 if args.quick else 1)
+        best = alternating(steps, number, 2 if args.quick else 7)
+        torch_s = best["torch eager"]
+        print(
+            f"W3-{name} ({args.threads} thread(s), alternating rounds): "
+            + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in best.items())
+            + f"; compiled/torch {best['sadl compiled'] / torch_s:.3f}"
+            + f", eager/torch {best['sadl eager'] / torch_s:.3f}"
+        )
+        if args.profile:
+            profile(compiled, data, 10 if name == "S" else 5)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
