@@ -54,6 +54,42 @@ def test_a_recomputation_through_in_place_writes_reads_the_first_result():
     assert any(n.startswith("shared_recomputation") for n in compiled.graph.notes)
 
 
+def test_a_view_of_a_shared_recomputation_is_exact_whether_or_not_it_is_written():
+    def fn(x, write):
+        a = x * 2.0
+        a += 1.0
+        b = x * 2.0
+        b += 1.0  # b is a's recomputation: its reads may use a
+        view = b.reshape(-1)  # a view of b: it moves to a's memory only while nothing writes
+        if write:
+            view += 5.0  # ... and this write must not reach a
+        return (a * 3.0 + view.reshape(x.shape)).sum()
+
+    x = sadl.arange(6.0).reshape(2, 3)
+    for write in (False, True):
+        compiled = sadl.compile(lambda x, write=write: fn(x, write), fusion=False)
+        for _ in range(3):
+            assert compiled(x).item() == fn(x, write).item()
+        if not write:  # x * 2.0 once (b's and its view's reads use a), then * 3.0
+            assert calls(compiled, "multiply") == 2
+
+
+def test_folded_constants_with_the_same_contents_are_one_for_shared_recomputation():
+    def fn(x):
+        mask = sadl.ones(x.shape) * 0.5  # folded: a constant
+        a = x * mask
+        a += 1.0
+        b = x * (sadl.ones(x.shape) * 0.5)  # another folded copy of the same contents
+        b += 1.0
+        return (a * 3.0 + b).sum()
+
+    compiled = sadl.compile(fn, fusion=False)
+    x = sadl.arange(4.0)
+    for _ in range(2):
+        assert compiled(x).item() == fn(x).item()
+    assert calls(compiled, "multiply") == 2  # x * mask once, then * 3.0
+
+
 def test_the_memory_plan_reuses_buffers_and_keeps_results_exact():
     def fn(x):
         y = x
