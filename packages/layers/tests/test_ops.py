@@ -238,3 +238,34 @@ def test_attention_slabs_cover_large_batches():
     keep = np.tri(64, 64, dtype=bool)
     got = sadl.ops.scaled_dot_product_attention(q, k, v, causal=True)
     np.testing.assert_allclose(got, _reference_attention(q, k, v, keep), rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "name", ["scaled_dot_product_attention", "attention_qkv"], ids=lambda name: name
+)
+def test_causal_attention_in_halves_passes_the_battery_and_matches_one_piece(name, monkeypatch):
+    """Long causal self-attention runs as two halves of the queries (the masked quarter of the
+    scores is skipped); lowering the threshold runs every causal example that way."""
+    from sadl_layers.ops import attention
+
+    op = next(op for op in ALL_OPS if op.name == name)
+    backward = next(o for o in ALL_OPS if o.name == f"{name}_backward")
+    rng = np.random.default_rng(3)
+    qkv = rng.standard_normal((2, 6, 12))
+    drop = (rng.random((2, 2, 6, 6)) > 0.2) / 0.8
+    args = (qkv,) if name == "attention_qkv" else (qkv[..., :4], qkv[..., 4:8], qkv[..., 8:])
+    params = {"n_head": 2} if name == "attention_qkv" else {"causal": True}
+    g = rng.standard_normal((2, 6, 4))
+    results = []
+    for split in (10**9, 4):
+        monkeypatch.setattr(attention, "_CAUSAL_SPLIT", split)
+        for dropout in (None, drop if name == "attention_qkv" else drop[:, 0]):
+            out = op.forward(*args, **params, dropout_mask=dropout)
+            results.append((out, backward.forward(g, out, *args, **params, dropout_mask=dropout)))
+    for one_piece, halves in zip(results[:2], results[2:], strict=True):
+        assert np.array_equal(one_piece[0], halves[0])  # forward: the same calls per query
+        np.testing.assert_allclose(one_piece[1], halves[1], rtol=1e-12, atol=1e-12)
+    report = check_op(op)  # gradcheck and gradgradcheck through the halves
+    assert report.ok, str(report)
+    report = check_op(backward)
+    assert report.ok, str(report)

@@ -15,7 +15,11 @@
 The work is done slab by slab over the leading (batch, head) axes, so the (Tq, Tk) score matrix
 of a slab stays in the CPU cache and the full (..., Tq, Tk) probability tensor is never stored:
 the backward recomputes each slab's probabilities from q and k (as flash attention does), which
-keeps peak memory at the size of q, k, v and the output.
+keeps peak memory at the size of q, k, v and the output. A causal self-attention (Tq == Tk, at
+least ``_CAUSAL_SPLIT`` queries, no ``mask``) runs as two halves of the queries: the first half
+sees only the first half of the keys, so the quarter of the scores that is all masked is never
+computed (the forward's results are the same bit for bit; the backward adds the two halves'
+dk and dv).
 
 The backward is an op of its own (``scaled_dot_product_attention_backward``: dq, dk and dv in
 one pass, packed into one array), whose gradient :func:`_second_order` writes in NumPy
@@ -307,12 +311,74 @@ def _grad_shapes(q, k, v):
     return tuple((*lead, *a.shape[-2:]) for a in (q, k, v))
 
 
+#: Causal self-attention over at least this many queries runs in two halves of the queries:
+#: the first half sees only the first half of the keys, so a quarter of the scores (all masked)
+#: is never computed, in the forward and in the backward.
+_CAUSAL_SPLIT = 128
+
+
+def _causal_halves(q, k, causal, mask):
+    """``[(query rows, key columns), ...]`` of a causal attention worth splitting, else None."""
+    tq, tk = q.shape[-2], k.shape[-2]
+    if not causal or mask is not None or tq != tk or tq < _CAUSAL_SPLIT:
+        return None
+    h = tq // 2
+    return [(slice(h, None), slice(None)), (slice(0, h), slice(0, h))]
+
+
+def _part(a, rows):
+    return None if a is None else a[..., rows, :]
+
+
+def _dropout_part(dropout_mask, q, k, rows, keys):
+    if dropout_mask is None:
+        return None
+    dm = array_module(q).asarray(dropout_mask)
+    dm = np.broadcast_to(dm, np.broadcast_shapes(dm.shape, (q.shape[-2], k.shape[-2])))
+    return dm[..., rows, keys]
+
+
+def _attend_all(q, k, v, out, lead, causal, mask, scale, dropout_mask):
+    """:func:`_attend` with the inputs' masks prepared, over causal halves where they pay."""
+    _, bias, row_ok, sc, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)  # checks
+    halves = _causal_halves(q, k, causal, mask)
+    if halves is None:
+        return _attend(q, k, v, out, lead, bias, row_ok, sc, dmask)
+    for rows, keys in halves:
+        qh, kh, vh = q[..., rows, :], k[..., keys, :], v[..., keys, :]
+        dm = _dropout_part(dropout_mask, q, k, rows, keys)
+        _, bias, row_ok, sc, dmask = _prepare(qh, kh, vh, True, None, scale, dm)
+        _attend(qh, kh, vh, out[..., rows, :], lead, bias, row_ok, sc, dmask)
+    return out
+
+
+def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale, dropout_mask):
+    """:func:`_attend_backward` with the masks prepared, over causal halves where they pay."""
+    _, bias, row_ok, sc, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)  # checks
+    halves = _causal_halves(q, k, causal, mask)
+    if halves is None:
+        _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, sc, dmask)
+        return
+    xp = array_module(q)
+    for n, (rows, keys) in enumerate(halves):  # all keys first: it writes every row of dk, dv
+        qh, kh, vh = q[..., rows, :], k[..., keys, :], v[..., keys, :]
+        dm = _dropout_part(dropout_mask, q, k, rows, keys)
+        _, bias, row_ok, sc, dmask = _prepare(qh, kh, vh, True, None, scale, dm)
+        dkh, dvh = dk[..., keys, :], dv[..., keys, :]
+        if n:  # the keys the first queries see: their share is added
+            dkh, dvh = xp.empty_like(dkh), xp.empty_like(dvh)
+        gh, oh, dqh = g[..., rows, :], out[..., rows, :], dq[..., rows, :]
+        _attend_backward(gh, oh, qh, kh, vh, dqh, dkh, dvh, lead, bias, row_ok, sc, dmask)
+        if n:
+            dk[..., keys, :] += dkh
+            dv[..., keys, :] += dvh
+
+
 def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
-    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
-    dtype = np.result_type(q, k, v)
-    out = array_module(q).empty((*lead, q.shape[-2], v.shape[-1]), dtype=dtype)
-    return _attend(q, k, v, out, lead, bias, row_ok, scale, dmask)
+    lead = _check_qkv(q, k, v)
+    out = array_module(q).empty((*lead, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
+    return _attend_all(q, k, v, out, lead, causal, mask, scale, dropout_mask)
 
 
 def _sdpa_grad(g, out, q, k, v, **params):
@@ -322,10 +388,10 @@ def _sdpa_grad(g, out, q, k, v, **params):
 
 def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
-    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    lead = _check_qkv(q, k, v)
     shapes = ((*lead, *a.shape[-2:]) for a in (q, k, v))
     packed, (dq, dk, dv) = packed_empty(q, np.result_type(g, q, k, v), *shapes)
-    _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
+    _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale, dropout_mask)
     return packed
 
 
@@ -411,10 +477,10 @@ def _merge_heads(a):
 def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None):
     """Multi-head attention on a packed (B, T, 3C) q|k|v projection -> (B, T, C), heads merged."""
     q, k, v = _split_qkv(qkv, n_head)
-    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    lead = _check_qkv(q, k, v)
     B, H, T, hd = q.shape
     out = array_module(qkv).empty((B, T, H * hd), dtype=qkv.dtype)
-    _attend(q, k, v, _heads(out, H), lead, bias, row_ok, scale, dmask)
+    _attend_all(q, k, v, _heads(out, H), lead, causal, mask, scale, dropout_mask)
     return out
 
 
@@ -423,11 +489,11 @@ def _attention_qkv_backward(
 ):
     """d<attention_qkv(qkv), g>/dqkv, (B, T, 3C), written in place head by head."""
     q, k, v = _split_qkv(qkv, n_head)
-    lead, bias, row_ok, scale, dmask = _prepare(q, k, v, causal, mask, scale, dropout_mask)
+    lead = _check_qkv(q, k, v)
     dqkv = array_module(qkv).empty(qkv.shape, dtype=np.result_type(g, qkv))
     dq, dk, dv = _split_qkv(dqkv, n_head)
     g_h, out_h = _heads(g, n_head), _heads(out, n_head)
-    _attend_backward(g_h, out_h, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask)
+    _attend_backward_all(g_h, out_h, q, k, v, dq, dk, dv, lead, causal, mask, scale, dropout_mask)
     return dqkv
 
 
