@@ -148,9 +148,12 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="per-line replay timing")
     parser.add_argument("configs", nargs="*", default=["S", "M"])
     args = parser.parse_args()
-    from _common import set_threads
+    from _common import optional_torch, set_threads
 
     set_threads(args.threads)
+    if optional_torch() is None:
+        print("(bench/compiled.py: PyTorch is not installed; nothing to compare with)")
+        return 0
     from models import CONFIGS, _batches
 
     for name in args.configs:
