@@ -1,4 +1,4 @@
-"""erf, erfc and erfinv against Python's math module over dense sweeps, tails included."""
+"""erf, erfc, erfinv and ndtr against Python's math module over dense sweeps, tails included."""
 
 import math
 
@@ -44,6 +44,21 @@ def test_erf_float32_is_fast_and_within_13_ulp():
     assert out.dtype == np.float32
     errors = ulp_error(out, reference, np.float32)
     assert errors.max() <= 13.0 and errors.mean() < 1.0
+
+
+def test_ndtr_is_the_normal_cdf_in_both_precisions():
+    x = SWEEP[np.abs(SWEEP) < 38.0]
+    # float64: erfc's accuracy, relative in the left tail, for the argument as torch scales it
+    # (x * -(1 / sqrt 2): deep in the tail that rounding alone moves the exact CDF by 100s of ulp)
+    reference = np.array([0.5 * math.erfc(v * -(1.0 / math.sqrt(2.0))) for v in x])
+    assert ulp_error(sadl.ops.ndtr(x), reference).max() <= 4.0
+    x32 = x.astype(np.float32)
+    reference32 = np.array([0.5 * math.erfc(-float(v) / math.sqrt(2.0)) for v in x32])
+    out = sadl.ops.ndtr(x32)
+    assert out.dtype == np.float32
+    # float32: (1 + erf) / 2 as torch computes it, absolute error at float32's resolution
+    assert np.abs(out - reference32).max() <= 2.5e-7
+    assert ((out >= 0) & (out <= 1)).all()
 
 
 def test_erfinv_lands_within_two_ulp_of_the_root():

@@ -250,6 +250,18 @@ def test_erf_family(name):
     )
 
 
+def test_ndtr_is_torch_special_ndtr():
+    ndtr = sadl.ops.ndtr
+    x = normal(4, 6) * 3
+    check(lambda t: ndtr(t), lambda t: torch.special.ndtr(t), x)
+    x32 = x.astype(np.float32)
+    ours = ndtr(sadl.tensor(x32))
+    assert ours.dtype == np.float32
+    np.testing.assert_allclose(
+        ours.numpy(), torch.special.ndtr(torch.tensor(x32)).numpy(), rtol=2e-6, atol=1e-7
+    )
+
+
 # ----------------------------------------------------------------------------- shapes, einsum
 
 

@@ -1,4 +1,5 @@
-"""The error function family NumPy lacks: ``erf``, ``erfc`` and ``erfinv``, vectorised.
+"""The error function family NumPy lacks: ``erf``, ``erfc``, ``erfinv`` and the normal CDF
+``ndtr``, vectorised.
 
 float64 follows fdlibm's ``s_erf.c`` (Sun Microsystems, 1993: "Permission to use, copy, modify,
 and distribute this software is freely granted, provided that this notice is preserved."): four
@@ -14,6 +15,9 @@ of GELU in an exact GELU. ``erfc`` and ``erfinv`` in float32 compute in
 float64. ``erfinv`` starts from Giles' approximation ("Approximating the erfinv function", GPU
 Computing Gems, 2011) and takes two Halley steps with the residual written as ``erf(t) - y`` or,
 above 0.5, ``(1 - y) - erfc(t)``, so it keeps full relative accuracy up to ``y = 1 - 2**-53``.
+``ndtr(x) = erfc(-x / sqrt 2) / 2`` in float64 (relative accuracy in the left tail); in float32 it
+is ``(1 + erf(x / sqrt 2)) / 2`` through erf's fit with the ``1 / sqrt 2`` folded into the
+coefficients: one pass fewer than erf plus the scaling, which is what exact GELU pays for.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from sadl.backends import array_module
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _BLOCK = 65536  # elements per block on the CPU: temporaries stay in the L2 cache
 
 # fdlibm s_erf.c, lowest degree first.
@@ -120,6 +126,12 @@ _F32_CF = tuple(
         273.8838951242516,
         18.712942183050888,
     )
+)
+# ndtr in float32: erf(x / sqrt 2) = tanh(x R'(x*x)) with R'(s) = R(s / 2) / sqrt 2, i.e. the
+# coefficients above scaled as (a / sqrt 2, b sqrt 2, 2 c, 4 d, 2 e, 4 f, 2 g).
+_F32_NDTR_CF = tuple(
+    np.float32(float(c) * k)
+    for c, k in zip(_F32_CF, (_SQRT_HALF, math.sqrt(2.0), 2.0, 4.0, 2.0, 4.0, 2.0), strict=True)
 )
 # Giles' single-precision erfinv, central (w < 5) and tail parts, highest degree first.
 _GILES_CENTRAL = (
@@ -243,7 +255,7 @@ def _erfc64_into(x, out):
 def _erf32_into(x, out):
     """float32 erf without branches: ``tanh(x R(x*x))``, R a continued fraction (see above)."""
     a, b, c, d, e, f, g = _F32_CF
-    s = np.multiply(x, x, dtype=np.float32)
+    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
     t = s + g
     np.divide(f, t, out=t)
     t += s
@@ -255,6 +267,25 @@ def _erf32_into(x, out):
     t += a
     t *= x
     np.tanh(t, out=out)
+
+
+def _ndtr32_into(x, out):
+    """float32 ndtr: ``(1 + tanh(x R'(x*x))) / 2`` (see ``_F32_NDTR_CF``)."""
+    a, b, c, d, e, f, g = _F32_NDTR_CF
+    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
+    t = s + g
+    np.divide(f, t, out=t)
+    t += s
+    t += e
+    np.divide(d, t, out=t)
+    t += s
+    t += c
+    np.divide(b, t, out=t)
+    t += a
+    t *= x
+    np.tanh(t, out=out)
+    out += 1.0
+    out *= 0.5
 
 
 def _erfinv_start(a):
@@ -356,4 +387,25 @@ ERFINV = OpDef(
     ),
 )
 
-OPS = (ERF, ERFC, ERFINV)
+
+def _ndtr(x):
+    """Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr)."""
+    x = _float_input(x, "ndtr")
+    if x.dtype == np.float64:
+        out = _blockwise(
+            lambda b, o: _erfc64_into((b * -_SQRT_HALF).reshape(-1), o.reshape(-1)), x, x.dtype
+        )
+        out *= 0.5
+        return out
+    out = _blockwise(_ndtr32_into, x.astype(np.float32, copy=False), np.float32)
+    return out.astype(x.dtype, copy=False)
+
+
+NDTR = OpDef(
+    "ndtr",
+    _ndtr,
+    (lambda g, out, x: g * (_INV_SQRT_2PI * np.exp(-0.5 * (x * x))),),
+    examples=_ERF_EXAMPLES,
+)
+
+OPS = (ERF, ERFC, ERFINV, NDTR)

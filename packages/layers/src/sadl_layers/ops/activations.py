@@ -7,10 +7,10 @@ op (``gelu_backward``, ``silu_backward``) whose own gradient is written in NumPy
 second and higher derivatives work while a first-order backward stays one fused pass. Mish,
 softplus and log-sigmoid are short NumPy expressions, forward and backward.
 
-Exact GELU is ``x * Phi(x)`` with Phi the normal CDF, computed from core's error function
-(``sadl.ops.erf``, NumPy has none): in float32 as torch does, ``(1 + erf(x / sqrt 2)) / 2``
-(within about 1e-7 absolute, at about the cost of the tanh form), in float64 as
-``erfc(-x / sqrt 2) / 2``, which keeps its relative accuracy far into the negative tail.
+Exact GELU is ``x * Phi(x)`` with Phi the normal CDF, core's ``sadl.ops.ndtr`` (NumPy has no
+erf): in float32 as torch does, ``(1 + erf(x / sqrt 2)) / 2`` (within about 1e-7 absolute, at
+under twice the cost of the tanh form), in float64 as ``erfc(-x / sqrt 2) / 2``, which keeps its
+relative accuracy far into the negative tail.
 """
 
 from __future__ import annotations
@@ -26,24 +26,24 @@ from sadl_layers.ops._common import blockwise, const
 
 __all__ = ["gelu", "silu", "mish", "softplus_beta", "logsigmoid"]
 
-_SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C = math.sqrt(2.0 / math.pi)
 _TANH_A = 0.044715
 _TANH_AC = _TANH_A * _TANH_C
 _APPROXIMATIONS = ("none", "tanh")
 
-_erf_ops: list[Any] = []  # core's erf and erfc, looked up on first use (plugins are loaded then)
+_ndtr_op: list[Any] = []  # core's ndtr, looked up on first use (plugins are loaded then)
 
 
-def _erf_and_erfc() -> tuple[Any, Any]:
-    if not _erf_ops:
-        _erf_ops.extend((sadl.ops.get("erf").forward, sadl.ops.get("erfc").forward))
-    return _erf_ops[0], _erf_ops[1]
+def _ndtr(x):
+    """Phi(x), the standard normal CDF, as a new array (core's ``sadl.ops.ndtr``)."""
+    if not _ndtr_op:
+        _ndtr_op.append(sadl.ops.get("ndtr").forward)
+    return _ndtr_op[0](x)
 
 
-#: Elements per block of the exact GELU kernels: they call core's erf (an op, with a fixed cost
-#: per call) once per block, so they take erf's own block size rather than ``BLOCK``.
+#: Elements per block of the exact GELU kernels: they call core's ndtr (an op, with a fixed cost
+#: per call) once per block, so they take its own block size rather than ``BLOCK``.
 _ERF_BLOCK = 65536
 
 #: Elements per block of the tanh GELU kernels: eight NumPy calls per block, so a larger block
@@ -52,29 +52,15 @@ _ERF_BLOCK = 65536
 _TANH_BLOCK = 65536
 
 
-def _ndtr(x, z):
-    """Phi(x), the standard normal CDF, as a new array; ``z`` is a scratch buffer."""
-    erf, erfc = _erf_and_erfc()
-    if x.dtype == np.float64:
-        np.multiply(x, -_SQRT_HALF, out=z)
-        phi = erfc(z)
-    else:
-        np.multiply(x, _SQRT_HALF, out=z)
-        phi = erf(z)
-        phi += 1.0
-    phi *= 0.5
-    return phi
-
-
-def _ndtr_into(out, x, z):
-    """Out = Phi(x) in place (see :func:`_ndtr`)."""
-    out[...] = _ndtr(x, z)
+def _ndtr_into(out, x):
+    """Out = Phi(x) in place."""
+    out[...] = _ndtr(x)
     return out
 
 
 def normal_cdf(x):
     """Phi(x) = P(N(0, 1) <= x) of a float array (see the module docstring for the accuracy)."""
-    return blockwise(_ndtr_into, x, scratch=1, block=_ERF_BLOCK)
+    return blockwise(_ndtr_into, x, scratch=0, block=_ERF_BLOCK)
 
 
 # ------------------------------------------------------------------------------------ GELU
@@ -85,8 +71,8 @@ def _check_approximate(approximate):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
-def _gelu_exact_kernel(out, x, s):
-    np.multiply(_ndtr(x, s), x, out=out)
+def _gelu_exact_kernel(out, x):
+    np.multiply(_ndtr(x), x, out=out)
 
 
 def _gelu_tanh_kernel(out, x, s):
@@ -105,11 +91,11 @@ def _gelu(x, *, approximate="none"):
     _check_approximate(approximate)
     if approximate == "tanh":
         return blockwise(_gelu_tanh_kernel, x, scratch=1, block=_TANH_BLOCK)
-    return blockwise(_gelu_exact_kernel, x, scratch=1, block=_ERF_BLOCK)
+    return blockwise(_gelu_exact_kernel, x, scratch=0, block=_ERF_BLOCK)
 
 
-def _gelu_grad_exact_kernel(out, g, x, s1, s2):
-    cdf = _ndtr(x, s2)  # Phi(x)
+def _gelu_grad_exact_kernel(out, g, x, s1):
+    cdf = _ndtr(x)  # Phi(x)
     np.multiply(x, x, out=s1)
     s1 *= -0.5
     np.exp(s1, out=s1)
@@ -142,7 +128,7 @@ def _gelu_backward(g, x, *, approximate="none"):
     """The gradient of ``gelu``, g * GELU'(x) (an op, so it can be differentiated again)."""
     if approximate == "tanh":
         return blockwise(_gelu_grad_tanh_kernel, g, x, scratch=2, block=_TANH_BLOCK)
-    return blockwise(_gelu_grad_exact_kernel, g, x, scratch=2, block=_ERF_BLOCK)
+    return blockwise(_gelu_grad_exact_kernel, g, x, scratch=1, block=_ERF_BLOCK)
 
 
 def _gelu_second(x, approximate):
