@@ -18,6 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 AREAS = [
     "core",
+    "dispatch",
     "erf_and_checkpoint",
     "layers",
     "serialize",
