@@ -126,10 +126,11 @@ def test_layers_built_on_the_cpu_move_with_their_buffers(device):
 def _recurrent_outputs(layer, x):
     """Output, final states (a flat tuple), input gradient and parameter gradients."""
     out = layer(x)
-    y, h = out if isinstance(out, tuple) and not isinstance(layer, LSTMCell) else (out, ())
-    if isinstance(layer, LSTMCell):
-        y, h = out[0], (out[1],)
-    finals = h if isinstance(h, tuple) else (h,)
+    if isinstance(layer, RNNCell | GRUCell):  # the new hidden state only
+        y, finals = out, ()
+    else:  # (output, final state(s)); LSTMCell's (h, c) reads as output h, final c
+        y, h = out
+        finals = h if isinstance(h, tuple) else (h,)
     loss = project(y)
     for state in finals:
         loss = loss + project(state)

@@ -363,12 +363,6 @@ class Parameter(Tensor):
         param.requires_grad_(requires_grad)
         return param  # type: ignore[return-value]
 
-    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
-        """Unfreeze (True) or freeze (False) this parameter in place; returns it."""
-        if not isinstance(requires_grad, builtins.bool | np.bool_):
-            raise TypeError(f"requires_grad_ takes True or False, got {requires_grad!r}")
-        return super().requires_grad_(builtins.bool(requires_grad))
-
     def copy_to_device(self, device: str | Device | builtins.int) -> Parameter:
         """A copy on ``device`` that is a Parameter too (py-sadl's name; see ``to``)."""
         return Parameter(to_device(self.data, device), requires_grad=self.requires_grad)

@@ -252,9 +252,9 @@ def _erfc64_into(x, out):
             out[tail] = np.where(x[tail] > 0, e, 2.0 - e)
 
 
-def _erf32_into(x, out):
-    """float32 erf without branches: ``tanh(x R(x*x))``, R a continued fraction (see above)."""
-    a, b, c, d, e, f, g = _F32_CF
+def _tanh_of_fraction_into(x, out, coeffs):
+    """``out = tanh(x R(x*x))``, R the continued fraction with ``coeffs`` (see ``_F32_CF``)."""
+    a, b, c, d, e, f, g = coeffs
     s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
     t = s + g
     np.divide(f, t, out=t)
@@ -267,23 +267,16 @@ def _erf32_into(x, out):
     t += a
     t *= x
     np.tanh(t, out=out)
+
+
+def _erf32_into(x, out):
+    """float32 erf without branches: ``tanh(x R(x*x))``, R a continued fraction (see above)."""
+    _tanh_of_fraction_into(x, out, _F32_CF)
 
 
 def _ndtr32_into(x, out):
     """float32 ndtr: ``(1 + tanh(x R'(x*x))) / 2`` (see ``_F32_NDTR_CF``)."""
-    a, b, c, d, e, f, g = _F32_NDTR_CF
-    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
-    t = s + g
-    np.divide(f, t, out=t)
-    t += s
-    t += e
-    np.divide(d, t, out=t)
-    t += s
-    t += c
-    np.divide(b, t, out=t)
-    t += a
-    t *= x
-    np.tanh(t, out=out)
+    _tanh_of_fraction_into(x, out, _F32_NDTR_CF)
     out += 1.0
     out *= 0.5
 

@@ -52,15 +52,9 @@ _ERF_BLOCK = 65536
 _TANH_BLOCK = 65536
 
 
-def _ndtr_into(out, x):
-    """Out = Phi(x) in place."""
-    out[...] = _ndtr(x)
-    return out
-
-
 def normal_cdf(x):
     """Phi(x) = P(N(0, 1) <= x) of a float array (see the module docstring for the accuracy)."""
-    return blockwise(_ndtr_into, x, scratch=0, block=_ERF_BLOCK)
+    return _ndtr(x)
 
 
 # ------------------------------------------------------------------------------------ GELU
