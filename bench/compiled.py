@@ -58,28 +58,10 @@ def _sadl_step(cfg: dict[str, int], data: list[Any], compiled: bool) -> tuple[An
 
 def _torch_step(cfg: dict[str, int], data: list[Any]) -> Any:
     import torch
-    from models import _torch_model
+    from models import _torch_model, _torch_train_step
 
-    model = _torch_model(cfg)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=1e-3,
-        betas=(0.9, 0.99),
-    )
     batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data]
-    i = [0]
-
-    def step() -> None:
-        x, y = batches[i[0] % len(batches)]
-        i[0] += 1
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return step
+    return _torch_train_step(_torch_model(cfg), batches)
 
 
 def alternating(steps: dict[str, Any], number: int, rounds: int) -> dict[str, float]:

@@ -149,31 +149,14 @@ def _torch_w2(device: str) -> Callable[[], None]:
 
 def _torch_w3(device: str, cfg_name: str) -> Callable[[], None]:
     import torch
-    from models import CONFIGS, _batches, _torch_model
+    from models import CONFIGS, _batches, _torch_model, _torch_train_step
 
     cfg = CONFIGS[cfg_name]
-    model = _torch_model(cfg).to(device)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=1e-3,
-        betas=(0.9, 0.99),
-    )
     data = [
         (torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
         for x, y in _batches(cfg, 4)
     ]
-    i = [0]
-
-    def step() -> None:
-        x, y = data[i[0] % len(data)]
-        i[0] += 1
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step: Callable[[], None] = _torch_train_step(_torch_model(cfg).to(device), data)
     return step
 
 

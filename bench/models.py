@@ -177,12 +177,13 @@ def _torch_model(cfg: dict[str, int]) -> Any:
     return GPT()
 
 
-def _torch_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> dict[str, float]:
+def _torch_train_step(model: Any, batches: list[Any], compiled: bool = False) -> Any:
+    """A PyTorch training step over ``batches`` in turn: forward, loss, backward, AdamW as
+    sadl's benchmarks configure it (weight decay on matrices only); ``compiled`` wraps the step
+    in ``torch.compile``. Shared by bench/models.py, bench/compiled.py and bench/gpu.py.
+    """
     import torch
-    from _common import best_time, peak_rss_mib
 
-    cfg = CONFIGS[cfg_name]
-    model = _torch_model(cfg)
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
@@ -190,8 +191,6 @@ def _torch_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> di
         lr=1e-3,
         betas=(0.9, 0.99),
     )
-    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(cfg, 4)]
-    i = [0]
 
     def train_step(x: Any, y: Any) -> None:
         _, loss = model(x, y)
@@ -200,12 +199,23 @@ def _torch_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> di
         opt.step()
 
     run = torch.compile(train_step) if compiled else train_step
+    i = [0]
 
     def step() -> None:
-        x, y = data[i[0] % len(data)]
+        x, y = batches[i[0] % len(batches)]
         i[0] += 1
         run(x, y)
 
+    return step
+
+
+def _torch_step_worker(cfg_name: str, quick: bool, compiled: bool = False) -> dict[str, float]:
+    import torch
+    from _common import best_time, peak_rss_mib
+
+    cfg = CONFIGS[cfg_name]
+    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(cfg, 4)]
+    step = _torch_train_step(_torch_model(cfg), data, compiled)
     number, repeat = _repeats(cfg_name, quick)
     seconds = best_time(step, number=number, repeat=repeat, warmup=2)
     return {"seconds": seconds, "peak_rss_mib": peak_rss_mib()}
