@@ -78,47 +78,55 @@ def _row_blocks(x2):
     return [(i, min(i + step, rows)) for i in range(0, rows, step)]
 
 
-def _normalize_into(x2, eps, centered, xhat, rstd):
-    """One block of :func:`_normalized_rows`, written into ``xhat`` and ``rstd``."""
+def _normalize_into(x2, eps, centered, xhat):
+    """One block of :func:`_normalized_rows` written into ``xhat``; returns the block's rstd.
+
+    The row statistics are new (small) arrays rather than scratch: under ``sadl.compile`` the
+    backward's recomputation of them then reads the forward's (``shared_recomputation`` shares
+    only arrays nothing has overwritten since), and only xhat itself is computed again.
+    """
     if centered:
         np.subtract(x2, _row_mean(x2), out=xhat)
     else:
         xhat[...] = x2
-    rstd[...] = _row_dot(xhat, xhat)  # CuPy's einsum has no out=
+    rstd = _row_dot(xhat, xhat)
     rstd *= 1.0 / x2.shape[1]
     rstd += eps
     np.sqrt(rstd, out=rstd)
     np.reciprocal(rstd, out=rstd)
     xhat *= rstd
+    return rstd
+
+
+def _block_scratch(x2, blocks, width):
+    """A scratch array of ``width`` columns as tall as the tallest of ``blocks``."""
+    rows = max((j - i for i, j in blocks), default=0)
+    return array_module(x2).empty((rows, width), dtype=x2.dtype)
 
 
 def _normalized_rows(x2, eps, centered=True, weight=None, bias=None):
-    """The normalized rows ``(x2 - row mean) * rstd`` and ``rstd = 1 / sqrt(row var + eps)``.
+    """``(x2 - row mean) * rstd``, then ``* weight + bias`` when given, as a new array.
 
-    ``centered=False`` skips the mean (RMS norm: rstd = 1 / sqrt(mean(x2**2) + eps)). Shared by
-    the forwards and the backward (which recomputes it instead of saving it). Computed block by
-    block of rows (each row on its own, so the blocks change nothing); with ``weight`` or
-    ``bias`` the affine output ``xhat * weight + bias`` comes third, in the same pass.
+    ``rstd = 1 / sqrt(row var + eps)``; ``centered=False`` skips the mean (RMS norm: rstd =
+    1 / sqrt(mean(x2**2) + eps)). Computed block by block of rows (each row on its own, so the
+    blocks change nothing) with the normalized block in a cache-sized scratch: the pass reads
+    ``x2`` once and writes the output once, nothing else full-size.
     """
     xp = array_module(x2)
-    xhat = xp.empty(x2.shape, dtype=x2.dtype)
-    rstd = xp.empty((x2.shape[0], 1), dtype=x2.dtype)
+    out = xp.empty(x2.shape, dtype=x2.dtype)
+    blocks = _row_blocks(x2)
     affine = weight is not None or bias is not None
-    out = xp.empty(x2.shape, dtype=x2.dtype) if affine else None
-    for i, j in _row_blocks(x2):
-        _normalize_into(x2[i:j], eps, centered, xhat[i:j], rstd[i:j])
-        if out is not None:
-            _affine_into(xhat[i:j], weight, bias, out[i:j])
-    return xhat, rstd, out
+    xhat = _block_scratch(x2, blocks, x2.shape[1]) if affine else None
+    for i, j in blocks:
+        block = out[i:j] if xhat is None else xhat[: j - i]
+        _normalize_into(x2[i:j], eps, centered, block)
+        if xhat is not None:
+            _affine_into(block, weight, bias, out[i:j])
+    return out
 
 
 def _affine_into(xhat, weight, bias, out):
-    """``out = xhat * weight + bias`` (either may be None) for one block; ``xhat`` stays intact.
-
-    The backward computes xhat again from the input; under ``sadl.compile`` it reads the
-    forward's array instead (``shared_recomputation``), which it can only while nothing has
-    written it.
-    """
+    """``out = xhat * weight + bias`` (either may be None) for one block."""
     if weight is None:
         np.add(xhat, bias, out=out)
         return
@@ -132,8 +140,7 @@ def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
     w = None if weight is None else weight.reshape(-1)
     b = None if bias is None else bias.reshape(-1)
-    xhat, _, out = _normalized_rows(x.reshape(-1, D), eps, True, w, b)
-    return (xhat if out is None else out).reshape(x.shape)
+    return _normalized_rows(x.reshape(-1, D), eps, True, w, b).reshape(x.shape)
 
 
 def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, centered=True):
@@ -155,26 +162,42 @@ def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, cente
     gx = views[0].reshape(-1, D)
     g2 = g.reshape(-1, D)
     x2 = x.reshape(-1, D)
-    xhat, rstd, _ = _normalized_rows(x2, eps, centered)
-    if has_bias:  # a GEMV with a row of ones: NumPy's sum(axis=0) adds row by row, far slower
-        views[-1].reshape(-1)[...] = array_module(g2).ones(g2.shape[0], dtype=g2.dtype) @ g2
-    w = None
-    if weight is not None:
-        views[1].reshape(-1)[...] = np.einsum("ij,ij->j", g2, xhat)  # CuPy's einsum has no out=
-        w = weight.reshape(-1)
-    for i, j in _row_blocks(x2):
-        gb, xb = gx[i:j], xhat[i:j]
+    w = None if weight is None else weight.reshape(-1)
+    dweight = None if weight is None else views[1].reshape(-1)
+    dbias = views[-1].reshape(-1) if has_bias else None
+    for total in (dweight, dbias):
+        if total is not None:
+            total[...] = 0
+    # One pass of row blocks: each block's xhat is recomputed from x into a cache-sized scratch
+    # and every use of it (dweight, dx) follows while it is there; x, g and dx each cross
+    # memory once.
+    blocks = _row_blocks(x2)
+    xhat = _block_scratch(x2, blocks, D)
+    # xhat's scratch is written exactly as the forward's is (so a compiled step can share the
+    # row statistics, see _normalize_into); the product xhat * b goes to a second scratch.
+    product = _block_scratch(x2, blocks, D)
+    ones = array_module(g2).ones(xhat.shape[0], dtype=g2.dtype)  # dbias: sum(g) as a GEMV
+    for i, j in blocks:
+        n = j - i
+        xb, gin, gb = xhat[:n], g2[i:j], gx[i:j]
+        rb = _normalize_into(x2[i:j], eps, centered, xb)
+        if dbias is not None:  # sum(axis=0) would add row by row, several times slower
+            dbias += ones[:n] @ gin
+        if dweight is not None:
+            dweight += np.einsum("ij,ij->j", gin, xb)  # CuPy's einsum has no out=
         if w is None:
-            gb[...] = g2[i:j]
+            gb[...] = gin
         else:
-            np.multiply(g2[i:j], w, out=gb)
+            np.multiply(gin, w, out=gb)
         a = _row_mean(gb) if centered else None
         b = _row_dot(gb, xb)
         b *= 1.0 / D
-        gb -= xb * b  # not in place: xhat may be the forward's (see _affine_into)
+        pb = product[:n]
+        np.multiply(xb, b, out=pb)
+        gb -= pb
         if a is not None:
             gb -= a
-        gb *= rstd[i:j]
+        gb *= rb
     return packed
 
 
@@ -277,8 +300,7 @@ def _rms_norm(x, weight, *, eps=None, normalized_shape=None):
     """
     _, D = _norm_shape("rms_norm", x, weight, None, normalized_shape)
     w = None if weight is None else weight.reshape(-1)
-    xhat, _, out = _normalized_rows(x.reshape(-1, D), _rms_eps(x, eps), False, w)
-    return (xhat if out is None else out).reshape(x.shape)
+    return _normalized_rows(x.reshape(-1, D), _rms_eps(x, eps), False, w).reshape(x.shape)
 
 
 def _rms_norm_grad(g, out, x, weight, *, eps=None, normalized_shape=None):
