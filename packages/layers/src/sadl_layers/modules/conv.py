@@ -52,6 +52,7 @@ class _ConvNd(Layer):
 
     spatial = 2
     transposed = False
+    output_padding: tuple[int, ...]  #: transposed layers only
 
     def __init__(
         self,
@@ -112,11 +113,50 @@ class _ConvNd(Layer):
             "groups": self.groups,
         }
 
+    def _convolve(self, op: Any, x: Any, output_size: Any = None) -> Tensor:
+        """``op`` on ``x`` with this layer's weight, bias and options; an unbatched input gets a
+        batch axis for the call and loses it again. Transposed layers also pass the
+        output_padding that ``output_size`` asks for (their own by default).
+        """
+        x, added = batched(self, as_tensor(x), self.in_channels, self.spatial)
+        extra = {}
+        if self.transposed:
+            extra["output_padding"] = self._param(self._padding_for(x, output_size))
+        out: Tensor = self.call_op(op, x, self.weight, self.bias, **extra, **self._options())
+        return out.reshape(out.shape[1:]) if added else out
+
+    def _padding_for(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
+        """The output_padding that gives ``output_size`` (torch's ``forward(x, output_size)``)."""
+        if output_size is None:
+            return self.output_padding
+        d = self.spatial
+        sizes = tuple(int(n) for n in np.atleast_1d(output_size))[-d:]
+        if len(sizes) != d:
+            raise self.fail(f"output_size must give {d} spatial sizes, got {output_size!r}")
+        result = []
+        for axis in range(d):
+            n = x.shape[-d + axis]
+            smallest = (
+                (n - 1) * self.stride[axis]
+                - 2 * self.padding[axis]
+                + self.dilation[axis] * (self.kernel_size[axis] - 1)
+                + 1
+            )
+            extra = sizes[axis] - smallest
+            limit = max(self.stride[axis], self.dilation[axis])
+            if not 0 <= extra < limit:
+                raise self.fail(
+                    f"output_size {sizes} is not reachable: spatial axis {axis} can be "
+                    f"{smallest} to {smallest + limit - 1}"
+                )
+            result.append(extra)
+        return tuple(result)
+
     def extra_repr(self) -> str:
         """Channels, kernel and options."""
         extra = ""
-        if self.transposed and any(getattr(self, "output_padding", ())):
-            extra = f", output_padding={self.output_padding}"  # type: ignore[attr-defined]
+        if self.transposed and any(self.output_padding):
+            extra = f", output_padding={self.output_padding}"
         return (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding}{extra}, dilation={self.dilation}, "
@@ -160,9 +200,7 @@ class Conv2d(_ConvNd):
 
     def forward(self, x: Any) -> Tensor:
         """Convolve ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
-        x, added = batched(self, as_tensor(x), self.in_channels, 2)
-        out: Tensor = self.call_op(_ops.conv2d, x, self.weight, self.bias, **self._options())
-        return out.reshape(out.shape[1:]) if added else out
+        return self._convolve(_ops.conv2d, x)
 
 
 class Conv1d(_ConvNd):
@@ -203,41 +241,13 @@ class Conv1d(_ConvNd):
 
     def forward(self, x: Any) -> Tensor:
         """Convolve ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
-        x, added = batched(self, as_tensor(x), self.in_channels, 1)
-        out: Tensor = self.call_op(_ops.conv1d, x, self.weight, self.bias, **self._options())
-        return out.reshape(out.shape[1:]) if added else out
+        return self._convolve(_ops.conv1d, x)
 
 
 class _ConvTransposeNd(_ConvNd):
-    transposed = True
-    output_padding: tuple[int, ...]
+    """A transposed convolution: weight (in_channels, out_channels / groups, *kernel)."""
 
-    def _padding_for(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
-        """The output_padding that gives ``output_size`` (torch's ``forward(x, output_size)``)."""
-        if output_size is None:
-            return self.output_padding
-        d = self.spatial
-        sizes = tuple(int(n) for n in np.atleast_1d(output_size))[-d:]
-        if len(sizes) != d:
-            raise self.fail(f"output_size must give {d} spatial sizes, got {output_size!r}")
-        result = []
-        for axis in range(d):
-            n = x.shape[-d + axis]
-            smallest = (
-                (n - 1) * self.stride[axis]
-                - 2 * self.padding[axis]
-                + self.dilation[axis] * (self.kernel_size[axis] - 1)
-                + 1
-            )
-            extra = sizes[axis] - smallest
-            limit = max(self.stride[axis], self.dilation[axis])
-            if not 0 <= extra < limit:
-                raise self.fail(
-                    f"output_size {sizes} is not reachable: spatial axis {axis} can be "
-                    f"{smallest} to {smallest + limit - 1}"
-                )
-            result.append(extra)
-        return tuple(result)
+    transposed = True
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -279,16 +289,7 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, x: Any, output_size: Any = None) -> Tensor:
         """Transposed convolution of ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
-        x, added = batched(self, as_tensor(x), self.in_channels, 2)
-        out: Tensor = self.call_op(
-            _ops.conv_transpose2d,
-            x,
-            self.weight,
-            self.bias,
-            output_padding=self._padding_for(x, output_size),
-            **self._options(),
-        )
-        return out.reshape(out.shape[1:]) if added else out
+        return self._convolve(_ops.conv_transpose2d, x, output_size)
 
 
 class ConvTranspose1d(_ConvTransposeNd):
@@ -327,13 +328,4 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     def forward(self, x: Any, output_size: Any = None) -> Tensor:
         """Transposed convolution of ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
-        x, added = batched(self, as_tensor(x), self.in_channels, 1)
-        out: Tensor = self.call_op(
-            _ops.conv_transpose1d,
-            x,
-            self.weight,
-            self.bias,
-            output_padding=self._padding_for(x, output_size)[0],
-            **self._options(),
-        )
-        return out.reshape(out.shape[1:]) if added else out
+        return self._convolve(_ops.conv_transpose1d, x, output_size)

@@ -192,12 +192,23 @@ class _Recurrent(Layer):
         return ", ".join(parts)
 
 
+class _OneState(_Recurrent):
+    """A recurrent layer with one state per layer and direction (RNN, GRU; LSTM has two)."""
+
+    def forward(self, x: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
+        """``(output, h_n)`` for ``x`` (T, B, input_size) and initial states ``hx`` (L*D, B, H)."""
+        seq, unbatched = self._time_major(as_tensor(x))
+        initial = [self._initial(hx, "hx", seq.shape[1], unbatched)]
+        y, finals = self._run(seq, initial)
+        return self._output(y, unbatched), self._final(finals[0], unbatched)
+
+
 def _last(y: Tensor, reverse: bool) -> Tensor:
     """The state after the last processed step: the first time step when running backwards."""
     return y[0] if reverse else y[y.shape[0] - 1]
 
 
-class RNN(_Recurrent):
+class RNN(_OneState):
     """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu).
 
     ``RNN(input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
@@ -247,15 +258,8 @@ class RNN(_Recurrent):
         )
         return y, [_last(y, reverse)]
 
-    def forward(self, x: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
-        """``(output, h_n)`` for ``x`` (T, B, input_size) and initial states ``hx`` (L*D, B, H)."""
-        seq, unbatched = self._time_major(as_tensor(x))
-        initial = [self._initial(hx, "hx", seq.shape[1], unbatched)]
-        y, finals = self._run(seq, initial)
-        return self._output(y, unbatched), self._final(finals[0], unbatched)
 
-
-class GRU(_Recurrent):
+class GRU(_OneState):
     """Gated recurrent unit, torch's gates r, z, n and equations.
 
     ``GRU(input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
@@ -294,13 +298,6 @@ class GRU(_Recurrent):
     ) -> tuple[Tensor, list[Tensor]]:
         out: Tensor = self.call_op(_ops.gru_sequence, x, states[0], *weights, reverse=reverse)
         return out[0], [_last(out[0], reverse)]
-
-    def forward(self, x: Any, hx: Any = None) -> tuple[Tensor, Tensor]:
-        """``(output, h_n)`` for ``x`` (T, B, input_size) and initial states ``hx`` (L*D, B, H)."""
-        seq, unbatched = self._time_major(as_tensor(x))
-        initial = [self._initial(hx, "hx", seq.shape[1], unbatched)]
-        y, finals = self._run(seq, initial)
-        return self._output(y, unbatched), self._final(finals[0], unbatched)
 
 
 class LSTM(_Recurrent):
