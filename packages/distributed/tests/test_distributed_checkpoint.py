@@ -7,13 +7,7 @@ import sadl_distributed as dist
 import sadl_serialize
 from distributed_fakes import mlp
 
-
-@pytest.fixture(autouse=True)
-def world_of_one():
-    dist.shutdown()
-    dist.init("local")
-    yield
-    dist.shutdown()
+pytestmark = pytest.mark.usefixtures("world_of_one")
 
 
 def setup():

@@ -7,13 +7,7 @@ import sadl_distributed as dist
 from distributed_fakes import MirrorGroup
 from sadl_distributed.collectives import gather_bytes
 
-
-@pytest.fixture(autouse=True)
-def world_of_one():
-    dist.shutdown()
-    dist.init("local")
-    yield
-    dist.shutdown()
+pytestmark = pytest.mark.usefixtures("world_of_one")
 
 
 def test_world_of_one_collectives_are_identities():

@@ -13,13 +13,7 @@ from distributed_fakes import MirrorGroup, mlp
 from sadl.backends import device_of
 from sadl.testing import assert_close
 
-
-@pytest.fixture(autouse=True)
-def world_of_one():
-    dist.shutdown()
-    dist.init("local")
-    yield
-    dist.shutdown()
+pytestmark = pytest.mark.usefixtures("world_of_one")
 
 
 def on(device, values):

@@ -5,13 +5,7 @@ import pytest
 import sadl
 import sadl_distributed as dist
 
-
-@pytest.fixture(autouse=True)
-def world_of_one():
-    dist.shutdown()
-    dist.init("local")
-    yield
-    dist.shutdown()
+pytestmark = pytest.mark.usefixtures("world_of_one")
 
 
 def shards(n, world, **kwargs):

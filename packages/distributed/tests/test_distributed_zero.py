@@ -7,13 +7,7 @@ import sadl_distributed as dist
 from distributed_fakes import mlp
 from sadl_distributed.zero import partition
 
-
-@pytest.fixture(autouse=True)
-def world_of_one():
-    dist.shutdown()
-    dist.init("local")
-    yield
-    dist.shutdown()
+pytestmark = pytest.mark.usefixtures("world_of_one")
 
 
 def test_partition_balances_sizes_deterministically():
