@@ -10,35 +10,8 @@ import warnings
 import numpy as np
 import pytest
 import sadl
+from compile_models import MLP, batches, cross_entropy
 from sadl import CompileError, CompileWarning
-
-
-class MLP(sadl.nn.Module):
-    """Two dense layers and a ReLU, from core ops only (core's tests have no sadl-layers)."""
-
-    def __init__(self, seed=0, n_in=12, n_hidden=16, n_out=5):
-        super().__init__()
-        rng = np.random.default_rng(seed)
-        self.w1 = sadl.Parameter(rng.standard_normal((n_in, n_hidden)).astype(np.float32) / 4)
-        self.b1 = sadl.Parameter(np.zeros(n_hidden, np.float32))
-        self.w2 = sadl.Parameter(rng.standard_normal((n_hidden, n_out)).astype(np.float32) / 4)
-        self.b2 = sadl.Parameter(np.zeros(n_out, np.float32))
-
-    def forward(self, x):
-        h = (x @ self.w1 + self.b1).relu()
-        return h @ self.w2 + self.b2
-
-
-def cross_entropy(logits, targets):
-    return -logits.log_softmax(-1).take_along_axis(targets[:, None], 1).mean()
-
-
-def batches(n, seed=1, batch=8, n_in=12, n_out=5):
-    rng = np.random.default_rng(seed)
-    return [
-        (rng.standard_normal((batch, n_in)).astype(np.float32), rng.integers(0, n_out, batch))
-        for _ in range(n)
-    ]
 
 
 def make_step(optimizer_cls, compiled, **compile_options):

@@ -11,32 +11,17 @@ import re
 import numpy as np
 import pytest
 import sadl
+from compile_models import MLP, batches, cross_entropy
 from sadl import CompileError
 
 
-class MLP(sadl.nn.Module):
-    """Two dense layers and a ReLU, from core ops only (core's tests have no sadl-layers)."""
-
-    def __init__(self, seed=0, n_in=6, n_hidden=8, n_out=3):
-        super().__init__()
-        rng = np.random.default_rng(seed)
-        self.w1 = sadl.Parameter(rng.standard_normal((n_in, n_hidden)).astype(np.float32) / 4)
-        self.b1 = sadl.Parameter(np.zeros(n_hidden, np.float32))
-        self.w2 = sadl.Parameter(rng.standard_normal((n_hidden, n_out)).astype(np.float32) / 4)
-        self.b2 = sadl.Parameter(np.zeros(n_out, np.float32))
-
-    def forward(self, x):
-        h = (x @ self.w1 + self.b1).relu()
-        keep = sadl.rand(*h.shape, device=h.device) >= 0.25  # a dropout mask, drawn where h is
-        return (h * keep.astype(np.float32) / 0.75) @ self.w2 + self.b2
+def device_mlp():
+    """The compile tests' MLP, small, with a dropout mask drawn where its hidden layer is."""
+    return MLP(n_in=6, n_hidden=8, n_out=3, dropout=True)
 
 
-def data(n, seed=1, batch=5, n_in=6, n_out=3):
-    rng = np.random.default_rng(seed)
-    return [
-        (rng.standard_normal((batch, n_in)).astype(np.float32), rng.integers(0, n_out, batch))
-        for _ in range(n)
-    ]
+def data(n):
+    return batches(n, batch=5, n_in=6, n_out=3)
 
 
 def host(array):
@@ -44,12 +29,8 @@ def host(array):
     return sadl.backends.to_device(array, "cpu")
 
 
-def cross_entropy(logits, targets):
-    return -logits.log_softmax(-1).take_along_axis(targets[:, None], 1).mean()
-
-
 def test_a_compiled_forward_is_eager_on_the_device(device):
-    model = MLP().to(device)
+    model = device_mlp().to(device)
     compiled = sadl.compile(lambda x: model(x).detach(), fusion=False)
     for x, _ in data(3):
         x = sadl.tensor(x, device=device)
@@ -68,7 +49,7 @@ def test_a_compiled_forward_is_eager_on_the_device(device):
 def train(device, make_optimizer, compiled, fusion):
     """Four training steps on ``device``: (losses, model, optimizer, the step function)."""
     sadl.manual_seed(0)
-    model = MLP().to(device)
+    model = device_mlp().to(device)
     opt = make_optimizer(model.parameters())
 
     def step(x, y):
