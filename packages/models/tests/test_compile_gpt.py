@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sadl
+from gpt_training import train_step
 from sadl.data import windows
 from sadl_models.corpus import builtin_corpus
 from sadl_models.gpt import GPT
@@ -25,13 +26,7 @@ def tiny_run(compiled: bool, dropout: float):
     opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=3e-3, betas=(0.9, 0.99))
     schedule = CosineWithWarmup(opt, warmup_steps=20, total_steps=STEPS, min_lr=3e-4)
 
-    def step(x, y):
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = train_step(model, opt)
     run = sadl.compile(step, fusion=False) if compiled else step
     tokens = np.random.default_rng(1).integers(0, 65, 4000)
     rng = np.random.default_rng(2)
@@ -96,13 +91,7 @@ def device_run(device, compiled, steps=5):
     model = GPT(65, 16, 2, 2, 32, dropout=0.1).to(device)
     opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=3e-3, betas=(0.9, 0.99))
 
-    def step(x, y):
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = train_step(model, opt)
     run = sadl.compile(step, fusion=False) if compiled else step
     tokens = np.random.default_rng(1).integers(0, 65, 4000)
     rng = np.random.default_rng(2)

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import sadl
+from gpt_training import train_step
 from sadl_models.corpus import builtin_corpus
 from sadl_models.gpt import GPT
 from sadl_models.train import TrainConfig, train
@@ -119,13 +120,7 @@ def test_under_sadl_compile_with_dropout_the_same_losses_as_eager(rng):
             model.load_state_dict(GPT(**TINY, rng=0).state_dict())
         opt = sadl.optim.AdamW(model.parameters(), lr=1e-2)
 
-        def step(x, y):
-            _, loss = model(x, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = train_step(model, opt)
         fn = sadl.compile(step, fusion=False) if compiled else step
         data = np.random.default_rng(1)
         losses = []
