@@ -30,32 +30,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def _sadl_step(cfg: dict[str, int], data: list[Any], compiled: bool) -> tuple[Any, Any]:
-    import sadl
-    from sadl_models.gpt import GPT
-    from sadl_optim import AdamW, param_groups_for_weight_decay
-
-    model = GPT(cfg["vocab"], cfg["block"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"], rng=0)
-    opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
-
-    def train_step(x: Any, y: Any) -> Any:
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
-    run = sadl.compile(train_step) if compiled else train_step
-    i = [0]
-
-    def step() -> None:
-        x, y = data[i[0] % len(data)]
-        i[0] += 1
-        run(x, y)
-
-    return step, run
-
-
 def _torch_step(cfg: dict[str, int], data: list[Any]) -> Any:
     import torch
     from models import _torch_model, _torch_train_step
@@ -136,15 +110,15 @@ def main() -> int:
     if optional_torch() is None:
         print("(bench/compiled.py: PyTorch is not installed; nothing to compare with)")
         return 0
-    from models import CONFIGS, _batches
+    from models import CONFIGS, _batches, _sadl_train_step
 
     for name in args.configs:
         cfg = CONFIGS[name]
         data = _batches(cfg, 4)
-        compiled_step, compiled = _sadl_step(cfg, data, compiled=True)
+        compiled_step, compiled = _sadl_train_step(cfg, data, compiled=True)
         steps = {
             "sadl compiled": compiled_step,
-            "sadl eager": _sadl_step(cfg, data, compiled=False)[0],
+            "sadl eager": _sadl_train_step(cfg, data)[0],
             "torch eager": _torch_step(cfg, data),
         }
         number = (10 if name == "S" else 3) // (2 if args.quick else 1)

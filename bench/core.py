@@ -107,11 +107,12 @@ def make_w2_sadl(compiled: bool = False):  # type: ignore[no-untyped-def]
     return sadl.compile(step) if compiled else step
 
 
-def make_w2_torch(torch, compiled: bool = False):  # type: ignore[no-untyped-def]
+def make_w2_torch(torch, compiled: bool = False, device: str = "cpu"):  # type: ignore[no-untyped-def]
+    """The W2 training step in PyTorch on ``device`` (also bench/gpu.py's)."""
     x, y, weights = mlp_data()
-    params = [torch.tensor(w, requires_grad=True) for w in weights]
+    params = [torch.tensor(w, device=device, requires_grad=True) for w in weights]
     opt = torch.optim.SGD(params, lr=0.01)
-    xt, yt = torch.tensor(x), torch.tensor(y)
+    xt, yt = torch.tensor(x, device=device), torch.tensor(y, device=device)
 
     def step() -> None:
         w1, b1, w2, b2, w3, b3 = params

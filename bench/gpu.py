@@ -93,57 +93,21 @@ def _sadl_w2(device: str, compiled: bool = False) -> Callable[[], None]:
 
 
 def _sadl_w3(device: str, cfg_name: str, compiled: bool = False) -> Callable[[], None]:
-    import sadl
-    from models import CONFIGS, _batches
-    from sadl_models.gpt import GPT
-    from sadl_optim import AdamW, param_groups_for_weight_decay
+    from models import CONFIGS, _batches, _sadl_train_step
 
     cfg = CONFIGS[cfg_name]
-    model = GPT(cfg["vocab"], cfg["block"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"], rng=0)
-    model.to(device)
-    opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
-    data = [
-        (sadl.tensor(x, device=device).data, sadl.tensor(y, device=device).data)
-        for x, y in _batches(cfg, 4)
-    ]
-    i = [0]
-
-    def train(x: Any, y: Any) -> Any:
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
-    run = sadl.compile(train, fusion=False) if compiled else train
-
-    def step() -> None:
-        x, y = data[i[0] % len(data)]  # picked outside: Python in a compiled step runs once
-        i[0] += 1
-        run(x, y)
-
+    step: Callable[[], None] = _sadl_train_step(
+        cfg, _batches(cfg, 4), compiled, device=device, fusion=False
+    )[0]
     return step
 
 
 # ---------------------------------------------------------------------------------- torch
 def _torch_w2(device: str) -> Callable[[], None]:
     import torch
-    from core import mlp_data
+    from core import make_w2_torch
 
-    x, y, weights = mlp_data()
-    params = [torch.tensor(w, device=device, requires_grad=True) for w in weights]
-    opt = torch.optim.SGD(params, lr=0.01)
-    xt, yt = torch.tensor(x, device=device), torch.tensor(y, device=device)
-
-    def step() -> None:
-        w1, b1, w2, b2, w3, b3 = params
-        h = (xt @ w1 + b1).relu()
-        h = (h @ w2 + b2).relu()
-        loss = torch.nn.functional.cross_entropy(h @ w3 + b3, yt)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
+    step: Callable[[], None] = make_w2_torch(torch, device=device)
     return step
 
 

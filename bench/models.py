@@ -71,15 +71,23 @@ def _generate_tokens(cfg_name: str, quick: bool) -> int:
 
 
 # ---------------------------------------------------------------------------------- workers
-def _sadl_step_worker(
-    cfg_name: str, quick: bool, compiled: bool = False, checkpoint: bool = False
-) -> dict[str, float]:
+def _sadl_train_step(
+    cfg: dict[str, int],
+    batches: list[Any],
+    compiled: bool = False,
+    checkpoint: bool = False,
+    device: str = "cpu",
+    **compile_options: Any,
+) -> tuple[Any, Any]:
+    """A sadl GPT training step over ``batches`` in turn: forward, loss, backward, AdamW as the
+    PyTorch step (``_torch_train_step``) is configured, on ``device``. Returns ``step()`` and
+    the function it calls, under ``sadl.compile(..., **compile_options)`` when ``compiled``.
+    Shared by bench/models.py, bench/compiled.py and bench/gpu.py.
+    """
     import sadl
-    from _common import best_time, peak_rss_mib
     from sadl_models.gpt import GPT
     from sadl_optim import AdamW, param_groups_for_weight_decay
 
-    cfg = CONFIGS[cfg_name]
     model = GPT(
         cfg["vocab"],
         cfg["block"],
@@ -89,9 +97,13 @@ def _sadl_step_worker(
         rng=0,
         checkpoint_activations=checkpoint,
     )
+    if device != "cpu":
+        model.to(device)
+        batches = [
+            (sadl.tensor(x, device=device).data, sadl.tensor(y, device=device).data)
+            for x, y in batches
+        ]
     opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
-    data = _batches(cfg, 4)
-    i = [0]
 
     def train_step(x: Any, y: Any) -> Any:
         _, loss = model(x, y)
@@ -100,13 +112,25 @@ def _sadl_step_worker(
         opt.step()
         return loss
 
-    run = sadl.compile(train_step) if compiled else train_step
+    run = sadl.compile(train_step, **compile_options) if compiled else train_step
+    i = [0]
 
     def step() -> None:
-        x, y = data[i[0] % len(data)]
+        x, y = batches[i[0] % len(batches)]  # picked outside: Python in a compiled step runs once
         i[0] += 1
         run(x, y)
 
+    return step, run
+
+
+def _sadl_step_worker(
+    cfg_name: str, quick: bool, compiled: bool = False, checkpoint: bool = False
+) -> dict[str, float]:
+    from _common import best_time, peak_rss_mib
+
+    step, _ = _sadl_train_step(
+        CONFIGS[cfg_name], _batches(CONFIGS[cfg_name], 4), compiled, checkpoint
+    )
     number, repeat = _repeats(cfg_name, quick)
     before = peak_rss_mib()  # interpreter, imports, model, optimizer, data: before any step
     seconds = best_time(step, number=number, repeat=repeat, warmup=2)
