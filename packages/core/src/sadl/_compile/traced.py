@@ -248,6 +248,18 @@ for _name in RECORDED_METHODS:
     setattr(TracedArray, _name, _recorded(_name))
 
 
+def _said(name: str, convert: Callable[[Any], Any] | None = None) -> Any:
+    """A read-only property: what the wrapped device array says its ``name`` is (converted to
+    a plain Python value by ``convert`` when given).
+    """
+
+    def get(self: TracedDeviceArray) -> Any:
+        value = getattr(self._p, name)
+        return value if convert is None else convert(value)
+
+    return property(get, doc=f"The device array's ``{name}``.")
+
+
 class TracedDeviceArray(NDArrayOperatorsMixin):
     """A device array whose calls are recorded by the active tracer (its stand-in while tracing)."""
 
@@ -273,50 +285,15 @@ class TracedDeviceArray(NDArrayOperatorsMixin):
         return self._p.__array__(dtype)  # refused as the device array refuses it (CuPy)
 
     # ------------------------------------------------------------ what the device array says
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The device array's shape."""
-        return tuple(self._p.shape)
-
-    @property
-    def dtype(self) -> Any:
-        """The device array's dtype."""
-        return self._p.dtype
-
-    @property
-    def ndim(self) -> int:
-        """The device array's number of axes."""
-        return int(self._p.ndim)
-
-    @property
-    def size(self) -> int:
-        """The device array's number of elements."""
-        return int(self._p.size)
-
-    @property
-    def itemsize(self) -> int:
-        """Bytes per element."""
-        return int(self._p.itemsize)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the elements."""
-        return int(self._p.nbytes)
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """The device array's strides (bytes)."""
-        return tuple(self._p.strides)
-
-    @property
-    def flags(self) -> Any:
-        """The device array's flags."""
-        return self._p.flags
-
-    @property
-    def device(self) -> Any:
-        """The device array's device (the library's own object)."""
-        return self._p.device
+    shape = _said("shape", tuple)
+    dtype = _said("dtype")
+    ndim = _said("ndim", int)
+    size = _said("size", int)
+    itemsize = _said("itemsize", int)
+    nbytes = _said("nbytes", int)
+    strides = _said("strides", tuple)
+    flags = _said("flags")
+    device = _said("device")
 
     @property
     def base(self) -> Any:
