@@ -5,12 +5,15 @@ include another's). On a shared, loaded machine that makes a ratio depend on whe
 ran, so this script times sadl compiled, sadl eager and PyTorch eager in ONE process, round by
 round in turn (one machine load for all of them), and keeps each one's best round.
 
+``--blas`` times the step's matrix products alone through NumPy's BLAS and through PyTorch's
+(``bench/blas.py``): how much of the gap to PyTorch is the BLAS each links.
+
 ``--profile`` then times every line of the compiled replay and prints where a step spends its
 time: by source file of the op that made the call (dense.py, attention.py ...), matmul apart,
 and by NumPy function. It reads the generated replay through ``CompiledFunction._last`` (a
 diagnostic, not an API).
 
-Usage: python bench/compiled.py [--threads 1] [--quick] [--profile]
+Usage: python bench/compiled.py [--threads 1] [--quick] [--profile] [--blas]
 Run it as ``env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python
 bench/compiled.py`` (bench/run.py sets that environment itself).
 """
@@ -102,6 +105,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", action="store_true", help="per-line replay timing")
+    parser.add_argument(
+        "--blas", action="store_true", help="the step's products in NumPy's BLAS and torch's"
+    )
     parser.add_argument("configs", nargs="*", default=["S", "M"])
     args = parser.parse_args()
     from _common import optional_torch, set_threads
@@ -132,6 +138,17 @@ def main() -> int:
         )
         if args.profile:
             profile(compiled, data, 10 if name == "S" else 5)
+        if args.blas:
+            from blas import blas_floor
+
+            products = blas_floor(compiled, compiled_step, steps["torch eager"])
+            sadl_rest = best["sadl compiled"] - products["sadl 2-D in step"]
+            sadl_rest -= products["sadl batched in step"]
+            torch_rest = torch_s - products["torch 2-D in step"]
+            print(
+                f"  the rest of a step: sadl compiled {sadl_rest * 1e3:.1f} ms, torch eager "
+                f"{torch_rest * 1e3:.1f} ms (its attention, with its products, included)"
+            )
     return 0
 
 

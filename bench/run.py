@@ -30,6 +30,8 @@ AREAS = [
 #: Run once, at the first thread count: scripts that set their own thread counts (they compare
 #: settings), and the compiled-step ratio, which issue 13 judges at one thread.
 RUN_ONCE = {"distributed", "compiled"}
+#: Extra arguments per area: the compiled step's report splits its products out by BLAS.
+EXTRA_ARGS = {"compiled": ["--blas"]}
 
 
 def main() -> int:
@@ -54,7 +56,13 @@ def main() -> int:
             env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
             for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
                 env[var] = str(threads)
-            cmd = [sys.executable, str(script), "--threads", str(threads)]
+            cmd = [
+                sys.executable,
+                str(script),
+                "--threads",
+                str(threads),
+                *EXTRA_ARGS.get(area, []),
+            ]
             if args.quick:
                 cmd.append("--quick")
             failed += subprocess.call(cmd, env=env) != 0
