@@ -66,6 +66,11 @@ def _record(program: Any, run: Any, calls: int) -> tuple[list[tuple[Any, ...]], 
 
 
 def _best(fn: Any, repeat: int) -> float:
+    """Best seconds of one call, one warm-up first.
+
+    Not ``_common.best_time``: its ``gc.collect()`` before every round walks the heap and leaves
+    a single small product to run from cold caches (W3-S's products then measure 3-6x slower).
+    """
     fn()
     times = []
     for _ in range(repeat):

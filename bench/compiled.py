@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gc
 import os
 import sys
 import time
@@ -39,22 +38,6 @@ def _torch_step(cfg: dict[str, int], data: list[Any]) -> Any:
 
     batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data]
     return _torch_train_step(_torch_model(cfg), batches)
-
-
-def alternating(steps: dict[str, Any], number: int, rounds: int) -> dict[str, float]:
-    """Best seconds per call of each step, the steps timed in turn within every round."""
-    for fn in steps.values():
-        for _ in range(3):
-            fn()
-    best = dict.fromkeys(steps, float("inf"))
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            gc.collect()
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - start) / number)
-    return best
 
 
 def profile(compiled: Any, data: list[Any], calls: int) -> None:
@@ -110,7 +93,7 @@ def main() -> int:
     )
     parser.add_argument("configs", nargs="*", default=["S", "M"])
     args = parser.parse_args()
-    from _common import optional_torch, set_threads
+    from _common import best_times, optional_torch, set_threads
 
     set_threads(args.threads)
     if optional_torch() is None:
@@ -128,7 +111,8 @@ def main() -> int:
             "torch eager": _torch_step(cfg, data),
         }
         number = (10 if name == "S" else 3) // (2 if args.quick else 1)
-        best = alternating(steps, number, 2 if args.quick else 7)
+        times = best_times(list(steps.values()), number=number, repeat=2 if args.quick else 7)
+        best = dict(zip(steps, times))
         torch_s = best["torch eager"]
         print(
             f"W3-{name} ({args.threads} thread(s), alternating rounds): "

@@ -20,29 +20,9 @@ Both frameworks get the same weights and data, in float32, in the same process.
 
 from __future__ import annotations
 
-import gc
-import time
-from collections.abc import Callable
 from typing import Any
 
-from _common import best_time, header, optional_torch, parse_args, row
-
-
-def best_times(fns: list[Callable[[], Any]], *, number: int, repeat: int) -> list[float]:
-    """Best mean seconds per call of each function, their rounds alternating: on a shared,
-    noisy machine both sides of a ratio then see the same load."""
-    for fn in fns:
-        for _ in range(3):
-            fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            gc.collect()
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            best[k] = min(best[k], (time.perf_counter() - start) / number)
-    return best
+from _common import best_time, best_times, header, optional_torch, parse_args, row
 
 
 def cnn_workloads(np: Any, sadl: Any, torch: Any) -> tuple[Any, Any]:
