@@ -80,9 +80,44 @@ def _tracer_for(x: Any) -> Tracer | None:
     return tracer
 
 
-class TracedArray(np.ndarray):  # type: ignore[type-arg]
+class _Dispatched:
+    """What both traced arrays share: NumPy's protocols bring every ufunc and function call to
+    the active tracer, which records it through its method named by ``_record_ufunc`` /
+    ``_record_function`` (as a NumPy call, or as the device backend's); outside a trace the call
+    runs on the plain arrays. ``base`` names the traced array owning the memory.
+    """
+
+    __slots__ = ()
+    _record_ufunc: str
+    _record_function: str
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        tracer = ACTIVE.tracer
+        if tracer is None:
+            return getattr(ufunc, method)(*unwrap_plain(inputs), **unwrap_plain(kwargs))
+        return getattr(tracer, self._record_ufunc)(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        tracer = ACTIVE.tracer
+        if tracer is None:
+            return func(*unwrap_plain(args), **unwrap_plain(kwargs))
+        return getattr(tracer, self._record_function)(func, args, kwargs)
+
+    @property
+    def base(self) -> Any:
+        """The traced array owning this memory, as the plain array's ``base`` names it."""
+        tracer = _tracer_for(self)
+        p = plain(self).base
+        if tracer is None or p is None:
+            return p
+        return tracer.traced_base(self, p)
+
+
+class TracedArray(_Dispatched, np.ndarray):  # type: ignore[misc, type-arg]
     """A view of an array whose NumPy calls are recorded by the active tracer."""
 
+    _record_ufunc = "ufunc"
+    _record_function = "function"
     _v: Any  #: the IR value this array is (None for arrays NumPy made behind the tracer's back)
     _p: Any  #: the plain ndarray of the same memory
 
@@ -90,32 +125,11 @@ class TracedArray(np.ndarray):  # type: ignore[type-arg]
         self._v = None
         self._p = None
 
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        tracer = ACTIVE.tracer
-        if tracer is None:
-            return getattr(ufunc, method)(*unwrap_plain(inputs), **unwrap_plain(kwargs))
-        return tracer.ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        tracer = ACTIVE.tracer
-        if tracer is None:
-            return func(*unwrap_plain(args), **unwrap_plain(kwargs))
-        return tracer.function(func, args, kwargs)
-
     # ------------------------------------------------------------ attributes with a meaning
     @property  # type: ignore[misc]
     def flags(self) -> Any:
         """The flags of the plain array (whether it owns its memory, as in an eager run)."""
         return plain(self).flags
-
-    @property  # type: ignore[misc]
-    def base(self) -> Any:
-        """The traced array owning this memory, as ``ndarray.base`` would name it."""
-        tracer = _tracer_for(self)
-        p = plain(self).base
-        if tracer is None or p is None:
-            return p
-        return tracer.traced_base(self, p)
 
     @property  # type: ignore[misc]
     def T(self) -> Any:
@@ -260,26 +274,16 @@ def _said(name: str, convert: Callable[[Any], Any] | None = None) -> Any:
     return property(get, doc=f"The device array's ``{name}``.")
 
 
-class TracedDeviceArray(NDArrayOperatorsMixin):
+class TracedDeviceArray(_Dispatched, NDArrayOperatorsMixin):
     """A device array whose calls are recorded by the active tracer (its stand-in while tracing)."""
 
     __slots__ = ("__weakref__", "_p", "_v")
+    _record_ufunc = "device_ufunc"
+    _record_function = "device_function"
 
     def __init__(self, array: Any, value: Any) -> None:
         self._p = array  #: the device array
         self._v = value  #: the IR value it is
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        tracer = ACTIVE.tracer
-        if tracer is None:
-            return getattr(ufunc, method)(*unwrap_plain(inputs), **unwrap_plain(kwargs))
-        return tracer.device_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        tracer = ACTIVE.tracer
-        if tracer is None:
-            return func(*unwrap_plain(args), **unwrap_plain(kwargs))
-        return tracer.device_function(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         return self._p.__array__(dtype)  # refused as the device array refuses it (CuPy)
@@ -294,15 +298,6 @@ class TracedDeviceArray(NDArrayOperatorsMixin):
     strides = _said("strides", tuple)
     flags = _said("flags")
     device = _said("device")
-
-    @property
-    def base(self) -> Any:
-        """The traced array owning this memory, as the device array's ``base`` names it."""
-        tracer = _tracer_for(self)
-        p = self._p.base
-        if tracer is None or p is None:
-            return p
-        return tracer.traced_base(self, p)
 
     @property
     def T(self) -> Any:
