@@ -38,3 +38,17 @@ def batches(n, seed=1, batch=8, n_in=12, n_out=5):
         (rng.standard_normal((batch, n_in)).astype(np.float32), rng.integers(0, n_out, batch))
         for _ in range(n)
     ]
+
+
+def assert_draws_replay_as_in_eager(noisy, x, calls=4):
+    """``noisy(x)`` draws random numbers: compiled from the same seed, its replays give eager's
+    values call for call, fresh numbers each call, from one trace."""
+    compiled = sadl.compile(noisy)
+    sadl.manual_seed(7)
+    eager = [noisy(x).numpy() for _ in range(calls)]
+    sadl.manual_seed(7)  # a new seed renews the generators: replays draw from the new stream
+    replayed = [compiled(x).numpy() for _ in range(calls)]
+    for e, r in zip(eager, replayed):
+        assert np.array_equal(e, r)
+    assert not np.array_equal(replayed[1], replayed[2])
+    assert compiled.stats.traces == 1

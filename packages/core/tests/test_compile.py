@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 import sadl
-from compile_models import MLP, batches, cross_entropy
+from compile_models import MLP, assert_draws_replay_as_in_eager, batches, cross_entropy
 from sadl import CompileError, CompileWarning
 
 
@@ -114,16 +114,7 @@ def test_random_draws_are_fresh_and_follow_the_eager_stream():
         keep = sadl.rand(*x.shape) >= 0.5  # sadl's default generator, as Dropout draws
         return x * keep.astype(np.float32) * 2.0
 
-    compiled = sadl.compile(noisy)
-    x = sadl.ones(64)
-    sadl.manual_seed(7)
-    eager = [noisy(x).numpy() for _ in range(4)]
-    sadl.manual_seed(7)
-    replayed = [compiled(x).numpy() for _ in range(4)]
-    for e, r in zip(eager, replayed):
-        assert np.array_equal(e, r)
-    assert not np.array_equal(replayed[1], replayed[2])
-    assert compiled.stats.traces == 1
+    assert_draws_replay_as_in_eager(noisy, sadl.ones(64))
 
 
 def test_a_private_generator_is_drawn_from_on_every_replay():

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 import sadl
-from compile_models import MLP, batches, cross_entropy
+from compile_models import MLP, assert_draws_replay_as_in_eager, batches, cross_entropy
 from sadl import CompileError
 
 
@@ -100,16 +100,7 @@ def test_random_draws_are_fresh_from_the_device_generator_as_in_eager(device):
         keep = sadl.rand(*x.shape, device=x.device) >= 0.5  # the device's generator
         return x * keep.astype(np.float32) * 2.0
 
-    compiled = sadl.compile(noisy)
-    x = sadl.ones(64, device=device)
-    sadl.manual_seed(7)
-    eager = [noisy(x).numpy() for _ in range(4)]
-    sadl.manual_seed(7)  # a new seed renews the device's generator: replays draw from the new one
-    replayed = [compiled(x).numpy() for _ in range(4)]
-    for e, r in zip(eager, replayed):
-        assert np.array_equal(e, r)
-    assert not np.array_equal(replayed[1], replayed[2])
-    assert compiled.stats.traces == 1
+    assert_draws_replay_as_in_eager(noisy, sadl.ones(64, device=device))
 
 
 def test_a_changed_device_retraces():
