@@ -80,11 +80,13 @@ def _tracer_for(x: Any) -> Tracer | None:
     return tracer
 
 
-class _Dispatched:
+class _Traced:
     """What both traced arrays share: NumPy's protocols bring every ufunc and function call to
     the active tracer, which records it through its method named by ``_record_ufunc`` /
     ``_record_function`` (as a NumPy call, or as the device backend's); outside a trace the call
-    runs on the plain arrays. ``base`` names the traced array owning the memory.
+    runs on the plain arrays. ``base`` names the traced array owning the memory, and reading a
+    value into Python (``bool``, ``item`` ...) asks the tracer, which refuses it when the value
+    depends on the inputs.
     """
 
     __slots__ = ()
@@ -112,8 +114,38 @@ class _Dispatched:
             return p
         return tracer.traced_base(self, p)
 
+    # ------------------------------------------------------------ values read into Python
+    def __bool__(self) -> bool:
+        return bool(_host_read(self, "bool", lambda p: bool(p)))
 
-class TracedArray(_Dispatched, np.ndarray):  # type: ignore[misc, type-arg]
+    def __int__(self) -> int:
+        return int(_host_read(self, "int", int))
+
+    def __float__(self) -> float:
+        return float(_host_read(self, "float", float))
+
+    def __complex__(self) -> complex:
+        return complex(_host_read(self, "complex", complex))
+
+    def item(self, *args: Any) -> Any:
+        """The element as a Python number (refused when it depends on the inputs)."""
+        return _host_read(self, "item", lambda p: p.item(*args))
+
+    def tolist(self) -> Any:
+        """The elements as Python lists (refused when they depend on the inputs)."""
+        return _host_read(self, "tolist", lambda p: p.tolist())
+
+    def tobytes(self, order: Any = "C") -> bytes:
+        """The raw bytes (refused when they depend on the inputs)."""
+        return bytes(_host_read(self, "tobytes", lambda p: p.tobytes(order)))
+
+    def __iter__(self) -> Iterator[Any]:
+        array: Any = self  # each class brings its own len and indexing
+        for i in range(len(array)):
+            yield array[i]
+
+
+class TracedArray(_Traced, np.ndarray):  # type: ignore[type-arg]
     """A view of an array whose NumPy calls are recorded by the active tracer."""
 
     _record_ufunc = "ufunc"
@@ -157,39 +189,11 @@ class TracedArray(_Dispatched, np.ndarray):  # type: ignore[misc, type-arg]
         raise TypeError("ndarray.flat is not supported in a compiled function; use .ravel()")
 
     # ------------------------------------------------------------ values read into Python
-    def __bool__(self) -> bool:
-        return bool(_host_read(self, "bool", lambda p: bool(p)))
-
-    def __int__(self) -> int:
-        return int(_host_read(self, "int", int))
-
-    def __float__(self) -> float:
-        return float(_host_read(self, "float", float))
-
-    def __complex__(self) -> complex:
-        return complex(_host_read(self, "complex", complex))
-
     def __index__(self) -> int:
         return int(_host_read(self, "index", operator.index))
 
-    def item(self, *args: Any) -> Any:  # type: ignore[override]
-        """The element as a Python number (refused when it depends on the inputs)."""
-        return _host_read(self, "item", lambda p: p.item(*args))
-
-    def tolist(self) -> Any:  # type: ignore[override]
-        """The elements as Python lists (refused when they depend on the inputs)."""
-        return _host_read(self, "tolist", lambda p: p.tolist())
-
-    def tobytes(self, order: Any = "C") -> bytes:
-        """The raw bytes (refused when they depend on the inputs)."""
-        return bytes(_host_read(self, "tobytes", lambda p: p.tobytes(order)))
-
     def __contains__(self, value: Any) -> bool:
         return bool(np.any(self == value))
-
-    def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
 
     def __deepcopy__(self, memo: Any) -> Any:
         return _call_method(self, _ndarray.copy, (), {}, "copy")
@@ -274,7 +278,7 @@ def _said(name: str, convert: Callable[[Any], Any] | None = None) -> Any:
     return property(get, doc=f"The device array's ``{name}``.")
 
 
-class TracedDeviceArray(_Dispatched, NDArrayOperatorsMixin):
+class TracedDeviceArray(_Traced, NDArrayOperatorsMixin):
     """A device array whose calls are recorded by the active tracer (its stand-in while tracing)."""
 
     __slots__ = ("__weakref__", "_p", "_v")
@@ -340,37 +344,8 @@ class TracedDeviceArray(_Dispatched, NDArrayOperatorsMixin):
         method = type(self._p).__setitem__
         _call_method(self, method, (key, value), {}, "__setitem__", _SETITEM)
 
-    # ------------------------------------------------------------ values read into Python
-    def __bool__(self) -> bool:
-        return bool(_host_read(self, "bool", lambda p: bool(p)))
-
-    def __int__(self) -> int:
-        return int(_host_read(self, "int", int))
-
-    def __float__(self) -> float:
-        return float(_host_read(self, "float", float))
-
-    def __complex__(self) -> complex:
-        return complex(_host_read(self, "complex", complex))
-
-    def item(self, *args: Any) -> Any:
-        """The element as a Python number (refused when it depends on the inputs)."""
-        return _host_read(self, "item", lambda p: p.item(*args))
-
-    def tolist(self) -> Any:
-        """The elements as Python lists (refused when they depend on the inputs)."""
-        return _host_read(self, "tolist", lambda p: p.tolist())
-
-    def tobytes(self, order: Any = "C") -> bytes:
-        """The raw bytes (refused when they depend on the inputs)."""
-        return bytes(_host_read(self, "tobytes", lambda p: p.tobytes(order)))
-
     def __len__(self) -> int:
         return len(self._p)
-
-    def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
 
     def __copy__(self) -> Any:
         return self.copy()
