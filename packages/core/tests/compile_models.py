@@ -52,3 +52,27 @@ def assert_draws_replay_as_in_eager(noisy, x, calls=4):
         assert np.array_equal(e, r)
     assert not np.array_equal(replayed[1], replayed[2])
     assert compiled.stats.traces == 1
+
+
+def grad_of_prod(x):
+    """``x.prod()`` and its backward: prod's backward rule asks ``np.any(x == 0)`` to pick its
+    zero-safe formula, a branch on an array in op code (a guard under sadl.compile)."""
+    out = x.prod()
+    out.backward()
+    return out
+
+
+def assert_prod_guard_falls_back_once(device="cpu"):
+    """``grad_of_prod`` compiled on ``device`` gives eager's values and gradients; the input with
+    a zero fails the guard and runs eagerly once, without a new trace. Returns the compiled
+    function."""
+    compiled = sadl.compile(grad_of_prod)
+    for values in ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [2.0, 0.0, 3.0]):
+        xe = sadl.tensor(values, requires_grad=True, device=device)
+        xc = sadl.tensor(values, requires_grad=True, device=device)
+        assert grad_of_prod(xe).numpy() == compiled(xc).numpy()
+        assert sadl.backends.device_of(xc.grad).type == device
+        expected, got = (sadl.backends.to_device(g, "cpu") for g in (xe.grad, xc.grad))
+        assert np.array_equal(expected, got)
+    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 1
+    return compiled
