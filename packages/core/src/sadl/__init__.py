@@ -161,7 +161,7 @@ def _served(name: str, distribution: str, module: str) -> Any:
     reg = _registry()
     if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
         return getattr(_importlib.import_module(module), name)
-    raise UnknownNameError(f"sadl.{name}: " + reg.provider_status(distribution, f"sadl.{name}"))
+    raise UnknownNameError(reg.provider_status(distribution, f"sadl.{name}"))
 
 
 def __dir__() -> list[str]:
