@@ -24,13 +24,18 @@ if TYPE_CHECKING:
     from sadl_compile.show import format_graph
 
 __all__ = ["CompilePassDef", "CompiledFunction", "__version__", "compile", "format_graph"]
-__version__ = "0.1.0"
-
 _LAZY = {"compile": "api", "CompiledFunction": "api", "format_graph": "show"}
 
 
 def __getattr__(name: str) -> Any:
-    """``compile``, ``CompiledFunction`` and ``format_graph``, imported on first use."""
+    """``compile``, ``CompiledFunction``, ``format_graph`` (and the version) on first use."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("sadl-compile")
+        except PackageNotFoundError:  # a source tree that is not installed
+            return "0.0.0+unknown"
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sadl_compile' has no attribute {name!r}")
