@@ -333,8 +333,7 @@ class Registry:
                 if other is not None:
                     error = PluginConflictError(
                         f"the {self.kinds[kind].label} {record.name!r} is registered by two "
-                        f"plugins: "
-                        f"{other.label} and {info.label}; uninstall or block one "
+                        f"plugins: {other.label} and {info.label}; uninstall or block one "
                         f"(SADL_DISABLE_PLUGINS={info.name})"
                     )
                     if not other.builtin:
