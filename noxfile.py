@@ -27,7 +27,8 @@ PACKAGES = {
     "layers": ["core"],
     "optim": ["core"],
     "serialize": ["core"],
-    "models": ["core", "layers", "optim", "serialize"],
+    "compile": ["core"],
+    "models": ["core", "layers", "optim", "serialize", "compile"],
     "distributed": ["core", "serialize"],
 }
 ALL = [f"packages/{p}" for p in PACKAGES]

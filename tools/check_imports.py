@@ -30,6 +30,7 @@ DISTRIBUTION_OF = {
     "sadl_models": "sadl-models",
     "sadl_serialize": "sadl-serialize",
     "sadl_distributed": "sadl-distributed",
+    "sadl_compile": "sadl-compile",
     "sklearn": "scikit-learn",
     "yaml": "pyyaml",
 }

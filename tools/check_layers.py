@@ -43,8 +43,6 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "testing",
             "viz",
             "_pysadl",
-            "_compile",
-            "_compile.*",
             "_builtin",
         ],
     ),

@@ -8,6 +8,7 @@ the docstrings say (docs/test_docs.py runs this check, so the page cannot drift)
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import sys
@@ -20,10 +21,11 @@ PAGE = ROOT / "docs" / "hooks.md"
 INTRO = """\
 # Hook reference
 
-Generated from the docstrings of `sadl/_hookspecs.py` by `python tools/gen_hooks_doc.py`; edit
-those, not this page. Implement a hook by decorating a function of your plugin module with
-`sadl.plugins.hookimpl` and giving it the hook's exact name. The `register_*` hooks take no
-arguments and return an iterable of frozen records, importable from `sadl.plugins`. A hook name
+Generated from the docstrings of `sadl/_hookspecs.py` (and of the hookspec modules of plugin
+packages, below) by `python tools/gen_hooks_doc.py`; edit those, not this page. Implement a hook
+by decorating a function of your plugin module with `sadl.plugins.hookimpl` and giving it the
+hook's exact name. The `register_*` hooks take no arguments and return an iterable of frozen
+records, importable from `sadl.plugins` (a plugin package's own from that package). A hook name
 sadl does not know is reported as an error naming the closest known hook.
 """
 
@@ -52,6 +54,9 @@ boolean array, a string, a Python number) is passed through as a constant.
   `sadl.plugins.known_providers()` says which first-party package provides which name;
   `sadl.plugins.install_command(distribution, extra=None)` is a command that installs it from
   where the user is (for a plugin's own "this needs X" messages).
+* `sadl.plugins.records(kind)` returns the registered records of a kind by name;
+  `sadl.plugins.records_hookspec(record_type, label)` declares a `register_<kind>` hook of a
+  plugin package's own (see above).
 * Errors: `PluginError`, `PluginConflictError`, `IncompatiblePluginError`, `UnknownNameError`;
   warnings: `SadlPluginWarning`.
 * What else a plugin may import from sadl:
@@ -59,10 +64,22 @@ boolean array, a string, a Python number) is passed through as a constant.
 """
 
 
-def hooks() -> list[tuple[str, str, str]]:
-    """(name, signature, docstring) of every hook, in the order of the source file."""
-    from sadl.plugins import hookspecs
+#: Hooks that first-party plugin packages declare (through ``add_hookspecs``): module, package.
+PLUGIN_HOOKSPECS = [("sadl_compile.hookspecs", "sadl-compile")]
 
+PLUGIN_INTRO = """\
+## Hooks that plugin packages add
+
+A plugin package may declare hooks of its own through `add_hookspecs`; a `register_*` hook
+declared with `sadl.plugins.records_hookspec(record_type, label)` is collected like core's
+(records checked, attributed, listed by `sadl plugins`, read with `sadl.plugins.records(kind)`).
+Implementing one needs that package installed; otherwise the hook is reported as unknown.
+"""
+
+
+def hooks(module: str = "sadl._hookspecs") -> list[tuple[str, str, str]]:
+    """(name, signature, docstring) of every hook of ``module``, in the order of the source file."""
+    hookspecs = importlib.import_module(module)
     found = []
     for name, func in vars(hookspecs).items():
         if callable(func) and getattr(func, "sadl_spec", None) is not None:
@@ -104,6 +121,11 @@ def render() -> str:
     parts = [INTRO]
     for name, signature, doc in hooks():
         parts.append(f"## `{name}`\n\n`{name}{signature}`\n\n{to_markdown(doc)}")
+    parts.append(PLUGIN_INTRO)
+    for module, distribution in PLUGIN_HOOKSPECS:
+        for name, signature, doc in hooks(module):
+            declared = f"Declared by {distribution} (`{module}`)."
+            parts.append(f"### `{name}`\n\n`{name}{signature}`\n\n{declared}\n\n{to_markdown(doc)}")
     parts.append(OUTRO)
     return "\n".join(parts)
 

@@ -31,9 +31,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WHEELS="$ROOT/wheelhouse"
 PY="${PYTHON:-python3}"
 DEVICE="${SADL_GPU_CHECK_DEVICE:-cuda}"
-PACKAGES=(packages/core packages/layers packages/optim packages/serialize packages/models
-          packages/distributed tests/fixtures/plugins/sadl-strictcuda)
-DISTS=(sadl-core sadl-layers sadl-optim sadl-serialize sadl-models sadl-distributed
+PACKAGES=(packages/core packages/layers packages/optim packages/serialize packages/compile
+          packages/models packages/distributed tests/fixtures/plugins/sadl-strictcuda)
+DISTS=(sadl-core sadl-layers sadl-optim sadl-serialize sadl-compile sadl-models sadl-distributed
        sadl-strictcuda)
 
 if [[ "${1:-}" == "--build" ]]; then
@@ -102,7 +102,8 @@ echo "== device matrix on $DEVICE (and the CPU rows beside it)"
 set +e
 "$VPY" -m pytest -p no:cacheprovider -q -m device_matrix --devices "cpu,$DEVICE" \
     packages/core/tests packages/layers/tests packages/optim/tests packages/serialize/tests \
-    packages/models/tests packages/distributed/tests tests --ignore=tests/thirdparty -rf \
+    packages/compile/tests packages/models/tests packages/distributed/tests tests \
+    --ignore=tests/thirdparty -rf \
     --junitxml "$OUT/device_matrix.xml" \
     > "$OUT/device_matrix.log" 2>&1
 matrix_status=$?

@@ -13,7 +13,24 @@ def test_only_core_and_sample_are_installed():
 
     names = {d.metadata["Name"] for d in distributions()}
     assert "sadl-core" in names and "sadl-sample" in names
-    assert not names & {"sadl-layers", "sadl-optim", "sadl-models", "sadl-serialize"}
+    assert not names & {
+        "sadl-layers",
+        "sadl-optim",
+        "sadl-models",
+        "sadl-serialize",
+        "sadl-compile",
+    }
+
+
+def test_sadl_compile_without_sadl_compile_says_which_package_to_install():
+    import pytest
+    import sadl
+
+    with pytest.raises(
+        AttributeError,
+        match="'sadl.compile' is provided by sadl-compile, which is not installed: .*install",
+    ):
+        sadl.compile  # noqa: B018
 
 
 def test_op_with_first_and_second_order_gradients():

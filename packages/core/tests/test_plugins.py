@@ -186,6 +186,46 @@ def test_add_hookspecs_lets_a_plugin_define_new_hooks_in_any_order():
     assert reg.pluginmanager.hook.register_greetings() == [["hello"]]
 
 
+def test_a_plugin_declares_a_record_kind_that_other_plugins_fill():
+    # "blue" and "bad_colour" load before "colours", which declares the hook they implement.
+    reg, _ = load(ep("bad_colour"), ep("blue"), ep("colours"))
+    assert status(reg, "colours").status == "ok" and status(reg, "blue").status == "ok"
+    colours = sadl.plugins.records("colours")
+    assert {name: c.rgb for name, c in colours.items()} == {
+        "red": (255, 0, 0),
+        "blue": (0, 0, 255),
+    }
+    assert reg.provider("colours", "blue").name == "blue"
+    assert status(reg, "blue").provides["register_colours"] == ["blue"]
+    assert "returned str 'green'; expected ColourDef" in status(reg, "bad_colour").error
+    with pytest.raises(UnknownNameError, match="no colour named 'green'"):
+        reg.lookup("colours", "green")
+    with pytest.raises(UnknownNameError, match="no record kind 'colors'.*records_hookspec"):
+        sadl.plugins.records("colors")
+
+
+def test_a_record_kind_hook_must_be_named_register_something():
+    with pytest.raises(ValueError, match="register_<kind>"):
+        sadl.plugins.records_hookspec(object, "thing")(lambda: None)
+
+
+def test_sadl_compile_without_sadl_compile_names_the_package_and_the_command():
+    load()  # no plugin at all: sadl-compile is not there
+    with pytest.raises(UnknownNameError, match=r"sadl\.compile.*sadl-compile.*install.*packages/"):
+        sadl.compile  # noqa: B018
+    with pytest.raises(UnknownNameError, match="sadl.CompiledFunction.*sadl-compile"):
+        sadl.CompiledFunction  # noqa: B018
+    assert not hasattr(sadl, "compile")
+
+
+def test_sadl_compile_when_its_plugin_is_blocked_says_so(monkeypatch):
+    pytest.importorskip("sadl_compile", reason="needs sadl-compile installed (blocked here)")
+    monkeypatch.setenv("SADL_DISABLE_PLUGINS", "compile")
+    load(*md.entry_points(group="sadl.plugins"))
+    with pytest.raises(UnknownNameError, match="blocked by SADL_DISABLE_PLUGINS=compile"):
+        sadl.compile  # noqa: B018
+
+
 def test_models_and_formats_from_a_plugin(tmp_path):
     load(ep("good"))
     model = sadl.models.create("doubler", scale=5)

@@ -8,6 +8,7 @@ use of a registry.
 
 from __future__ import annotations
 
+import importlib as _importlib
 from typing import Any
 
 # Bottom to top (docs/architecture.md): importing the engine's upper half installs it below.
@@ -30,7 +31,6 @@ from sadl import (  # noqa: F401
 from sadl._adam import Adam
 from sadl._backward import RemovableHandle, grad, queue_backward_callback
 from sadl._checkpoint import checkpoint
-from sadl._compile import CompiledFunction, compile
 from sadl._creation import (
     arange,
     empty,
@@ -64,6 +64,7 @@ from sadl._grad_mode import (
     set_grad_enabled,
 )
 from sadl._host import registry as _registry
+from sadl._known import KNOWN_ATTRIBUTES as _KNOWN_ATTRIBUTES
 from sadl._known import KNOWN_PROVIDERS as _KNOWN_PROVIDERS
 from sadl._module import Function, Module
 from sadl._optimizer import Optimizer
@@ -81,7 +82,6 @@ __all__ = [
     "Adam",
     "CompileError",
     "CompileWarning",
-    "CompiledFunction",
     "Device",
     "Function",
     "MissingGradientError",
@@ -95,7 +95,6 @@ __all__ = [
     "arange",
     "backends",
     "checkpoint",
-    "compile",
     "cuda",
     "data",
     "default_generator",
@@ -140,7 +139,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``sadl.<Name>``: a registered layer or optimizer (``sadl.Linear``, ``sadl.AdamW``)."""
+    """``sadl.<Name>``: a registered layer or optimizer (``sadl.Linear``, ``sadl.AdamW``), or a
+    name a plugin package serves (``sadl.compile`` from sadl-compile), imported on first use.
+    """
+    if name in _KNOWN_ATTRIBUTES:
+        return _served(name, *_KNOWN_ATTRIBUTES[name])
     if name.startswith("_") or not name[:1].isupper():
         raise AttributeError(f"module 'sadl' has no attribute {name!r}")
     reg = _registry()
@@ -151,6 +154,14 @@ def __getattr__(name: str) -> Any:
     # Raise the lookup's error: it names the package that would provide the name.
     kind = "optimizers" if name in _KNOWN_PROVIDERS["optimizers"] else "layers"
     return reg.lookup(kind, name).cls
+
+
+def _served(name: str, distribution: str, module: str) -> Any:
+    """``module.name`` once ``distribution``'s plugin loaded; else why not and how to get it."""
+    reg = _registry()
+    if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
+        return getattr(_importlib.import_module(module), name)
+    raise UnknownNameError(reg.provider_status(distribution, f"sadl.{name}"))
 
 
 def __dir__() -> list[str]:

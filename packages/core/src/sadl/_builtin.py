@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sadl._adam import Adam
-from sadl._compile import CORE_PASSES
 from sadl._hookspecs import hookimpl
 from sadl._ops import (
     activations,
@@ -26,7 +25,7 @@ from sadl._ops import (
     shapes,
     special,
 )
-from sadl._records import BackendDef, CompilePassDef, OpDef, OptimizerDef
+from sadl._records import BackendDef, OpDef, OptimizerDef
 from sadl._sgd import SGD
 from sadl.backends import CPU_BACKEND
 from sadl.cuda import CUDA_BACKEND
@@ -57,12 +56,6 @@ def register_ops() -> Iterable[OpDef]:
 def register_optimizers() -> Iterable[OptimizerDef]:
     """Core's SGD and Adam."""
     return (OptimizerDef("SGD", SGD), OptimizerDef("Adam", Adam))
-
-
-@hookimpl
-def register_compile_passes() -> Iterable[CompilePassDef]:
-    """Core's passes of ``sadl.compile`` (folding, dead code, common subexpressions, memory)."""
-    return CORE_PASSES
 
 
 @hookimpl

@@ -13,14 +13,14 @@ The docstrings below are the hook reference: ``docs/hooks.md`` is generated from
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pluggy
 
 from sadl._records import (
     BackendDef,
-    CompilePassDef,
     FormatDef,
     LayerDef,
     ModelDef,
@@ -28,10 +28,11 @@ from sadl._records import (
     OptimizerDef,
 )
 
-__all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec"]
+__all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec", "records_hookspec"]
 
 hookspec = pluggy.HookspecMarker("sadl")
 hookimpl = pluggy.HookimplMarker("sadl")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @hookspec
@@ -209,43 +210,6 @@ def register_formats() -> Iterable[FormatDef]:
 
 
 @hookspec
-def register_compile_passes() -> Iterable[CompilePassDef]:
-    """Return passes for ``sadl.compile`` as ``CompilePassDef(name, run, order=50, fusion=False)``.
-
-    ``run(graph, context)`` edits the traced graph in place. A graph is a list of nodes in
-    program order (``graph.nodes``); a node calls ``node.func`` on ``node.args`` /
-    ``node.kwargs`` (trees whose leaves are values or literal parameters), returns
-    ``node.outputs`` and writes into ``node.writes`` in place. Values sharing memory share a
-    ``value.storage``; ``storage.const`` marks contents known while compiling,
-    ``storage.escapes`` memory handed out of the call. Effects (``node.kind`` other than
-    ``"call"``) must be kept in order. ``context.options.fusion`` is False when the user asked
-    for results identical to eager.
-
-    Passes run in ascending ``order``. Core's: ``fold_constants`` (10), ``dead_code`` (20),
-    ``common_subexpressions`` (30), ``shared_recomputation`` (35),
-    ``fuse_elementwise`` (50, fusion), ``flat_optimizer`` (60),
-    ``dead_code_final`` (70), ``memory_plan`` (90). A pass that changes how values are computed
-    (a fused kernel whose rounding differs from NumPy's) sets ``fusion=True`` and is skipped
-    under ``sadl.compile(fusion=False)``. ``docs/compile.md`` shows a complete example.
-
-    Example::
-
-        from sadl.plugins import CompilePassDef, hookimpl
-
-
-        def count_calls(graph, context):
-            calls = sum(1 for node in graph.nodes if node.kind == "call")
-            graph.notes.append(f"count_calls: {calls} calls")
-
-
-        @hookimpl
-        def register_compile_passes():
-            return [CompilePassDef("count_calls", count_calls, order=95)]
-    """
-    raise NotImplementedError
-
-
-@hookspec
 def register_backends() -> Iterable[BackendDef]:
     """Return device types as ``BackendDef`` records: where arrays live and how to reach them.
 
@@ -345,6 +309,30 @@ class RecordKind:
     record_type: type
     label: str
 
+    @property
+    def kind(self) -> str:
+        """The registry name: the hook's name without ``register_`` (``compile_passes``)."""
+        return self.hook.removeprefix("register_")
+
+
+def records_hookspec(record_type: type, label: str) -> Callable[[F], F]:
+    """Declare a ``register_<kind>`` hook of a plugin's own that returns ``record_type`` records.
+
+    Use it instead of ``hookspec`` in the module a plugin adds through ``add_hookspecs``. sadl
+    then collects the records like its own kinds: each one checked against ``record_type`` (a
+    frozen dataclass with a ``name``), attributed to its plugin, conflicts reported, listed by
+    ``sadl plugins``; ``sadl.plugins.records("<kind>")`` returns them by name. ``label`` names
+    one record in messages (``"compile pass"``).
+    """
+
+    def declare(func: F) -> F:
+        if not func.__name__.startswith("register_"):
+            raise ValueError(f"records_hookspec: {func.__name__} must be named register_<kind>")
+        func.sadl_records = RecordKind(func.__name__, record_type, label)  # type: ignore[attr-defined]
+        return hookspec(func)  # type: ignore[no-any-return]
+
+    return declare
+
 
 #: Every record kind by registry name, in the order sadl collects them.
 KINDS: dict[str, RecordKind] = {
@@ -353,6 +341,5 @@ KINDS: dict[str, RecordKind] = {
     "optimizers": RecordKind("register_optimizers", OptimizerDef, "optimizer"),
     "models": RecordKind("register_models", ModelDef, "model"),
     "formats": RecordKind("register_formats", FormatDef, "format"),
-    "compile_passes": RecordKind("register_compile_passes", CompilePassDef, "compile pass"),
     "backends": RecordKind("register_backends", BackendDef, "backend"),
 }

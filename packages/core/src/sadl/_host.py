@@ -33,7 +33,6 @@ from typing import Any
 import pluggy
 
 from sadl import _dispatch, _hookspecs, backends
-from sadl._compile.pipeline import install_pass_source
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -41,7 +40,7 @@ from sadl._errors import (
     SadlPluginWarning,
     UnknownNameError,
 )
-from sadl._hookspecs import KINDS
+from sadl._hookspecs import KINDS, RecordKind
 from sadl._known import KNOWN_COMMANDS, install_command, known_provider
 from sadl._records import OpDef
 from sadl._version import __version__
@@ -100,9 +99,16 @@ class Registry:
         self.generation = 0
         self.plugins: list[PluginInfo] = []
         self.pluginmanager = _new_pluginmanager()
-        self._records: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
-        self._providers: dict[str, dict[str, PluginInfo]] = {kind: {} for kind in KINDS}
-        self._ambiguous: dict[str, dict[str, PluginConflictError]] = {kind: {} for kind in KINDS}
+        self.kinds: dict[str, RecordKind] = {}  # core's KINDS, then plugins' (add_hookspecs)
+        self._records: dict[str, dict[str, Any]] = {}
+        self._providers: dict[str, dict[str, PluginInfo]] = {}
+        self._ambiguous: dict[str, dict[str, PluginConflictError]] = {}
+        for kind, spec in KINDS.items():
+            self._add_kind(kind, spec)
+
+    def _add_kind(self, kind: str, spec: RecordKind) -> None:
+        self.kinds[kind] = spec
+        self._records[kind], self._providers[kind], self._ambiguous[kind] = {}, {}, {}
 
     # ------------------------------------------------------------------ queries
     def records(self, kind: str) -> dict[str, Any]:
@@ -121,7 +127,7 @@ class Registry:
         if name in self._ambiguous[kind]:
             raise self._ambiguous[kind][name]
         raise UnknownNameError(
-            f"no {KINDS[kind].label} named {name!r} is registered{self.hint(kind, name)}"
+            f"no {self.kinds[kind].label} named {name!r} is registered{self.hint(kind, name)}"
         )
 
     def hint(self, kind: str, name: str) -> str:
@@ -165,9 +171,9 @@ class Registry:
                 "(`sadl plugins` shows every plugin's status)"
             )
         if kind is not None:
-            for other, spec in KINDS.items():
+            for other, spec in self.kinds.items():
                 if other != kind and name in self._records[other]:
-                    return f"{what} as a {spec.label}, not as a {KINDS[kind].label}"
+                    return f"{what} as a {spec.label}, not as a {self.kinds[kind].label}"
         return f"{what} {info.version}, which is installed and loaded but does not register it"
 
     def command_hint(self, command: str) -> str:
@@ -226,6 +232,10 @@ class Registry:
             loaded.append(info)
 
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
+        for name in _hook_names(pm):  # record kinds that plugins declared (records_hookspec)
+            spec = getattr(getattr(pm.hook, name).spec.function, "sadl_records", None)
+            if isinstance(spec, RecordKind) and spec.kind not in self.kinds:
+                self._add_kind(spec.kind, spec)
         for info in loaded:
             try:
                 self._check_hook_names(info)
@@ -284,7 +294,7 @@ class Registry:
     def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
         """Call this plugin's ``register_*`` hooks and validate what they return."""
         collected: dict[str, list[Any]] = {}
-        for kind, spec in KINDS.items():
+        for kind, spec in self.kinds.items():
             hook_name = spec.hook
             records: list[Any] = []
             for impl in getattr(self.pluginmanager.hook, hook_name).get_hookimpls():
@@ -296,22 +306,21 @@ class Registry:
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
                     raise PluginError(
                         f"{hook_name}() of plugin {info.label} must return an iterable of "
-                        f"{KINDS[kind].record_type.__name__} records, got {type(result).__name__}"
+                        f"{spec.record_type.__name__} records, got {type(result).__name__}"
                     )
                 for record in result:
-                    if not isinstance(record, KINDS[kind].record_type):
+                    if not isinstance(record, spec.record_type):
                         raise PluginError(
                             f"{hook_name}() of plugin {info.label} returned "
                             f"{type(record).__name__} {record!r}; expected "
-                            f"{KINDS[kind].record_type.__name__}"
+                            f"{spec.record_type.__name__}"
                         )
                     records.append(record)
             seen: set[str] = set()
             for record in records:
                 if record.name in seen:
                     raise PluginError(
-                        f"plugin {info.label} registers the {KINDS[kind].label} {record.name!r} "
-                        "twice"
+                        f"plugin {info.label} registers the {spec.label} {record.name!r} twice"
                     )
                 seen.add(record.name)
             collected[kind] = records
@@ -323,8 +332,8 @@ class Registry:
                 other = self._providers[kind].get(record.name)
                 if other is not None:
                     error = PluginConflictError(
-                        f"the {KINDS[kind].label} {record.name!r} is registered by two plugins: "
-                        f"{other.label} and {info.label}; uninstall or block one "
+                        f"the {self.kinds[kind].label} {record.name!r} is registered by two "
+                        f"plugins: {other.label} and {info.label}; uninstall or block one "
                         f"(SADL_DISABLE_PLUGINS={info.name})"
                     )
                     if not other.builtin:
@@ -354,7 +363,7 @@ class Registry:
 
     def _commit(self, info: PluginInfo, collected: dict[str, list[Any]]) -> None:
         for kind, records in collected.items():
-            info.provides[KINDS[kind].hook] = [r.name for r in records]
+            info.provides[self.kinds[kind].hook] = [r.name for r in records]
             for record in records:
                 self._records[kind][record.name] = record
                 self._providers[kind][record.name] = info
@@ -484,10 +493,4 @@ def _op_source() -> tuple[int, Mapping[str, OpDef]]:
 
 _dispatch.install_op_source(_op_source)
 
-
-def _pass_source() -> Mapping[str, Any]:
-    return registry().records("compile_passes")
-
-
-install_pass_source(_pass_source)
 backends.install_plugin_loader(registry)

@@ -44,6 +44,12 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "formats": {"sadl": "sadl-serialize", "safetensors": "sadl-serialize"},
 }
 
+#: Attributes of ``sadl`` that a first-party plugin serves: name -> (distribution, module).
+KNOWN_ATTRIBUTES = {
+    "compile": ("sadl-compile", "sadl_compile"),
+    "CompiledFunction": ("sadl-compile", "sadl_compile"),
+}
+
 #: Subcommands of ``sadl`` that first-party plugins add.
 KNOWN_COMMANDS = {
     "train": "sadl-models",
@@ -63,6 +69,7 @@ CHECKOUT_DIRS = {
     "sadl-serialize": "packages/serialize",
     "sadl-models": "packages/models",
     "sadl-distributed": "packages/distributed",
+    "sadl-compile": "packages/compile",
 }
 
 

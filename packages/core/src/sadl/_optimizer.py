@@ -86,8 +86,9 @@ class Optimizer:
     """
 
     #: True when ``update`` is elementwise: the same arithmetic on every element, with state
-    #: arrays shaped like the parameter and per-group scalars. ``sadl.compile`` may then run it
-    #: once over a group's parameters packed into one flat buffer (same results, fewer calls).
+    #: arrays shaped like the parameter and per-group scalars. A compiler (``sadl.compile``) may
+    #: run it once over a group's parameters packed into one flat buffer (same results, fewer
+    #: calls).
     flat_update: bool = False
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 __all__ = [
     "BackendDef",
-    "CompilePassDef",
     "Example",
     "FormatDef",
     "LayerDef",
@@ -246,33 +245,6 @@ class FormatDef:
         object.__setattr__(self, "suffixes", tuple(s.lower() for s in normalized))
         if not callable(self.save) or not callable(self.load):
             raise TypeError(f"FormatDef {self.name!r}: save and load must be callable")
-
-
-@dataclass(frozen=True)
-class CompilePassDef:
-    """A pass of ``sadl.compile``: ``run(graph, context)`` edits the traced graph in place.
-
-    Passes run in ascending ``order`` (core's: fold_constants 10, dead_code 20,
-    common_subexpressions 30, shared_recomputation 35, fuse_elementwise 50, flat_optimizer 60,
-    dead_code_final 70, memory_plan 90). ``fusion=True`` marks a pass that changes how values
-    are computed (results may differ from eager in the last bits); ``sadl.compile(fusion=False)``
-    skips it.
-    """
-
-    name: str
-    run: Callable[..., Any]
-    order: float = 50.0
-    fusion: bool = False
-    doc: str = ""
-
-    def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        if not callable(self.run):
-            raise TypeError(f"CompilePassDef {self.name!r}: run must be callable")
-        if isinstance(self.order, bool) or not isinstance(self.order, int | float):
-            raise TypeError(f"CompilePassDef {self.name!r}: order must be a number")
-        if not self.doc:
-            object.__setattr__(self, "doc", _summary(getattr(self.run, "__doc__", None)))
 
 
 @dataclass(frozen=True)

@@ -162,11 +162,11 @@ def install_tensor_type(cls: type) -> None:
 
 
 class _NoTracedArrays:
-    """No object is of this type: the traced-array kind before ``sadl._compile`` installs it."""
+    """No object is of this type: the stand-in array kind before a tracer installs one."""
 
 
 class _Traced:
-    """How ``sadl.compile``'s stand-ins for device arrays are seen while it traces.
+    """How a tracer's stand-ins for device arrays (sadl-compile's, say) are seen.
 
     A traced device array wraps a backend's array; ``array_of(x)`` is that array and
     ``module_of(x)`` the array module to hand out for it (one that records what is called).
@@ -189,7 +189,7 @@ _transfer_observer: TransferObserver | None = None
 def install_traced_array(
     kind: type, array_of: Callable[[Any], Any], module_of: Callable[[Any], ModuleType]
 ) -> None:
-    """Called once by ``sadl._compile``: objects of ``kind`` stand for a device array.
+    """Called once by a tracer (sadl-compile): objects of ``kind`` stand for a device array.
 
     ``is_array``, ``device_of`` and ``to_device`` see the array behind one (``array_of``),
     ``array_module`` answers ``module_of(x)``. The CPU path never meets one (traced host arrays
@@ -203,7 +203,7 @@ def install_traced_array(
 def install_transfer_observer(observer: TransferObserver | None) -> None:
     """Route every copy between the host and a device through ``observer`` (None: copy).
 
-    ``observer(copy, data, args)`` must return ``copy(data, *args)``; ``sadl.compile``
+    ``observer(copy, data, args)`` must return ``copy(data, *args)``; a tracer (sadl-compile)
     installs one while it traces, so a copy becomes part of the recorded program.
     """
     global _transfer_observer

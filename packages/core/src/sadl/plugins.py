@@ -21,7 +21,10 @@ Everything whose name starts with an underscore is internal, as ``_pytest`` is t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from sadl import _hookspecs as hookspecs
+from sadl._engine import new_tensor
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -29,13 +32,12 @@ from sadl._errors import (
     SadlPluginWarning,
     UnknownNameError,
 )
-from sadl._hookspecs import hookimpl
+from sadl._hookspecs import hookimpl, records_hookspec
 from sadl._host import registry
 from sadl._host import reload_plugins as _reload
 from sadl._known import KNOWN_PROVIDERS, install_command
 from sadl._records import (
     BackendDef,
-    CompilePassDef,
     Example,
     FormatDef,
     LayerDef,
@@ -45,10 +47,12 @@ from sadl._records import (
 )
 from sadl._version import API_VERSION, __version__
 
+if TYPE_CHECKING:
+    from sadl._tensor import Tensor
+
 __all__ = [
     "API_VERSION",
     "BackendDef",
-    "CompilePassDef",
     "Example",
     "FormatDef",
     "IncompatiblePluginError",
@@ -65,8 +69,12 @@ __all__ = [
     "install_command",
     "known_providers",
     "plugins",
+    "records",
+    "records_hookspec",
     "reload_plugins",
     "require_api",
+    "tensor_from_array",
+    "version_counter",
 ]
 
 
@@ -105,3 +113,36 @@ def plugins() -> list[dict[str, object]]:
 def reload_plugins() -> None:
     """Discover plugins again (after changing ``SADL_DISABLE_PLUGINS`` or installing one)."""
     _reload()
+
+
+def records(kind: str) -> dict[str, Any]:
+    """The registered records of ``kind`` by name (``"ops"``, ``"layers"``, or a kind a plugin
+    declared with ``records_hookspec``, such as sadl-compile's ``"compile_passes"``); a copy.
+    """
+    reg = registry()
+    if kind not in reg.kinds:
+        raise UnknownNameError(
+            f"no record kind {kind!r} is registered; known: {', '.join(sorted(reg.kinds))} "
+            "(a plugin adds one with records_hookspec)"
+        )
+    return dict(reg.records(kind))
+
+
+def tensor_from_array(data: Any) -> Tensor:
+    """A leaf Tensor holding ``data`` itself: no copy, no conversion, no checks.
+
+    For code that made ``data`` and knows it is an array of a registered backend (a compiler
+    handing back the arrays its replay computed); anything else should call ``sadl.tensor``.
+    """
+    return new_tensor(data)
+
+
+def version_counter(tensor: Tensor) -> list[int]:
+    """``tensor``'s version counter: a one-element list, shared by tensors viewing one memory.
+
+    Every in-place write adds 1 to ``[0]``; backward compares it with the value an op saved, to
+    refuse a gradient computed from overwritten inputs. Code that writes a tensor's memory behind
+    the engine's back (a compiled replay) adds 1 itself; ``id()`` of the list tells shared
+    memory apart.
+    """
+    return tensor._version

@@ -1,9 +1,9 @@
 """Randomness: one seedable generator per device, or an explicit ``numpy.random.Generator``.
 
 sadl's CPU generators are :class:`Generator`, NumPy's ``Generator`` with draws that a trace
-(``sadl.compile``) can see, so a compiled function draws fresh numbers on every call from the
-same stream as an eager run. The values are NumPy's exactly: ``manual_seed(n)`` gives the stream
-of ``numpy.random.default_rng(n)``.
+(sadl-compile's ``sadl.compile``) can see, so a compiled function draws fresh numbers on every
+call from the same stream as an eager run. The values are NumPy's exactly: ``manual_seed(n)``
+gives the stream of ``numpy.random.default_rng(n)``.
 
 ``manual_seed(n)`` seeds every device's generator too: each device type draws from its own
 backend's generator (CuPy's on ``"cuda"``), created on first use from the same seed. Runs are
@@ -33,6 +33,7 @@ __all__ = [
     "install_draw_observer",
     "integers",
     "manual_seed",
+    "observed_device_generator",
     "random",
     "resolve_generator",
     "set_rng_state",
@@ -45,7 +46,7 @@ _observer: DrawObserver | None = None
 
 
 class Generator(np.random.Generator):
-    """NumPy's ``Generator`` whose draws ``sadl.compile`` records (same values, same stream)."""
+    """NumPy's ``Generator`` whose draws a draw observer sees (same values, same stream)."""
 
     def __reduce__(self) -> Any:
         return (Generator, (self.bit_generator,))
@@ -78,7 +79,8 @@ for _name in OBSERVED_DRAWS:
 def install_draw_observer(observer: DrawObserver | None) -> None:
     """Route every :class:`Generator` draw through ``observer`` (None: draw directly).
 
-    ``sadl.compile`` installs one while it traces; it must draw the numbers itself.
+    A tracer (sadl-compile's) installs one while it traces; it must draw the numbers itself,
+    with :func:`observed_device_generator` for a device generator handed out meanwhile.
     """
     global _observer
     _observer = observer
@@ -135,7 +137,7 @@ class _ObservedDevice:
     """A device generator whose draws an observer sees (handed out only while one is installed).
 
     The observer is called as ``observer(generator, method, args, kwargs)`` like for the CPU's
-    :class:`Generator`; ``sadl.compile`` finds the device with ``_observed_device_generator``.
+    :class:`Generator`; the observer finds the device with ``observed_device_generator``.
     """
 
     __slots__ = ("_device", "_generator", "_observer")
@@ -156,7 +158,7 @@ class _ObservedDevice:
         return draw
 
 
-def _observed_device_generator(gen: Any) -> tuple[Any, Device] | None:
+def observed_device_generator(gen: Any) -> tuple[Any, Device] | None:
     """``(device generator, its device)`` for a generator :func:`generator` handed out while a
     draw observer was installed; None for any other generator.
     """

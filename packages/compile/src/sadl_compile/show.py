@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from sadl._compile.ir import AsTensor, Graph, Node, Value, install_formatter
-from sadl._compile.where import short
+from sadl_compile.ir import AsTensor, Graph, Node, Value, install_formatter
+from sadl_compile.where import short
 
 __all__ = ["format_args", "format_graph", "format_node"]
 

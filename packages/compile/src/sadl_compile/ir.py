@@ -203,7 +203,7 @@ _formatter: Callable[[Graph], str] = _no_formatter
 
 
 def install_formatter(formatter: Callable[[Graph], str]) -> None:
-    """Called once by ``sadl._compile.show`` (which imports this module): ``str(graph)``."""
+    """Called once by ``sadl_compile.show`` (which imports this module): ``str(graph)``."""
     global _formatter
     _formatter = formatter
 

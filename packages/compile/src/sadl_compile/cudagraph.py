@@ -30,8 +30,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from sadl import backends
-from sadl._compile.codegen import (
+from sadl import CompileWarning, backends
+
+from sadl_compile.codegen import (
     Emitter,
     Program,
     checks,
@@ -40,8 +41,7 @@ from sadl._compile.codegen import (
     statements,
     used_values,
 )
-from sadl._compile.ir import Graph, Value, iter_values
-from sadl._errors import CompileWarning
+from sadl_compile.ir import Graph, Value, iter_values
 
 __all__ = ["CupyGraph", "generate_graphed", "graph_for", "unsupported"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from sadl._compile.ir import Graph, Node, Storage, Value, map_values
-from sadl._compile.passes import dead_code
+from sadl_compile.ir import Graph, Node, Storage, Value, map_values
+from sadl_compile.passes import dead_code
 
 __all__ = ["shared_recomputation"]
 

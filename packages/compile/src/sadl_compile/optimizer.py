@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from sadl._compile.ir import Graph, Node
-from sadl._engine import new_tensor
 from sadl.backends import CPU, array_module, device_of, to_device
+from sadl.plugins import tensor_from_array as new_tensor
+from sadl.plugins import version_counter
+
+from sadl_compile.ir import Graph, Node
 
 __all__ = ["FlatStep", "flat_optimizer"]
 
@@ -63,7 +64,7 @@ class _FlatGroup:
             offset += n
         self.state = {k: self.states[0][k] for k in self.scalar_keys} | flats
         self.param = new_tensor(self.flat)
-        self.versions = [p._version for p in params]
+        self.versions = [version_counter(p) for p in params]
         self.grads_of = tuple(params)
 
 
@@ -145,7 +146,7 @@ class FlatStep:
             if state is None:
                 state = opt.state[p] = {}
             update(p, grad, state, group)
-            p._version[0] += 1
+            version_counter(p)[0] += 1
 
 
 def flat_optimizer(graph: Graph, context: Any) -> None:

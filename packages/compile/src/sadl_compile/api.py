@@ -22,19 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from sadl._compile.capture import Capture
-from sadl._compile.codegen import GuardFailedError, Program, StaleTraceError, generate
-from sadl._compile.cudagraph import generate_graphed, unsupported
-from sadl._compile.ir import Graph
-from sadl._compile.patches import tracing
-from sadl._compile.pipeline import Options, run_passes
-from sadl._compile.traced import ACTIVE
-from sadl._defaults import get_default_dtype
-from sadl._errors import CompileWarning
-from sadl._grad_mode import is_grad_enabled
-from sadl._tensor import Tensor
+from sadl import CompileWarning, Tensor, get_default_dtype, is_grad_enabled
 from sadl.backends import device_of, is_array
+
+from sadl_compile import show  # noqa: F401  (installs str(graph))
+from sadl_compile.capture import Capture
+from sadl_compile.codegen import GuardFailedError, Program, StaleTraceError, generate
+from sadl_compile.cudagraph import generate_graphed, unsupported
+from sadl_compile.ir import Graph
+from sadl_compile.patches import tracing
+from sadl_compile.pipeline import Options, run_passes
+from sadl_compile.traced import ACTIVE
 
 __all__ = ["CompiledFunction", "compile"]
 
@@ -262,7 +260,7 @@ def _signature(tree: Any, arrays: list[Any], tensors: list[Any]) -> Any:
             data.strides,
             type(data),
             tree.requires_grad,
-            tree._node is not None,
+            tree.grad_fn is not None,
             None if type(data) is _ndarray else device_of(data),
         )
     kind = type(tree)

@@ -15,7 +15,7 @@ A device array's class belongs to its library, so it cannot be subclassed the sa
 ``TracedDeviceArray`` wraps it instead. It has the device array's attributes; NumPy's protocols
 bring ufuncs and functions to it, its operators are those ufuncs (``NDArrayOperatorsMixin``), its
 methods are recorded as calls of the device class's own methods, and ``array_module`` of one
-(``sadl.backends``) is a recording module (``sadl._compile.device``).
+(``sadl.backends``) is a recording module (``sadl_compile.device``).
 
 Outside a trace (an array that outlived its trace) a traced array behaves like its plain array.
 """
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 if TYPE_CHECKING:
-    from sadl._compile.tracer import Tracer
+    from sadl_compile.tracer import Tracer
 
 __all__ = ["ACTIVE", "TracedArray", "TracedDeviceArray", "is_traced", "plain", "unwrap_plain"]
 

@@ -24,13 +24,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from sadl import backends
-from sadl._compile import rules
-from sadl._compile.traced import ACTIVE, TracedDeviceArray, plain, unwrap_plain
+
+from sadl_compile import rules
+from sadl_compile.traced import ACTIVE, TracedDeviceArray, plain, unwrap_plain
 
 if TYPE_CHECKING:
-    from sadl._compile.tracer import Tracer
+    from sadl_compile.tracer import Tracer
 
 __all__ = ["RecordingModule", "counterpart", "device_function", "device_ufunc", "module_of_call"]
 

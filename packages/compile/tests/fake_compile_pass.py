@@ -1,6 +1,7 @@
 """A plugin that adds a pass to sadl.compile through register_compile_passes."""
 
-from sadl.plugins import CompilePassDef, hookimpl, require_api
+from sadl.plugins import hookimpl, require_api
+from sadl_compile import CompilePassDef
 
 require_api("1.0")
 

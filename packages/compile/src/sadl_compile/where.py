@@ -9,13 +9,14 @@ import sys
 from typing import Any
 
 import numpy as np
+import sadl
 
 __all__ = ["caller", "source_line"]
 
-_SADL = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SADL = os.path.dirname(os.path.abspath(sadl.__file__))
 _SKIP = (
     os.path.dirname(os.path.abspath(str(np.__file__))),
-    os.path.join(_SADL, "_compile"),
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
     *(
         os.path.join(_SADL, f"{name}.py")
         for name in ("_engine", "_backward", "_tensor", "_methods", "_dispatch", "random")

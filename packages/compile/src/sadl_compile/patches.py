@@ -25,14 +25,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-
-from sadl import backends
+from sadl import Function, Optimizer, Tensor, backends
 from sadl import random as sadl_random
-from sadl._compile.capture import DATA, GRAD, Capture
-from sadl._compile.traced import ACTIVE, is_traced
-from sadl._module import Function
-from sadl._optimizer import Optimizer
-from sadl._tensor import Tensor
+
+from sadl_compile.capture import DATA, GRAD, Capture
+from sadl_compile.traced import ACTIVE, is_traced
 
 __all__ = ["CONSTRUCTORS", "tracing"]
 
@@ -110,7 +107,7 @@ def _step(self: Any, closure: Any = None) -> Any:
 def _observe_draw(generator: Any, method: str, args: Any, kwargs: Any) -> Any:
     capture = _capture()
     if capture is None:
-        on_device = sadl_random._observed_device_generator(generator)
+        on_device = sadl_random.observed_device_generator(generator)
         if on_device is not None:
             return getattr(on_device[0], method)(*args, **kwargs)
         return getattr(np.random.Generator, method)(generator, *args, **kwargs)

@@ -1,37 +1,23 @@
 """The pass pipeline: which passes run, in which order, with which options.
 
-Passes are ``CompilePassDef`` records. Core's own come through its built-in plugin and any plugin
-adds more through the ``register_compile_passes`` hook; the plugin host (a higher layer) hands
-this module the registered records with :func:`install_pass_source`. They run in ascending
+Passes are ``CompilePassDef`` records. sadl-compile's own come through its plugin module and any
+plugin adds more through the ``register_compile_passes`` hook; sadl's plugin host collects them
+(``sadl.plugins.records("compile_passes")``). They run in ascending
 ``order``; a pass with ``fusion=True`` changes how values are computed and is skipped by
 ``sadl.compile(fusion=False)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sadl._compile.ir import Graph
-from sadl._records import CompilePassDef
+from sadl.plugins import records
 
-__all__ = ["Options", "PassContext", "install_pass_source", "run_passes"]
+from sadl_compile.hookspecs import CompilePassDef
+from sadl_compile.ir import Graph
 
-PassSource = Callable[[], Mapping[str, CompilePassDef]]
-
-
-def _no_source() -> Mapping[str, CompilePassDef]:
-    raise RuntimeError("sadl's plugin host is not loaded; import sadl first")
-
-
-_source: PassSource = _no_source
-
-
-def install_pass_source(source: PassSource) -> None:
-    """Called once by the plugin host: ``source()`` returns the registered passes by name."""
-    global _source
-    _source = source
+__all__ = ["Options", "PassContext", "run_passes"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +39,7 @@ class PassContext:
 
 def selected(options: Options) -> list[CompilePassDef]:
     """The passes to run for ``options``, in order."""
-    registered = dict(_source())
+    registered: dict[str, CompilePassDef] = records("compile_passes")
     if options.passes is not None:
         unknown = [n for n in options.passes if n not in registered]
         if unknown:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl._compile.ir import Graph, Node, Storage, Value, iter_values
+from sadl_compile.ir import Graph, Node, Storage, Value, iter_values
 
 __all__ = ["FusedKernel", "fuse_elementwise"]
 

@@ -4,12 +4,12 @@ Arrays enter a trace as values with an *entry* (an argument, a tensor's ``.data`
 captured constant) and leave it as outputs or effects. Each recorded call notes which values it
 read, which it wrote in place and which it returned, and whether its result is *constant*
 (computed from nothing that changes between calls: those calls are folded away). Memory is
-tracked per :class:`~sadl._compile.ir.Storage`: a view shares the storage of its base.
+tracked per :class:`~sadl_compile.ir.Storage`: a view shares the storage of its base.
 
-The tracer is driven from three sides: the traced arrays (``sadl._compile.traced``: NumPy calls
-on host arrays; ``sadl._compile.device``: calls on device arrays and their array module),
-``sadl._compile.patches`` (tensor attributes, modules' training flags, optimizer steps, random
-draws, host/device copies, NumPy's array constructors) and ``sadl._compile.api`` (arguments in,
+The tracer is driven from three sides: the traced arrays (``sadl_compile.traced``: NumPy calls
+on host arrays; ``sadl_compile.device``: calls on device arrays and their array module),
+``sadl_compile.patches`` (tensor attributes, modules' training flags, optimizer steps, random
+draws, host/device copies, NumPy's array constructors) and ``sadl_compile.api`` (arguments in,
 results out). A storage records the device its memory lives on (None: the host).
 """
 
@@ -21,14 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from sadl import CompileError, backends
+from sadl.random import observed_device_generator
 
-from sadl import backends
-from sadl._compile import device, rules
-from sadl._compile.ir import Node, Storage, Value
-from sadl._compile.traced import TracedArray, TracedDeviceArray, plain, unwrap_plain
-from sadl._compile.where import caller, source_line
-from sadl._errors import CompileError
-from sadl.random import _observed_device_generator
+from sadl_compile import device, rules
+from sadl_compile.ir import Node, Storage, Value
+from sadl_compile.traced import TracedArray, TracedDeviceArray, plain, unwrap_plain
+from sadl_compile.where import caller, source_line
 
 __all__ = ["Tracer"]
 
@@ -373,7 +372,7 @@ class Tracer:
         """A random draw from ``generator`` (sadl's default one when ``default``, a device's
         generator as ``sadl.random.generator(device)`` hands it out while tracing): recorded.
         """
-        on_device = _observed_device_generator(generator)
+        on_device = observed_device_generator(generator)
         if on_device is not None:
             generator, where = on_device
             func = getattr(type(generator), method)

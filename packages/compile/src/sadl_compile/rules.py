@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from sadl import Tensor
 
-from sadl._compile.ir import Value, iter_values
-from sadl._compile.traced import WRITING_METHODS
-from sadl._engine import is_tensor
+from sadl_compile.ir import Value, iter_values
+from sadl_compile.traced import WRITING_METHODS
 
 __all__ = ["METADATA", "SHAPE_ONLY", "dynamic_shape", "has_tensor", "is_tensor", "written"]
 
@@ -89,6 +89,11 @@ def dynamic_shape(key: Any, reads: list[Value]) -> bool:
     if key is np.where:
         return len(reads) == 1
     return False
+
+
+def is_tensor(value: Any) -> bool:
+    """True for a ``sadl.Tensor``."""
+    return isinstance(value, Tensor)
 
 
 def has_tensor(items: Any) -> bool:

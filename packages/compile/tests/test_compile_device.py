@@ -241,7 +241,7 @@ def test_cuda_graph_is_used_for_cupy_arrays_only(device):
 
 
 def test_a_cuda_graph_replay_copies_arguments_in_and_results_out(monkeypatch):
-    from sadl._compile import cudagraph  # the graph API is CuPy's; here a stand-in's
+    from sadl_compile import cudagraph  # the graph API is CuPy's; here a stand-in's
 
     graphs = []
     monkeypatch.setattr(
@@ -269,7 +269,7 @@ def test_a_cuda_graph_replay_copies_arguments_in_and_results_out(monkeypatch):
 
 
 def test_a_failed_cuda_graph_capture_warns_and_replays_the_calls(monkeypatch):
-    from sadl._compile import cudagraph
+    from sadl_compile import cudagraph
 
     monkeypatch.setattr(cudagraph, "graph_for", lambda module: StandInGraph(fail=True))
     forward, _ = dense_forward()
@@ -284,7 +284,7 @@ def test_a_failed_cuda_graph_capture_warns_and_replays_the_calls(monkeypatch):
 
 
 def test_what_a_cuda_graph_cannot_replay_is_named(monkeypatch):
-    from sadl._compile import cudagraph
+    from sadl_compile import cudagraph
 
     monkeypatch.setattr(cudagraph, "graph_for", lambda module: StandInGraph())
     w = sadl.Parameter(np.ones((4, 3), np.float32), device="strict")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sadl._compile.ir import Graph, Node, Storage, Value, iter_values, map_values
+from sadl_compile.ir import Graph, Node, Storage, Value, iter_values, map_values
 
 __all__ = ["common_subexpressions", "dead_code", "fold_constants", "substitute"]
 

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from sadl._compile.ir import AsTensor, Graph, Node, Value, iter_values
-from sadl._engine import new_tensor
+from sadl.plugins import tensor_from_array as new_tensor
 from sadl.random import default_generator, generator
+
+from sadl_compile.ir import AsTensor, Graph, Node, Value, iter_values
 
 __all__ = [
     "Emitter",

@@ -19,15 +19,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from sadl._compile.ir import AsTensor, Graph, Value, iter_values
-from sadl._compile.traced import ACTIVE, is_traced, plain
-from sadl._compile.tracer import Tracer
-from sadl._engine import is_tensor
-from sadl._errors import CompileError
-from sadl._grad_mode import enable_grad
-from sadl._tensor import Tensor
+from sadl import CompileError, Tensor, enable_grad
 from sadl.backends import is_array
+from sadl.plugins import version_counter
+
+from sadl_compile.ir import AsTensor, Graph, Value, iter_values
+from sadl_compile.traced import ACTIVE, is_traced, plain
+from sadl_compile.tracer import Tracer
 
 __all__ = ["DATA", "GRAD", "Capture"]
 
@@ -44,8 +42,8 @@ class _Adopted:
     def __init__(self, tensor: Tensor, arg: int | None) -> None:
         self.ref = weakref.ref(tensor)
         self.arg = arg  #: its position among the argument tensors, or None when captured
-        self.version_list = tensor._version
-        self.version = tensor._version[0]
+        self.version_list = version_counter(tensor)
+        self.version = self.version_list[0]
         self.grad_known = False  #: .grad was read or written during the trace
 
 
@@ -70,7 +68,7 @@ class Capture(Tracer):
         their data slot is traced). Leaves are numbered in walking order, as the replay does.
         """
         if isinstance(tree, Tensor):
-            if tree._node is not None and tree.requires_grad:
+            if tree.grad_fn is not None and tree.requires_grad:
                 raise CompileError(
                     "sadl.compile: an argument is a tensor attached to an autograd graph "
                     "(computed outside the compiled function); a replay cannot extend that "
@@ -145,7 +143,7 @@ class Capture(Tracer):
         if grad is None:
             self.grad_guards.append((self._ref(record), None))
             return None
-        if is_tensor(grad) or not is_array(grad):
+        if isinstance(grad, Tensor) or not is_array(grad):
             raise CompileError(
                 "sadl.compile: a .grad holding a Tensor (left by backward(create_graph=True)) "
                 "cannot be read in a compiled function"
@@ -242,12 +240,12 @@ class Capture(Tracer):
             GRAD.__set__(p, plain(grad) if is_traced(grad) else grad)
         tracer, ACTIVE.tracer = ACTIVE.tracer, None
         try:
-            before = {id(p._version): p._version[0] for p in params}
+            before = {id(version_counter(p)): version_counter(p)[0] for p in params}
             step(optimizer)
             for p in params:
-                key = id(p._version)
+                key = id(version_counter(p))
                 if key in before:
-                    bumps = p._version[0] - before.pop(key)
+                    bumps = version_counter(p)[0] - before.pop(key)
                     self._optimizer_bumps[key] = self._optimizer_bumps.get(key, 0) + bumps
         finally:
             ACTIVE.tracer = tracer
@@ -300,7 +298,7 @@ class Capture(Tracer):
 
     def _output_template(self, tree: Any) -> Any:
         if isinstance(tree, Tensor):
-            node = tree._node
+            node = tree.grad_fn
             if node is not None and node.datas is not None:
                 raise CompileError(
                     "sadl.compile: the function returns a tensor that requires grad and still "

@@ -14,7 +14,7 @@ The result is bit for bit the same: NumPy computes ``f(x, out=buf)`` exactly as 
 
 On a device the plan is the same, with buffers allocated on the device of the arrays they
 replace (a buffer is only shared between arrays of one device) and copies made with the
-backend's own ``copyto``; calls are known by their NumPy ``key`` (``sadl._compile.device``).
+backend's own ``copyto``; calls are known by their NumPy ``key`` (``sadl_compile.device``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from sadl._compile.ir import Graph, Node, Storage, Value, iter_values
 from sadl.backends import array_module, to_device
+
+from sadl_compile.ir import Graph, Node, Storage, Value, iter_values
 
 __all__ = ["memory_plan", "plan_stats"]
 
