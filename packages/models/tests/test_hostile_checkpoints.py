@@ -132,6 +132,15 @@ RESUME_CASES = {
     "string-setting": (settings("batch_size", "abc"), "--batch-size must be a positive"),
     "unknown-setting": (settings("flash", True), "unknown training settings"),
     "negative-lr": (optimizer_lr(-0.1), "invalid learning rate lr=-0.1"),
+    "none-lr": (optimizer_lr(None), "invalid learning rate lr=None"),
+    "string-flag": (
+        lambda meta, entries: meta["optimizer"]["param_groups"][0].update(amsgrad="yes"),
+        "invalid amsgrad='yes'",
+    ),
+    "scheduler-lr": (
+        lambda meta, entries: meta["scheduler"]["base_lrs"].__setitem__(0, -1.0),
+        "invalid base_lrs[0]=-1.0",
+    ),
     "history": (set_extra("history", [1, 2]), "'history' entry is not a mapping"),
     "moment": (
         lambda meta, entries: entries.update(
