@@ -79,7 +79,7 @@ KINDS = {
         lambda tmp, tag: backend(f"{tag}dev").record.name,
     ),
     "compile passes": (
-        lambda tmp: manager.registry().lookup("compile_passes", "clash_pass"),
+        lambda tmp: sadl.compile(lambda x: x * 2, passes=("clash_pass",))(sadl.ones(2)),
         lambda tmp, tag: manager.registry().lookup("compile_passes", f"{tag}_pass").name,
     ),
 }

@@ -511,5 +511,11 @@ def _pass_source() -> Mapping[str, Any]:
     return registry().records("compile_passes")
 
 
-install_pass_source(_pass_source)
+def _check_pass_name(name: str) -> None:
+    conflict = registry().conflict("compile_passes", name)
+    if conflict is not None:
+        raise conflict
+
+
+install_pass_source(_pass_source, _check_pass_name)
 backends.install_plugin_loader(registry)

@@ -28,10 +28,19 @@ def _no_source() -> Mapping[str, CompilePassDef]:
 _source: PassSource = _no_source
 
 
-def install_pass_source(source: PassSource) -> None:
-    """Called once by the plugin host: ``source()`` returns the registered passes by name."""
-    global _source
-    _source = source
+def _no_check(name: str) -> None:
+    """Stand-in until the plugin host installs its check."""
+
+
+_check_name: Callable[[str], None] = _no_check
+
+
+def install_pass_source(source: PassSource, check: Callable[[str], None] = _no_check) -> None:
+    """Called once by the plugin host: ``source()`` returns the registered passes by name, and
+    ``check(name)`` raises for a name that is not served because plugins contest it.
+    """
+    global _source, _check_name
+    _source, _check_name = source, check
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,8 @@ def selected(options: Options) -> list[CompilePassDef]:
     registered = dict(_source())
     if options.passes is not None:
         unknown = [n for n in options.passes if n not in registered]
+        for name in unknown:
+            _check_name(name)  # a pass two plugins register raises the plugin host's error
         if unknown:
             raise ValueError(
                 f"sadl.compile: unknown passes {unknown}; registered: {sorted(registered)}"
