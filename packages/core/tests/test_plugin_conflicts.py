@@ -37,6 +37,7 @@ def load(*pairs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reg = manager.reload_plugins(entry_points=eps)
+        reg.settle_commands()  # as the command line and the listings do (library use never)
     return reg, [w for w in caught if issubclass(w.category, SadlPluginWarning)]
 
 
@@ -235,3 +236,10 @@ def test_check_plugins_fails_each_contested_record_and_passes_the_rest(capsys):
     }  # fmt: skip
     assert not any(line.endswith("FAILED: served") for line in lines if " a_op " in line)
     assert any(line.split()[:2] == ["command", "a-cmd"] and line.endswith("ok") for line in lines)
+
+
+def test_library_use_never_runs_register_commands():
+    reg = manager.reload_plugins(entry_points=[])
+    assert not reg._commands_settled
+    sadl.ops.get("tanh")
+    assert not reg._commands_settled and reg.provider("commands", "plugins").builtin

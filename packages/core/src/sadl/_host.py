@@ -112,6 +112,7 @@ class Registry:
         self.generation = 0
         self.plugins: list[PluginInfo] = []
         self.pluginmanager = _new_pluginmanager()
+        self._commands_settled = False  # see settle_commands
         self._records: dict[str, dict[str, Any]] = {kind: {} for kind in NAME_KINDS}
         self._providers: dict[str, dict[str, PluginInfo]] = {kind: {} for kind in NAME_KINDS}
         #: kind -> name -> (the record set aside, why): records that lost a clash
@@ -126,15 +127,19 @@ class Registry:
 
     def provider(self, kind: str, name: str) -> PluginInfo | None:
         """The plugin that registered ``name``."""
+        if kind == "commands":
+            self.settle_commands()
         return self._providers[kind].get(name)
 
     def conflict(self, kind: str, name: str) -> PluginConflictError | None:
         """Why a plugin's ``name`` is set aside (it lost a clash), or None."""
-        found = self._unserved[kind].get(name)
+        found = self.unserved(kind).get(name)
         return None if found is None or name in self._records[kind] else found[1]
 
     def unserved(self, kind: str) -> dict[str, tuple[Any, PluginConflictError]]:
         """Name -> (record, why) for every record of ``kind`` set aside by a clash."""
+        if kind == "commands":
+            self.settle_commands()
         return self._unserved[kind]
 
     def lookup(self, kind: str, name: str) -> Any:
@@ -336,8 +341,23 @@ class Registry:
                     )
                 seen.add(record.name)
             collected[kind] = records
-        collected["commands"] = self._command_names(info)
         return collected
+
+    def settle_commands(self) -> None:
+        """Settle the clashes of subcommands, once, when first needed (the command line, a
+        listing): it runs every plugin's ``register_commands``, which library use never needs.
+        """
+        with _lock:
+            if self._commands_settled:
+                return
+            self._commands_settled = True
+            loaded = [p for p in self.plugins if p.module is not None]
+            with contextlib.redirect_stdout(sys.stderr):
+                for core in (p for p in loaded if p.builtin):
+                    self._commit(core, {"commands": self._command_names(core)})
+                self._settle(
+                    [(p, {"commands": self._command_names(p)}) for p in loaded if not p.builtin]
+                )
 
     def _command_names(self, info: PluginInfo) -> list[str]:
         """The subcommands (aliases included) the plugin's ``register_commands`` adds."""
@@ -388,6 +408,7 @@ class Registry:
 
     def command_impls(self) -> list[tuple[PluginInfo, Any]]:
         """``(plugin, register_commands implementation)`` for every loaded plugin."""
+        self.settle_commands()
         by_module = {id(p.module): p for p in self.plugins if p.module is not None}
         return [
             (by_module[id(impl.plugin)], impl.function)

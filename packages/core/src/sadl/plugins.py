@@ -98,8 +98,12 @@ def known_providers() -> dict[str, dict[str, str]]:
 
 
 def plugins() -> list[dict[str, object]]:
-    """Every discovered plugin as a dict (name, distribution, version, status, error, provides)."""
-    return [p.as_dict() for p in registry().plugins]
+    """Every discovered plugin as a dict (name, distribution, version, status, error, provides,
+    conflicts).
+    """
+    reg = registry()
+    reg.settle_commands()
+    return [p.as_dict() for p in reg.plugins]
 
 
 def reload_plugins() -> None:
