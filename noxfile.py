@@ -205,7 +205,8 @@ def demo(session: nox.Session) -> None:
     """The main job: train the demo GPT on the built-in corpus, then generate from it."""
     session.install(*ALL)
     out = ROOT / "runs" / "demo"
-    session.run("sadl", "train", "gpt", "--out", str(out), *session.posargs)
+    # --overwrite: each run of the demo replaces the previous one's checkpoint in runs/demo.
+    session.run("sadl", "train", "gpt", "--out", str(out), "--overwrite", *session.posargs)
     session.run(
         "sadl",
         "generate",

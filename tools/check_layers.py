@@ -46,7 +46,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_builtin",
         ],
     ),
-    ("plugin host", ["_host"]),
+    ("plugin host", ["_clashes", "_host"]),
     ("namespaces", ["_namespace", "plugins", "ops", "nn", "optim", "models", "io"]),
     ("command line and package", ["_commands", "cli", "__main__", ""]),
 ]

@@ -214,4 +214,4 @@ def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
     assert main(["check-plugins", "--plugin", "conflict"]) == 1
     out = capsys.readouterr().out
     assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served"] in rows(out)
-    assert "registered by two plugins" in out
+    assert "registered by 2 plugins" in out

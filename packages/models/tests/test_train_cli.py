@@ -251,3 +251,27 @@ def test_resume_refuses_a_changed_text(tmp_path, text_file):
     text.write_text(text_file.read_text(encoding="utf-8")[::-1], encoding="utf-8")
     with pytest.raises(TrainError, match="is not the text the checkpoint was trained on"):
         train(TrainConfig(), tmp_path / "run", resume=True, progress=False)
+
+
+def test_a_run_in_out_is_never_replaced_without_overwrite(tmp_path, text_file, capsys):
+    from sadl.cli import main
+
+    out = tmp_path / "run"
+    flags = ["train", "gpt", "--text", str(text_file), *TINY_FLAGS, "--out", str(out)]
+    assert main([*flags, "--steps", "4", "--sample-tokens", "0"]) == 0
+    saved = (out / "checkpoint.sadl").read_bytes()
+    metrics = (out / "metrics.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*flags, "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sadl train gpt: error: --out ")
+    assert "holds a checkpoint" in err and "--resume" in err and "--overwrite" in err
+    assert (out / "checkpoint.sadl").read_bytes() == saved  # the 4-step run is intact
+    assert (out / "metrics.jsonl").read_text() == metrics
+    assert main([*flags, "--steps", "2", "--resume", "--overwrite"]) == 2
+    assert "pass one" in capsys.readouterr().err
+    assert main([*flags, "--steps", "2", "--sample-tokens", "0", "--overwrite"]) == 0
+    assert "--overwrite: " in capsys.readouterr().out
+    assert load_checkpoint(out / "checkpoint.sadl")["step"] == 2
+    with pytest.raises(TrainError, match="holds a checkpoint"):
+        train(TrainConfig(text=str(text_file), **TINY), out, progress=False, plot=False)

@@ -408,3 +408,15 @@ def test_base_class_is_abstract_and_extensible():
     scheduler.step()
     assert [g["lr"] for g in opt.param_groups] == [b / 2 for b in BASE_LRS]
     assert "last_epoch=1" in repr(scheduler)
+
+
+@pytest.mark.parametrize("key", ["base_lrs", "last_lr"])
+@pytest.mark.parametrize("value", [-0.1, math.inf, None, "0.1"], ids=repr)
+def test_restored_lrs_are_held_to_what_the_constructor_accepts(key, value):
+    opt = two_groups()
+    scheduler = StepLR(opt, step_size=2)
+    bad = scheduler.state_dict()
+    bad[key] = [bad[key][0], value]
+    with pytest.raises(ValueError, match=rf"StepLR.load_state_dict: invalid {key}\[1\]"):
+        scheduler.load_state_dict(bad)
+    assert [g["lr"] for g in opt.param_groups] == scheduler.get_last_lr()  # left as it was

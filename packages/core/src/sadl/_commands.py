@@ -79,15 +79,16 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         provides = ", ".join(
             f"{hook.removeprefix('register_')}={len(names)}"
             for hook, names in p.provides.items()
-            if names and hook != "register_commands"
+            if names
         )
-        if "register_commands" in p.provides:
-            provides = ", ".join(filter(None, [provides, "commands"]))
-        rows.append((p.name, p.distribution, p.version, p.status, provides or "-"))
+        status = p.status
+        if p.conflicts:
+            status += " (" + ", ".join(n for names in p.conflicts.values() for n in names) + ")"
+        rows.append((p.name, p.distribution, p.version, status, provides or "-"))
     _table(rows)
     for p in plugins:
         if p.error:
-            print(f"\n{p.name}: {p.error}")
+            print("\n" + "\n".join(f"{p.name}: {line}" for line in p.error.splitlines()))
     return 0
 
 
@@ -158,7 +159,7 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
     failures: list[tuple[str, str]] = []
     failed_rows = variants = singular = 0
     for plugin in plugins:
-        if plugin.status != "ok":
+        if plugin.status not in ("ok", "conflict"):
             detail = plugin.error or "blocked by SADL_DISABLE_PLUGINS"
             rows.append(("plugin", plugin.name, plugin.name, "-", f"FAILED: {plugin.status}"))
             failures.append((f"plugin {plugin.name} ({plugin.status})", detail))
@@ -205,6 +206,15 @@ def _reports(reg: Any, plugin: PluginInfo, device: Any = None) -> Iterator[tuple
     register = next((f for p, f in reg.command_impls() if p is plugin), None)
     if register is not None:
         yield from _check_commands(register)
+    for kind in ("models", "formats", "backends", "compile_passes", "commands"):
+        for name, (_, why) in reg.unserved(kind).items():
+            if reg.provider(kind, name) is not plugin and name in plugin.conflicts.get(
+                KINDS[kind].hook if kind in KINDS else "register_commands", []
+            ):
+                label = KINDS[kind].label if kind in KINDS else "command"
+                report = OpReport(name, kind=label)
+                report.results.append(CheckResult("served", "", False, str(why)))
+                yield label, name, report
 
 
 def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:

@@ -142,6 +142,7 @@ class _Table:
         self.loaded: dict[str, Backend] = {}  # device type -> Backend, once imported
         self.by_type: dict[type, Backend] = {}  # array type -> Backend
         self.not_arrays: set[type] = set()  # types known to belong to no backend
+        self.contested: dict[str, Exception] = {}  # device types two plugins register
 
 
 _table = _Table()
@@ -222,10 +223,15 @@ def install_plugin_loader(loader: Callable[[], object]) -> None:
     _load_plugins = loader
 
 
-def install_backends(records: Mapping[str, BackendDef]) -> None:
-    """Called by the plugin host after each discovery: the backends by device type."""
+def install_backends(
+    records: Mapping[str, BackendDef], contested: Mapping[str, Exception] | None = None
+) -> None:
+    """Called by the plugin host after each discovery: the backends by device type, and why
+    each device type that plugins contest is served by none of them.
+    """
     with _table.lock:
         _table.records = {"cpu": CPU_BACKEND, **records}
+        _table.contested = dict(contested or {})
         _table.aliases = {}
         _table.loaded = {}
         _table.by_type = {}
@@ -254,6 +260,8 @@ def _record_for(name: str) -> BackendDef:
     if name in set(_table.aliases.values()):
         raise ValueError(f"device type {name!r} is serving {_alias_of(name)!r} at the moment")
     record = _table.records.get(name)
+    if record is None and name in _table.contested:
+        raise _table.contested[name]
     if record is None:
         known = ", ".join(repr(n) for n in backend_names())
         raise ValueError(

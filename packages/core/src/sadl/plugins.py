@@ -70,6 +70,7 @@ __all__ = [
     "known_providers",
     "plugins",
     "records",
+    "served",
     "records_hookspec",
     "reload_plugins",
     "require_api",
@@ -106,8 +107,12 @@ def known_providers() -> dict[str, dict[str, str]]:
 
 
 def plugins() -> list[dict[str, object]]:
-    """Every discovered plugin as a dict (name, distribution, version, status, error, provides)."""
-    return [p.as_dict() for p in registry().plugins]
+    """Every discovered plugin as a dict (name, distribution, version, status, error, provides,
+    conflicts).
+    """
+    reg = registry()
+    reg.settle_commands()
+    return [p.as_dict() for p in reg.plugins]
 
 
 def reload_plugins() -> None:
@@ -126,6 +131,14 @@ def records(kind: str) -> dict[str, Any]:
             "(a plugin adds one with records_hookspec)"
         )
     return dict(reg.records(kind))
+
+
+def served(kind: str, name: str) -> Any:
+    """The record of ``kind`` called ``name``; raises ``PluginConflictError`` when plugins
+    contest the name (none is served), ``UnknownNameError`` (with a hint) when none has it.
+    """
+    records(kind)  # an unknown kind says so
+    return registry().lookup(kind, name)
 
 
 def tensor_from_array(data: Any) -> Tensor:

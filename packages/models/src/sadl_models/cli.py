@@ -142,6 +142,12 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
     arg("--out", metavar="DIR", default="runs/gpt", help="output directory (default: runs/gpt)")
     arg("--resume", action="store_true", help="continue the run saved in --out")
     arg(
+        "--overwrite",
+        action="store_true",
+        help="replace the run saved in --out (without it, or --resume, a checkpoint there is "
+        "refused)",
+    )
+    arg(
         "--stop-after",
         type=POSITIVE,
         metavar="N",
@@ -202,6 +208,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
             stop_after=args.stop_after,
             progress=args.progress,
             compile=args.compile,
+            overwrite=args.overwrite,
         )
     except (TrainError, CorpusError, TokenizerError) as exc:
         return _fail(prog, str(exc))
@@ -218,6 +225,8 @@ def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
     flags += ["--out", str(args.out)]
     if args.resume:
         flags.append("--resume")
+    if args.overwrite:
+        flags.append("--overwrite")
     if args.stop_after is not None:
         flags += ["--stop-after", str(args.stop_after)]
     if args.progress is not None:  # None: each rank decides by its own terminal

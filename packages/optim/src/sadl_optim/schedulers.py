@@ -24,7 +24,7 @@ from typing import Any
 
 from sadl import Optimizer
 
-from sadl_optim._checks import check_bool, check_int, check_number, is_number
+from sadl_optim._checks import check_bool, check_int, check_number
 
 __all__ = ["CosineWithWarmup", "LRScheduler", "LinearWarmup", "OneCycle", "StepLR"]
 
@@ -133,16 +133,15 @@ class LRScheduler(abc.ABC):
         lists = {}
         for key in ("base_lrs", "last_lr"):
             values = state_dict[key]
-            if (
-                not isinstance(values, Sequence)
-                or len(values) != groups
-                or not all(is_number(v) for v in values)
-            ):
+            if not isinstance(values, Sequence) or len(values) != groups:
                 raise ValueError(
                     f"{where}: {key} must be a list of {groups} numbers (one per param group), "
                     f"got {values!r}"
                 )
-            lists[key] = [float(v) for v in values]
+            # Held to what the constructor accepts of an lr: a finite number >= 0.
+            lists[key] = [
+                check_number(where, f"{key}[{i}]", v, low=0) for i, v in enumerate(values)
+            ]
         last_epoch = check_int(where, "last_epoch", state_dict["last_epoch"], low=0)
         before = dict(self.__dict__)
         try:

@@ -90,8 +90,12 @@ def train(
     plot: bool = True,
     on_step: Callable[[int, float], None] | None = None,
     compile: bool = False,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Train (or with ``resume``, continue) a GPT, checkpointing into ``out_dir``.
+
+    An ``out_dir`` that already holds a checkpoint is refused (a TrainError) unless the run
+    continues it (``resume``) or replaces it (``overwrite``): a command never destroys a run.
 
     ``explicit`` names the settings the user gave on a resumed run (others come from the
     checkpoint). ``stop_after`` ends this session after that many steps (saving a checkpoint),
@@ -117,6 +121,7 @@ def train(
             on_step,
             compile,
             budget,
+            overwrite,
         )
     except MemoryError:
         estimate = budget.get("bytes")
@@ -138,6 +143,7 @@ def _run(
     on_step: Callable[[int, float], None] | None,
     compile: bool,
     budget: dict[str, int],
+    overwrite: bool = False,
 ) -> TrainResult:
     par = setup()
     if not par.is_main:  # rank 0 speaks for the run
@@ -149,6 +155,13 @@ def _run(
     if stop_after is not None and stop_after <= 0:
         raise TrainError(f"--stop-after must be a positive integer, got {stop_after}")
 
+    if resume and overwrite:
+        raise TrainError("--resume continues the run in --out, --overwrite replaces it: pass one")
+    if not resume and not overwrite and ckpt_path.exists():
+        raise TrainError(
+            f"--out {out_path} holds a checkpoint ({ckpt_path}); pass --resume to continue it "
+            "or --overwrite to replace it"
+        )
     meta = read_meta(ckpt_path) if resume else None
     if meta is not None:
         config = resume_config(config, meta, explicit or set())
@@ -197,11 +210,7 @@ def _run(
     if meta is not None:
         step, history = restore(ckpt_path, meta, config, state, out)
     elif ckpt_path.exists():
-        print(
-            f"note: {ckpt_path} exists and will be replaced (pass --resume to continue it)",
-            file=out,
-            flush=True,
-        )
+        print(f"note: --overwrite: {ckpt_path} will be replaced", file=out, flush=True)
     train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
     _announce(config, gpt, device, tokenizer, len(train_tokens) + len(val_tokens), unigram, out)
     if par.world_size > 1:
