@@ -17,7 +17,7 @@ from typing import Any
 from sadl._errors import PluginConflictError, SadlPluginWarning
 from sadl._hookspecs import KINDS
 
-__all__ = ["NAME_KINDS", "claims_of", "hook_of", "name_of", "settle"]
+__all__ = ["DECLARED_LABELS", "NAME_KINDS", "claims_of", "hook_of", "name_of", "settle"]
 
 #: What a plugin provides, by kind: the record kinds, and the subcommands of ``sadl``.
 NAME_KINDS = (*KINDS, "commands")
@@ -30,12 +30,16 @@ def name_of(record: Any) -> str:
     return record if isinstance(record, str) else str(record.name)
 
 
+#: What messages call one record of a kind a plugin declared (``records_hookspec``).
+DECLARED_LABELS: dict[str, str] = {}
+
+
 def hook_of(kind: str) -> str:
-    return KINDS[kind].hook if kind in KINDS else "register_commands"
+    return f"register_{kind}"  # as ``RecordKind.kind`` is defined
 
 
 def _label(kind: str) -> str:
-    return KINDS[kind].label if kind in KINDS else "command"
+    return KINDS[kind].label if kind in KINDS else DECLARED_LABELS.get(kind, "command")
 
 
 def claims_of(kind: str, record: Any) -> list[Claim]:

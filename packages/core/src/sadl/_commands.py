@@ -206,12 +206,13 @@ def _reports(reg: Any, plugin: PluginInfo, device: Any = None) -> Iterator[tuple
     register = next((f for p, f in reg.command_impls() if p is plugin), None)
     if register is not None:
         yield from _check_commands(register)
-    for kind in ("models", "formats", "backends", "compile_passes", "commands"):
+    others = [k for k in reg.kinds if k not in checkers]
+    for kind in (*others, "commands"):
         for name, (_, why) in reg.unserved(kind).items():
             if reg.provider(kind, name) is not plugin and name in plugin.conflicts.get(
-                KINDS[kind].hook if kind in KINDS else "register_commands", []
+                f"register_{kind}", []
             ):
-                label = KINDS[kind].label if kind in KINDS else "command"
+                label = reg.kinds[kind].label if kind in reg.kinds else "command"
                 report = OpReport(name, kind=label)
                 report.results.append(CheckResult("served", "", False, str(why)))
                 yield label, name, report

@@ -42,7 +42,7 @@ from typing import Any
 import pluggy
 
 from sadl import _dispatch, _hookspecs, backends
-from sadl._clashes import NAME_KINDS, claims_of, hook_of, name_of, settle
+from sadl._clashes import DECLARED_LABELS, NAME_KINDS, claims_of, hook_of, name_of, settle
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -112,6 +112,7 @@ class Registry:
         self.plugins: list[PluginInfo] = []
         self.pluginmanager = _new_pluginmanager()
         self._commands_settled = False  # see settle_commands
+        self.kinds: dict[str, RecordKind] = dict(KINDS)  # and those plugins declare
         self._records: dict[str, dict[str, Any]] = {kind: {} for kind in NAME_KINDS}
         self._providers: dict[str, dict[str, PluginInfo]] = {kind: {} for kind in NAME_KINDS}
         #: kind -> name -> (the record set aside, why): records that lost a clash
@@ -120,17 +121,13 @@ class Registry:
         }
 
     def _add_kind(self, spec: RecordKind) -> None:
-        """A record kind a plugin declared (``records_hookspec``) joins core's table."""
-        KINDS.setdefault(spec.kind, spec)
+        """A record kind a plugin declared (``records_hookspec``) joins this registry's."""
+        self.kinds[spec.kind] = spec
+        DECLARED_LABELS[spec.kind] = spec.label
         for table in (self._records, self._providers, self._unserved):
             table.setdefault(spec.kind, {})
 
     # ------------------------------------------------------------------ queries
-    @property
-    def kinds(self) -> dict[str, RecordKind]:
-        """Every record kind: core's, then those plugins declared (``records_hookspec``)."""
-        return KINDS
-
     def records(self, kind: str) -> dict[str, Any]:
         """Name -> record for a kind (ops, layers, optimizers, models, formats)."""
         return self._records[kind]
@@ -161,7 +158,7 @@ class Registry:
         if conflict is not None:
             raise conflict
         raise UnknownNameError(
-            f"no {KINDS[kind].label} named {name!r} is registered{self.hint(kind, name)}"
+            f"no {self.kinds[kind].label} named {name!r} is registered{self.hint(kind, name)}"
         )
 
     def hint(self, kind: str, name: str) -> str:
@@ -205,9 +202,9 @@ class Registry:
                 "(`sadl plugins` shows every plugin's status)"
             )
         if kind is not None:
-            for other, spec in KINDS.items():
+            for other, spec in self.kinds.items():
                 if other != kind and name in self._records[other]:
-                    return f"{what} as a {spec.label}, not as a {KINDS[kind].label}"
+                    return f"{what} as a {spec.label}, not as a {self.kinds[kind].label}"
         return f"{what} {info.version}, which is installed and loaded but does not register it"
 
     def command_hint(self, command: str) -> str:
@@ -324,7 +321,7 @@ class Registry:
     def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
         """Call this plugin's ``register_*`` hooks and validate what they return."""
         collected: dict[str, list[Any]] = {}
-        for kind, spec in KINDS.items():
+        for kind, spec in self.kinds.items():
             hook_name = spec.hook
             records: list[Any] = []
             for impl in getattr(self.pluginmanager.hook, hook_name).get_hookimpls():
@@ -336,22 +333,21 @@ class Registry:
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
                     raise PluginError(
                         f"{hook_name}() of plugin {info.label} must return an iterable of "
-                        f"{KINDS[kind].record_type.__name__} records, got {type(result).__name__}"
+                        f"{spec.record_type.__name__} records, got {type(result).__name__}"
                     )
                 for record in result:
-                    if not isinstance(record, KINDS[kind].record_type):
+                    if not isinstance(record, spec.record_type):
                         raise PluginError(
                             f"{hook_name}() of plugin {info.label} returned "
                             f"{type(record).__name__} {record!r}; expected "
-                            f"{KINDS[kind].record_type.__name__}"
+                            f"{spec.record_type.__name__}"
                         )
                     records.append(record)
             seen: set[str] = set()
             for record in records:
                 if record.name in seen:
                     raise PluginError(
-                        f"plugin {info.label} registers the {KINDS[kind].label} {record.name!r} "
-                        "twice"
+                        f"plugin {info.label} registers the {spec.label} {record.name!r} twice"
                     )
                 seen.add(record.name)
             collected[kind] = records
