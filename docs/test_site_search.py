@@ -1,5 +1,6 @@
-"""The built site's search works from disk: a headless Chromium opens a page from ``file://``,
-types into the search box and reads a result (tools/mkdocs_offline_search.py makes it so).
+"""The built site from disk: a headless Chromium opens a page from ``file://``, types into the
+search box and reads a result (tools/mkdocs_offline_search.py makes it so); the notebook's page
+holds its figures (tools/mkdocs_notebooks.py).
 
 The browser is Debian's ``chromium`` driven through ``chromium-driver`` (chromedriver) by a few
 W3C WebDriver calls over HTTP, so the test needs no Python package beyond mkdocs. Without the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -38,6 +40,9 @@ def need(condition: object, why: str) -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    """The site `nox -s docs` built (SADL_DOCS_SITE), or one built here."""
+    if os.environ.get("SADL_DOCS_SITE"):
+        return Path(os.environ["SADL_DOCS_SITE"])
     need(importlib.util.find_spec("mkdocs"), "mkdocs is not installed (nox -s docs has it)")
     out = tmp_path_factory.mktemp("site")
     subprocess.run(
@@ -117,6 +122,16 @@ def browser():
     finally:
         driver.terminate()
         driver.wait(timeout=30)
+
+
+def test_the_notebook_is_a_page_with_its_figures(site):
+    page = (site / "examples" / "digits.html").read_text(encoding="utf-8")
+    figures = re.findall(r'<img alt="output of cell \d+" src="(digits_files/[^"]+)"', page)
+    assert len(figures) >= 3, figures  # curves, confusion matrix, digits (and the graph)
+    for name in figures:
+        head = (site / "examples" / name).read_bytes()[:64]
+        assert head.startswith(b"\x89PNG") or b"<svg" in head or b"<?xml" in head, name
+    assert (site / "examples" / "digits.ipynb").is_file()  # the download link's target
 
 
 def test_search_from_disk_finds_a_page_and_links_to_it(site, browser):
