@@ -224,3 +224,51 @@ def test_a_blocked_plugins_command_names_its_package(command, plugin, distributi
         f"sadl: error: 'sadl {command}' is a command of {distribution}, whose plugin "
         f"{plugin!r} is blocked by SADL_DISABLE_PLUGINS={plugin} (remove {plugin!r} from it)\n"
     )
+
+
+HIDE_OPTIONAL = """
+import sys
+
+
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("sadl_distributed", "sadl_strictcuda"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, Hide())
+"""
+
+
+def test_without_the_optional_packages_their_tests_are_skipped_saying_why(tmp_path):
+    # A contributor venv without sadl-distributed and the strict CuPy stand-in (the README's
+    # old Developing line): the root pytest used to stop at collection. Here they are hidden
+    # (sitecustomize makes importing them fail, as if not installed).
+    (tmp_path / "sitecustomize.py").write_text(HIDE_OPTIONAL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
+    env.update(PYTHONPATH=str(tmp_path), SADL_DISABLE_PLUGINS="distributed,strictcuda")
+    # No pytest plugin from entry points: the stand-in's is absent too, and pytest would import
+    # the plugins' packages past the hiding finder (to rewrite their asserts).
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    root = HERE.parent
+    pytest_ = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
+    listing = subprocess.run(
+        [*pytest_, "--co", "packages/distributed/tests", "tests/test_strict_standin.py"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert listing.returncode == 5, listing.stdout + listing.stderr  # 5: nothing to run
+    assert "SKIPPED [11] packages/distributed/tests/conftest.py" in listing.stdout
+    assert "sadl-distributed is not installed: .venv/bin/python -m pip install -r " in (
+        listing.stdout
+    )
+    assert "tests/test_strict_standin.py:11: the strict CuPy stand-in" in listing.stdout
+    # A package's device tests: the CPU rows run, the device rows are skipped, saying why.
+    run = subprocess.run(
+        [*pytest_, "packages/optim/tests/test_optim_devices.py"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"\d+ passed, \d+ skipped", run.stdout), run.stdout
+    assert "the strict CuPy stand-in (tests/fixtures/plugins/sadl-strictcuda) is not installed" in (
+        run.stdout
+    )

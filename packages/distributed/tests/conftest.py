@@ -5,15 +5,15 @@ here is reported as skipped, with the reason and the command that installs it, i
 stopping the root ``pytest`` at collection.
 """
 
-import importlib.util
-
 import pytest
 
 ABSENT = (
     "sadl-distributed is not installed: .venv/bin/python -m pip install -r requirements-dev.txt"
 )
 
-if importlib.util.find_spec("sadl_distributed") is None:
+try:
+    import sadl_distributed as dist
+except ImportError:
 
     class _Absent(pytest.Module):
         def collect(self):
@@ -23,7 +23,6 @@ if importlib.util.find_spec("sadl_distributed") is None:
         return _Absent.from_parent(parent, path=module_path)
 
 else:
-    import sadl_distributed as dist
 
     @pytest.fixture
     def world_of_one():
