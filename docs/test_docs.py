@@ -134,3 +134,12 @@ def test_one_way_to_install_in_every_shown_command():
                     assert ".venv/bin/python -m pip " in command, f"{page.name}: {line}"
                     assert command.count(" pip ") == 1, f"{page.name}: {line}"
         assert "uv sync" not in text, f"{page.name} says `uv sync`; the README's way is pip"
+
+
+def test_ci_runs_the_readme_lines_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    setup = BASH.findall(readme[readme.index("## Set up, then two commands") :])[0].strip()
+    assert setup in ci and ".venv/bin/nox" in ci  # the set-up line, then every check
+    assert "```bash\n.venv/bin/nox\n```" in readme
+    assert "chromium chromium-driver" in "\n".join(ci)  # for docs/test_site_search.py

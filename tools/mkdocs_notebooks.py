@@ -28,6 +28,7 @@ def execute(path: Path) -> Any:
     try:
         import nbclient
         import nbformat
+        from traitlets.config import Config
     except ImportError as exc:
         raise PluginError(
             f"{path.name}: executing the notebook needs nbclient and ipykernel "
@@ -36,7 +37,12 @@ def execute(path: Path) -> Any:
     notebook = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as cwd:
         client = nbclient.NotebookClient(
-            notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": cwd}}
+            notebook,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": cwd}},
+            # Local sockets in the temporary directory, not TCP ports on the machine.
+            config=Config({"KernelManager": {"transport": "ipc", "ip": f"{cwd}/kernel"}}),
         )
         try:
             client.execute()
