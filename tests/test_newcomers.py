@@ -272,3 +272,26 @@ def test_without_the_optional_packages_their_tests_are_skipped_saying_why(tmp_pa
     assert "the strict CuPy stand-in (tests/fixtures/plugins/sadl-strictcuda) is not installed" in (
         run.stdout
     )
+
+
+def requirement_paths(name):
+    """The local paths a requirements file of the repository root installs (extras dropped)."""
+    lines = (HERE.parent / name).read_text().splitlines()
+    found = [line.split("#")[0].strip().removeprefix("-e").strip() for line in lines]
+    return {re.sub(r"\[.*\]$", "", p).removeprefix("./") for p in found if p.startswith("./")}
+
+
+def test_the_requirements_files_install_every_package():
+    packages = {
+        str(p.parent.relative_to(HERE.parent))
+        for p in HERE.parent.glob("packages/*/pyproject.toml")
+    }
+    dev = requirement_paths("requirements-dev.txt")
+    missing = ", ".join(f"-e ./{p}" for p in sorted(packages - dev))
+    assert not missing, f"add to requirements-dev.txt: {missing}"
+    assert {"tests/fixtures/plugins/sadl-strictcuda", "tests/fixtures/plugins/sadl-sample"} <= dev
+    # The set-up line's: every package but sadl-distributed, which needs MPI (README, Install).
+    users = requirement_paths("requirements.txt")
+    missing = ", ".join(f"./{p}" for p in sorted(packages - users - {"packages/distributed"}))
+    assert not missing, f"add to requirements.txt: {missing}"
+    assert users <= packages
