@@ -175,11 +175,19 @@ def test_check_plugins_checks_layers_optimizers_and_commands(plugins, capsys):
     out = capsys.readouterr().out
     table = rows(out)
     assert ["op", "fake_cube", "good", "20", "ok"] in table  # 5 on the example, 15 on variants
-    assert ["layer", "Doubler", "good", "1", "FAILED:", "examples"] in table
-    assert ["optimizer", "Noop", "good", "1", "FAILED:", "step"] in table
+    assert ["layer", "Doubler", "good", "1", "FAILED:", "examples", "(1)"] in table
+    assert ["optimizer", "Noop", "good", "1", "FAILED:", "step", "(1)"] in table
     assert ["command", "fake-hello", "good", "1", "ok"] in table
     # the optimizer never changes anything: the step check says so
     assert "optimizer Noop: step" in out and "did not change after two steps" in out
+
+
+def test_check_plugins_names_each_failing_check_once_with_its_count(plugins, capsys):
+    plugins(ep("wronggrad"))  # a wrong derivative: gradcheck fails on the example and 2 variants
+    assert main(["check-plugins", "--plugin", "wronggrad"]) == 1
+    out = capsys.readouterr().out
+    assert ["op", "fake_wrong_cube", "wronggrad", "20", "FAILED:", "gradcheck", "(3)"] in rows(out)
+    assert out.count("fake_wrong_cube: gradcheck") == 3  # each failure detailed below the table
 
 
 def test_check_plugins_prints_whole_messages_when_verbose(plugins, capsys, monkeypatch):
@@ -213,5 +221,5 @@ def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
     plugins(ep("conflict"), ep("good"))
     assert main(["check-plugins", "--plugin", "conflict"]) == 1
     out = capsys.readouterr().out
-    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served"] in rows(out)
+    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served", "(1)"] in rows(out)
     assert "registered by 2 plugins" in out

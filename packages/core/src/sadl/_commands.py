@@ -13,6 +13,7 @@ import json
 import platform
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -169,7 +170,10 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
             variants += report.variants
             singular += report.singular_points
             failed = report.failures()
-            result = "ok" if not failed else "FAILED: " + ", ".join(r.check for r in failed)
+            counts = Counter(r.check for r in failed)  # each failing check once, with its count
+            result = (
+                "FAILED: " + ", ".join(f"{c} ({n})" for c, n in counts.items()) if failed else "ok"
+            )
             rows.append((kind, name, plugin.name, str(len(report.results)), result))
             failures += [(f"{kind} {name}: {_label(r)}", r.message) for r in failed]
             failed_rows += bool(failed)

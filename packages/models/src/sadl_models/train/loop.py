@@ -171,7 +171,7 @@ def _run(
     device = par.device(check_device(config.device))
     _prepare_out_dir(out_path)
     text = _corpus(config)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
     if meta is not None and meta["extra"].get("corpus_sha256") not in (None, digest):
         raise TrainError(
             f"--resume: {_source(config)} is not the text the checkpoint was trained on (its "
@@ -212,7 +212,8 @@ def _run(
     elif ckpt_path.exists():
         print(f"note: --overwrite: {ckpt_path} will be replaced", file=out, flush=True)
     train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
-    _announce(config, gpt, device, tokenizer, len(train_tokens) + len(val_tokens), unigram, out)
+    n_tokens = len(train_tokens) + len(val_tokens)
+    _announce(config, gpt, device, tokenizer, n_tokens, unigram, out, compiled=compile)
     if par.world_size > 1:
         print(f"data parallel: {par.world_size} processes", file=out, flush=True)
 
@@ -357,7 +358,9 @@ def _source(config: TrainConfig) -> str:
 
 def _corpus(config: TrainConfig) -> str:
     try:
-        return builtin_corpus() if config.text is None else read_text(config.text)
+        if config.text is None:
+            return builtin_corpus()
+        return read_text(config.text, any_bytes=config.tokenizer == "byte")
     except CorpusError as exc:
         raise TrainError(f"--text {exc}" if config.text is not None else str(exc)) from None
 
@@ -464,13 +467,16 @@ def _announce(
     n_tokens: int,
     unigram: float,
     out: TextIO,
+    *,
+    compiled: bool = False,
 ) -> None:
-    """The two lines a run starts with: the model, and the data with its unigram baseline."""
+    """The two lines a run starts with: the model (and how it runs), the data and its baseline."""
     source = "built-in corpus (pydoc_data.topics)" if config.text is None else config.text
+    how = ", compiled (sadl.compile: traced once, then replayed)" if compiled else ""
     print(
         f"training GPT: {model.num_parameters() / 1e6:.2f}M parameters, {config.n_layer} layers, "
         f"{config.n_head} heads, {config.n_embd} dims, block {config.block_size}, "
-        f"batch {config.batch_size}, {config.steps} steps on {device}",
+        f"batch {config.batch_size}, {config.steps} steps on {device}{how}",
         file=out,
     )
     print(
