@@ -75,7 +75,7 @@ def test_reports_round_trip(tmp_path, monkeypatch):
 
     monkeypatch.setenv(reports.REPORTS_VARIABLE, str(tmp_path))
     reports.register_rank(1, 42)
-    reports.write_killed(1, 2, 999, 9)
+    reports.write_ended(1, 2, 999, -9)
     try:
         raise KeyError("lost")
     except KeyError as exc:
