@@ -61,9 +61,10 @@ class MpiGroup(ProcessGroup):
     def __init__(self, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         import mpi4py
 
-        # This group finalizes MPI itself, at exit (faults.end_job_at_exit): so that a rank that leaves
-        # while others still wait (``sys.exit(3)``) exits, and they see it, instead of waiting
-        # in MPI_Finalize for them. Too late if the program imported mpi4py.MPI first.
+        # This group finalizes MPI itself, at exit (faults.end_job_at_exit): so that a rank
+        # that leaves while others still wait (``sys.exit(3)``) exits, and they see it,
+        # instead of waiting in MPI_Finalize for them. Too late if the program imported
+        # mpi4py.MPI first.
         owns_finalize = "mpi4py.MPI" not in sys.modules
         if owns_finalize:
             mpi4py.rc.finalize = False

@@ -4,8 +4,9 @@
 at ``init``, ``rank<r>.pid`` (its process id and machine), at a normal exit ``rank<r>.done``,
 and when an uncaught exception ends it, ``rank<r>.txt`` (the error, then the traceback); the
 rank's supervisor (``sadl_distributed.supervise``) writes ``rank<r>.txt`` when a signal killed
-it or it exited with a non-zero status. From these the launcher says, after a failed job, which rank failed and why, even when MPI's
-launcher cut the ranks' own output short. Without the variable (a plain ``mpiexec`` run)
+it or it exited with a non-zero status (before ``init`` too). From these the launcher says,
+after a failed job, which rank failed and why, even when MPI's launcher cut the ranks' own
+output short. Without the variable (a plain ``mpiexec`` run)
 nothing is written.
 """
 

@@ -3,10 +3,10 @@
 ``sadl launch`` starts each rank through this under MPICH's launcher (hydra). The reason: when
 a process that hydra started is killed by a signal (the out-of-memory killer's SIGKILL), hydra
 kills every other process of the job at once, so no survivor can say which rank died. Here the
-rank is a child; when a signal kills it, or it exits with a non-zero status, this process notes it
-in the job's reports (``sadl_distributed.reports``) and exits with the same status (128 + signal),
-which hydra treats as an ordinary failure: it tells the survivors (SIGUSR1, see ``faults``), and they stop with an error
-that names the dead rank.
+rank is a child; when a signal kills it, or it exits with a non-zero status, this process notes
+it in the job's reports (``sadl_distributed.reports``) and exits with the same status (128 +
+signal), which hydra treats as an ordinary failure: it tells the survivors (SIGUSR1, see
+``faults``), and they stop with an error that names the dead rank and its status.
 
 The child gets this process's environment, standard streams and the PMI connection
 (``PMI_FD``); signals sent to the process group (Ctrl-C, hydra's SIGUSR1) reach it directly.
