@@ -164,6 +164,7 @@ def test_sys_exit_on_one_rank_ends_the_job_naming_rank_and_status(tmp_path, monk
     assert "RankFailedError: rank 1 (process" in output
     assert "(rank 1 of 2: exited with status 3, process" in output
     assert "sadl launch: rank 1 of 2: exited with status 3" in output
+    assert "stopping the job" not in output  # rank 0 ended it, not the launcher's backstop
 
 
 def test_a_failed_rank_still_visible_at_the_launchers_signal_is_named(tmp_path):
@@ -171,6 +172,7 @@ def test_a_failed_rank_still_visible_at_the_launchers_signal_is_named(tmp_path):
     assert status != 0 and seconds < 45, output
     assert "on another machine" not in output
     assert "RankFailedError: rank 1 (process" in output
+    assert "stopping the job" not in output
 
 
 TINY_GPT = ["--batch-size", "4", "--block-size", "16", "--n-layer", "1", "--n-head", "2",
@@ -263,6 +265,7 @@ def test_sadl_train_gpt_nproc_2_ends_when_a_rank_is_killed(tmp_path):
     assert job.returncode != 0, text
     assert "RankFailedError: rank 1 (process" in text and "died while rank 0" in text, text
     assert "sadl launch: rank 1 of 2: killed by SIGKILL" in text
+    assert "stopping the job" not in text  # the survivor ended it, not the launcher's backstop
 
 
 def test_a_kill_between_checkpoint_and_metrics_line_loses_no_line(tmp_path):

@@ -132,7 +132,7 @@ def run(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> int:
         interrupted = False
         while True:
             try:
-                deaths = _watch(process, Path(reports))
+                deaths = _watch(process, Path(reports), interrupted)
                 break
             except KeyboardInterrupt:
                 interrupted = _interrupt(process, Path(reports), again=interrupted)
@@ -171,7 +171,7 @@ def _interrupt(process: subprocess.Popen[bytes], reports: Path, *, again: bool) 
     return True
 
 
-def _watch(process: subprocess.Popen[bytes], reports: Path) -> list[int]:
+def _watch(process: subprocess.Popen[bytes], reports: Path, interrupted: bool) -> list[int]:
     """Wait for ``process``; meanwhile note, in order, the ranks whose process disappears
     or that leave a failure report.
 
@@ -190,19 +190,14 @@ def _watch(process: subprocess.Popen[bytes], reports: Path) -> list[int]:
             return deaths
         except subprocess.TimeoutExpired:
             pass
-        ranks = read_ranks(reports)
-        for record in ranks.values():
-            if record.rank in deaths or record.machine != here:
+        for record in read_ranks(reports).values():
+            if record.failure and failed_at is None:
+                first, failed_at = record, time.monotonic()
+            if record.rank in deaths:
                 continue
-            if not process_alive(record.pid):
+            if record.failure or (record.machine == here and not process_alive(record.pid)):
                 deaths.append(record.rank)
-        for record in ranks.values():  # then in the order they failed
-            if record.failure and record.rank not in deaths:
-                deaths.append(record.rank)
-                if failed_at is None:
-                    first = record
-                    failed_at = time.monotonic()
-        if failed_at is None:
+        if failed_at is None or interrupted:  # after Ctrl-C, ranks stop in their own time
             continue
         # A rank that failed before init: nobody else can notice (they wait in MPI's start-up).
         grace = END_GRACE_S if first.pid >= 0 else END_GRACE_S / 5
