@@ -149,6 +149,7 @@ class ProcessGroup(abc.ABC):
         except DistributedError as exc:
             self.broken = exc  # the job cannot go on: at exit, end it instead of finalizing
             raise
+        self.broken = None  # a caught timeout that a retry got past
 
     def _poll(self, handle: Any, what: str) -> None:
         start = time.monotonic()

@@ -74,6 +74,10 @@ class MpiGroup(ProcessGroup):
         self.timeout = timeout
         self.comm = MPI.COMM_WORLD.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        # MPICH needs no MPI_Finalize of a job of several ranks, and waits in it for all of them.
+        skip = self.size > 1 and "MPICH" in MPI.Get_library_version()
+        finalize = _finalize if owns_finalize and not skip else None
+        end_job_at_exit(self.rank, self.size, lambda: self.broken, self.abort, finalize)
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
         self._peers: Peers | None = None
         expected = launcher_world_size()
@@ -98,10 +102,6 @@ class MpiGroup(ProcessGroup):
             self._peers = Peers(self.rank, everyone[:, 0].tolist(), everyone[:, 1].tolist())
             self._peers.watch_launcher_signal()
             abort_on_uncaught(self.rank, self.size, self.abort)
-        # MPICH needs no MPI_Finalize of a job of several ranks, and waits in it for all of them.
-        skip = self.size > 1 and "MPICH" in MPI.Get_library_version()
-        finalize = _finalize if owns_finalize and not skip else None
-        end_job_at_exit(self.rank, self.size, lambda: self.broken, self.abort, finalize)
 
     # ------------------------------------------------------------------ collectives
     def all_reduce(self, buffer: Any, op: str) -> Work:
