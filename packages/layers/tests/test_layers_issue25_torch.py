@@ -94,3 +94,13 @@ def test_interpolate_takes_uint8_images(mode, size):
 def test_integer_pooling_refuses_booleans_clearly():
     with pytest.raises(TypeError, match="floating-point or integer array, got bool"):
         sadl.ops.max_pool2d(sadl.tensor(IMAGE > 100), kernel_size=2)
+
+
+def test_multi_head_attention_learns_a_float_mask_in_self_and_cross_attention():
+    rng = np.random.default_rng(2)
+    mha = sadl.nn.MultiHeadAttention(8, 2).to(dtype=np.float64)
+    x = sadl.tensor(rng.normal(size=(2, 3, 8)))
+    bias = sadl.tensor(rng.normal(size=(2, 3, 3)), requires_grad=True)
+    assert sadl.testing.gradcheck(lambda b: mha(x, mask=b), bias)
+    assert sadl.testing.gradcheck(lambda b: mha(x, x * 2.0, x * 3.0, mask=b), bias)
+    np.testing.assert_allclose(mha(x, mask=bias).numpy(), mha(x, mask=bias.detach()).numpy())
