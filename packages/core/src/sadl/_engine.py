@@ -272,12 +272,13 @@ def broadcast_error(exc: ValueError, label: str, datas: Sequence[Any]) -> ValueE
 
     NumPy says only ``operands could not be broadcast together with shapes (2,3) (4,)``.
     """
-    if "broadcast" not in str(exc):
-        return exc
+    text = str(exc)
+    if "could not be broadcast" not in text and "cannot be broadcast" not in text:
+        return exc  # NumPy's words only: an op's own message already says what is wrong
     shapes = " and ".join(str(tuple(d.shape)) for d in datas if hasattr(d, "shape"))
     return ValueError(
         f"{label}: input shapes {shapes} do not broadcast (from the last axis on, the sizes "
-        f"must be equal or 1); NumPy: {str(exc).strip()}"
+        f"must be equal or 1); NumPy: {text.strip()}"
     )
 
 
