@@ -13,6 +13,10 @@ flags so that it also works on a bare machine:
 * Unless the environment sets them, each rank's BLAS gets ``cores // N`` threads
   (``OMP_NUM_THREADS`` and friends), so N ranks do not fight over the cores.
 * Ctrl-C goes to the ranks first (a training loop can stop cleanly), a second one to mpiexec.
+* A job in which a rank failed ends: if the other ranks have not ended it themselves
+  ``END_GRACE_S`` (10 s) later, or 2 s later for a rank that failed before
+  ``sadl_distributed.init()`` (the others wait in MPI's start-up, where nothing can reach
+  them), the launcher stops mpiexec and names the rank.
 
 On a cluster, use the site's ``mpiexec``/``srun`` with a hostfile instead (docs/distributed.md).
 """
