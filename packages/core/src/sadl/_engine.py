@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -153,12 +153,15 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     if record and op.backward is None:
         raise MissingGradientError(_missing_backward_message(op))
 
-    out = op.forward(*datas, **params)
+    try:
+        out = op.forward(*datas, **params)
+    except ValueError as exc:
+        raise broadcast_error(exc, f"op {op.name!r}", datas) from None
     if type(out) is not _ndarray and not is_array(out):
         out = _as_array_like(out, datas)
     dtype = out.dtype
     if dtype is not _defaults._default_dtype and dtype.kind == "f":
-        out = _promote_to_default(out, datas, params)
+        out = promote_to_default(out, datas, params)
     base = out.base
     version = _shared_counter(base, args) if base is not None else [0]
     if not (record and out.dtype.kind in "fc"):
@@ -215,6 +218,10 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
         return op.forward(*args, **params)
     Tensor = _Tensor
     if params:
+        names = op.input_names  # an input given by name (mask=m) is an input, as in torch
+        while len(args) < len(names) and names[len(args)] in params:
+            params = dict(params)
+            args = (*args, params.pop(names[len(args)]))
         params = {k: constant_param(v, op, k) for k, v in params.items()}
     for a in args:
         if isinstance(a, Tensor):
@@ -260,7 +267,22 @@ def _constant_message(op: OpDef, name: str) -> str:
     return f"{message}; pass value.detach() if a constant is meant"
 
 
-def _promote_to_default(out: Any, datas: Sequence[Any], params: dict[str, Any]) -> Any:
+def broadcast_error(exc: ValueError, label: str, datas: Sequence[Any]) -> ValueError:
+    """NumPy's shape-mismatch error with the op's name and its inputs' shapes; others as they are.
+
+    NumPy says only ``operands could not be broadcast together with shapes (2,3) (4,)``.
+    """
+    text = str(exc)
+    if "could not be broadcast" not in text and "cannot be broadcast" not in text:
+        return exc  # NumPy's words only: an op's own message already says what is wrong
+    shapes = " and ".join(str(tuple(d.shape)) for d in datas if hasattr(d, "shape"))
+    return ValueError(
+        f"{label}: input shapes {shapes} do not broadcast (from the last axis on, the sizes "
+        f"must be equal or 1); NumPy: {text.strip()}"
+    )
+
+
+def promote_to_default(out: Any, datas: Sequence[Any], params: Mapping[str, Any]) -> Any:
     """A float result computed from integers and Python numbers takes the default dtype.
 
     NumPy makes ``int_array * 1.5`` or ``np.sqrt(int_array)`` float64; torch (and sadl) give

@@ -378,15 +378,16 @@ def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) 
         arr = np.asarray(data)
         if dtype is None and arr.dtype == np.float64 and not _is_numpy_data(data):
             arr = arr.astype(get_default_dtype())
-        if arr.dtype == object:
-            raise TypeError(
-                f"cannot make a Tensor from {type(data).__name__}: the values are not numeric "
-                "or the nested lists are ragged"
-            )
     if dtype is not None:
         dtype = np.dtype(dtype)
         if arr.dtype != dtype:
             arr = arr.astype(dtype)
+    if arr.dtype == object:  # as torch: a Tensor holds numbers (an object array, or ragged lists)
+        raise TypeError(
+            f"cannot make a Tensor from {type(data).__name__} of dtype object: the values are "
+            "not numeric or the nested lists are ragged; convert it to a numeric dtype first "
+            "(e.g. np.asarray(values, dtype=np.float32))"
+        )
     if device is not None:
         arr = to_device(arr, device)
     elif isinstance(arr, np.generic):

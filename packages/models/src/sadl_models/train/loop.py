@@ -283,7 +283,8 @@ def _run(
                     "tokens_per_s": tokens_per_step / seconds,
                     "time": time.perf_counter() - started,
                 }
-                if step % config.eval_interval == 0 or step == config.steps:
+                evaluated = step % config.eval_interval == 0 or step == config.steps
+                if evaluated:
                     evaluation = (step, *evaluate())
                     history.evals.append(evaluation)
                     record.update(train_loss=evaluation[1], val_loss=evaluation[2])
@@ -292,10 +293,13 @@ def _run(
                         f"val loss {evaluation[2]:.4f}",
                         out,
                     )
-                    save(step)
-                    saved_at = step
+                # The step's line before its checkpoint: a run killed in between resumes
+                # from the previous checkpoint and rewrites the line, never loses it.
                 if metrics is not None:
                     metrics.write(record)
+                if evaluated:
+                    save(step)
+                    saved_at = step
         finally:
             bar.close()
             if metrics is not None:
