@@ -32,6 +32,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "RMSNorm": (Example((2, 5), normalized_shape=5),),
     "BatchNorm1d": (Example((6, 3), num_features=3),),
     "BatchNorm2d": (Example((4, 2, 3, 3), num_features=2),),
+    "BatchNorm3d": (Example((2, 2, 3, 2, 3), num_features=2),),
     "ReLU": (Example((3, 4)),),
     "GELU": (Example((3, 4)), Example((3, 4), approximate="tanh")),
     "SiLU": (Example((3, 4)),),
@@ -52,8 +53,22 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "Hardswish": (Example((3, 4), domain=(-5.0, 5.0)),),
     "MultiHeadAttention": (Example((2, 3, 4), (2, 3, 4), (2, 3, 4), embed_dim=4, num_heads=2),),
     "CausalSelfAttention": (Example((2, 3, 4), n_embd=4, n_head=2),),
-    "Conv2d": (Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding=1),),
-    "Conv1d": (Example((2, 2, 6), in_channels=2, out_channels=3, kernel_size=3, padding=1),),
+    "Conv2d": (
+        Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding=1),
+        Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=(2, 3), padding="same"),
+        Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding="valid"),
+    ),
+    "Conv1d": (
+        Example((2, 2, 6), in_channels=2, out_channels=3, kernel_size=3, padding=1),
+        Example((2, 2, 6), in_channels=2, out_channels=3, kernel_size=4, padding="same"),
+    ),
+    "Conv3d": (
+        Example((1, 2, 3, 4, 4), in_channels=2, out_channels=3, kernel_size=3, padding=1),
+        Example((2, 3, 3, 4), in_channels=2, out_channels=2, kernel_size=2, padding="same"),
+    ),
+    "ConvTranspose3d": (
+        Example((1, 2, 2, 3, 2), in_channels=2, out_channels=3, kernel_size=2, stride=2),
+    ),
     "ConvTranspose1d": (
         Example((2, 2, 4), in_channels=2, out_channels=3, kernel_size=3, stride=2),
     ),
@@ -75,6 +90,8 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     ),
     "AvgPool1d": (Example((2, 2, 6), kernel_size=3, stride=2, ceil_mode=True),),
     "AvgPool2d": (Example((1, 2, 4, 4), kernel_size=2),),
+    "MaxPool3d": (Example((1, 2, 4, 4, 4), kernel_size=2),),
+    "AvgPool3d": (Example((1, 2, 4, 4, 4), kernel_size=2, stride=1),),
     "AdaptiveAvgPool1d": (Example((2, 2, 7), output_size=3),),
     "AdaptiveAvgPool2d": (Example((1, 2, 5, 4), output_size=(2, 3)),),
     "Upsample": (

@@ -27,6 +27,7 @@ from sadl_layers.ops import (
     pooling,
     recurrent,
     resize,
+    volume,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
@@ -39,6 +40,7 @@ from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.volume import *  # noqa: F403
 
 _TABLES = (
     classification,
@@ -52,6 +54,7 @@ _TABLES = (
     pooling,
     resize,
     recurrent,
+    volume,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)
