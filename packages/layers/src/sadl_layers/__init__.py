@@ -39,6 +39,7 @@ from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.tensor_ops import *  # noqa: F403
 from sadl_layers.ops.volume import *  # noqa: F403
 
 try:

@@ -59,6 +59,8 @@ INVERT = _nondiff("invert", np.invert, examples=(Example(np.array([True, False])
 ISFINITE = _nondiff("isfinite", np.isfinite)
 ISNAN = _nondiff("isnan", np.isnan)
 ISINF = _nondiff("isinf", np.isinf)
+ISNEGINF = _nondiff("isneginf", np.isneginf)
+ISPOSINF = _nondiff("isposinf", np.isposinf)
 SIGNBIT = _nondiff("signbit", np.signbit)
 
 
@@ -138,6 +140,8 @@ OPS = (
     ISFINITE,
     ISNAN,
     ISINF,
+    ISNEGINF,
+    ISPOSINF,
     SIGNBIT,
     ISCLOSE,
     ALL,

@@ -27,6 +27,7 @@ from sadl_layers.ops import (
     pooling,
     recurrent,
     resize,
+    tensor_ops,
     volume,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
@@ -40,6 +41,7 @@ from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.tensor_ops import *  # noqa: F403
 from sadl_layers.ops.volume import *  # noqa: F403
 
 _TABLES = (
@@ -55,6 +57,7 @@ _TABLES = (
     resize,
     recurrent,
     volume,
+    tensor_ops,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)
