@@ -306,10 +306,10 @@ def test_squeeze_of_an_axis_that_is_not_one_is_a_no_op():
 
 
 @pytest.mark.parametrize("name", ["isinf", "isneginf", "isposinf"])
-def test_infinity_tests_match_torch_as_ops_methods_and_numpy_functions(name):
+def test_infinity_tests_match_torch_as_ops_and_numpy_functions(name):
     values = np.array([-np.inf, -1.0, 0.0, np.inf, np.nan, 3.0])
     want = getattr(torch, name)(torch.tensor(values)).numpy()
     x = sadl.tensor(values, requires_grad=True)
-    for got in (getattr(sadl.ops, name)(x), getattr(x, name)(), getattr(np, name)(x)):
+    for got in (getattr(sadl.ops, name)(x), getattr(np, name)(x)):
         assert got.dtype == np.bool_ and not got.requires_grad
         np.testing.assert_array_equal(got.numpy(), want)

@@ -256,9 +256,6 @@ class ElementwiseMethods:
     erfinv = _unary(_erf.ERFINV, "Elementwise inverse of erf on [-1, 1].")
     isfinite = _unary(_nd.ISFINITE, "Elementwise finiteness test (no gradient).")
     isnan = _unary(_nd.ISNAN, "Elementwise NaN test (no gradient).")
-    isinf = _unary(_nd.ISINF, "Elementwise infinity test (no gradient).")
-    isneginf = _unary(_nd.ISNEGINF, "Elementwise -inf test (no gradient).")
-    isposinf = _unary(_nd.ISPOSINF, "Elementwise +inf test (no gradient).")
     softmax = _along(_act.SOFTMAX, "Softmax along ``axis`` (default: last), stable.", -1)
     log_softmax = _along(_act.LOG_SOFTMAX, "Log-softmax along ``axis`` (default: last).", -1)
 

@@ -22,6 +22,7 @@ from sadl_layers.modules.attention import *  # noqa: F403
 from sadl_layers.modules.containers import *  # noqa: F403
 from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
+from sadl_layers.modules.grouped import *  # noqa: F403
 from sadl_layers.modules.losses import *  # noqa: F403
 from sadl_layers.modules.normalization import *  # noqa: F403
 from sadl_layers.modules.pooling import *  # noqa: F403
@@ -33,6 +34,7 @@ from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.grouped import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403

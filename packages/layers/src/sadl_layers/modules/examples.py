@@ -33,6 +33,10 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "BatchNorm1d": (Example((6, 3), num_features=3),),
     "BatchNorm2d": (Example((4, 2, 3, 3), num_features=2),),
     "BatchNorm3d": (Example((2, 2, 3, 2, 3), num_features=2),),
+    "GroupNorm": (Example((2, 4, 3), num_groups=2, num_channels=4),),
+    "InstanceNorm1d": (Example((2, 3, 5), num_features=3, affine=True),),
+    "InstanceNorm2d": (Example((3, 4, 4), num_features=3, track_running_stats=True),),
+    "InstanceNorm3d": (Example((1, 2, 3, 2, 3), num_features=2, affine=True),),
     "ReLU": (Example((3, 4)),),
     "GELU": (Example((3, 4)), Example((3, 4), approximate="tanh")),
     "SiLU": (Example((3, 4)),),
@@ -126,6 +130,10 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "NLLLoss": (
         Example((4, 5), _TARGETS),
         Example((4, 5), _TARGETS, weight=np.array([1.0, 2.0, 0.5, 1.0, 1.5])),
+    ),
+    "BCELoss": (
+        Example(np.linspace(0.1, 0.9, 12).reshape(4, 3), np.linspace(0.0, 1.0, 12).reshape(4, 3)),
+        Example(np.full((2, 3), 0.3), np.ones((2, 3)), weight=np.array([1.0, 2.0, 0.5])),
     ),
     "BCEWithLogitsLoss": (Example((4, 3), np.linspace(0.0, 1.0, 12).reshape(4, 3)),),
 }

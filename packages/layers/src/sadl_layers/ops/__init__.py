@@ -21,6 +21,7 @@ from sadl_layers.ops import (
     classification,
     conv,
     dense,
+    grouped,
     losses,
     normalization,
     piecewise,
@@ -35,6 +36,7 @@ from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.grouped import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
@@ -50,6 +52,7 @@ _TABLES = (
     activations,
     piecewise,
     normalization,
+    grouped,
     dense,
     attention,
     conv,
