@@ -23,6 +23,7 @@ __all__ = [
     "AvgPool1d",
     "AvgPool2d",
     "AvgPool3d",
+    "MaxUnpool2d",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
 ]
@@ -212,6 +213,37 @@ class AvgPool1d(_Pool):
             f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
             f"ceil_mode={self.ceil_mode}, count_include_pad={self.count_include_pad}"
         )
+
+
+class MaxUnpool2d(Layer):
+    """``MaxUnpool2d(kernel_size, stride=None, padding=0)``: put each value back at the index
+    ``MaxPool2d(..., return_indices=True)`` gave it, zeros elsewhere, as torch.nn.MaxUnpool2d.
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        self.kernel_size = ntuple(kernel_size, 2, "MaxUnpool2d", "kernel_size")
+        self.stride = (
+            self.kernel_size if stride is None else ntuple(stride, 2, "MaxUnpool2d", "stride")
+        )
+        self.padding = ntuple(padding, 2, "MaxUnpool2d", "padding")
+
+    def forward(self, x: Any, indices: Any, output_size: Any = None) -> Tensor:
+        """Unpool ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``) with its pooling indices."""
+        out: Tensor = self.call_op(
+            _volume.max_unpool2d,
+            as_tensor(x),
+            indices,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            output_size=output_size,
+        )
+        return out
+
+    def extra_repr(self) -> str:
+        """Window options."""
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AdaptiveAvgPool2d(Layer):

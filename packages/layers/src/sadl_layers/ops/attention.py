@@ -43,6 +43,7 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
+from sadl_layers.ops import _gqa
 from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
@@ -374,14 +375,25 @@ def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale,
             dv[..., keys, :] += dvh
 
 
-def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
-    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
+def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None, enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op).
+
+    ``enable_gqa``: k and v may have fewer heads (axis -3) than q, as in torch (see ``_gqa``).
+    """
+    if enable_gqa:
+        gq, gk, gv, p = _gqa.views(q, k, v, {"mask": mask, "dropout_mask": dropout_mask})
+        return _gqa.merge(_sdpa(gq, gk, gv, causal=causal, scale=scale, **p), q)
     lead = _check_qkv(q, k, v)
     out = array_module(q).empty((*lead, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
     return _attend_all(q, k, v, out, lead, causal, mask, scale, dropout_mask)
 
 
 def _sdpa_grad(g, out, q, k, v, **params):
+    if params.get("enable_gqa"):
+        gq, gk, gv, p = _gqa.views(q, k, v, params)
+        dq, dk, dv = _sdpa_grad(_gqa.merge_view(g, gq), _gqa.merge_view(out, gq), gq, gk, gv, **p)
+        return _gqa.merge(dq, q), _gqa.merge_kv(dk), _gqa.merge_kv(dv)
+    params.pop("enable_gqa", None)
     packed = SDPA_BACKWARD(g, out, q, k, v, **params)
     return tuple(unpack(packed, *_grad_shapes(q, k, v)))
 
@@ -421,6 +433,8 @@ scaled_dot_product_attention: OpDef = OpDef(
         Example((1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME),
         Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=_ADDITIVE),
         Example((2, 3, 2), (2, 3, 2), (2, 3, 3), causal=True, dropout_mask=_DROP_3x3),
+        Example((2, 4, 3, 2), (2, 2, 3, 2), (2, 2, 3, 3), causal=True, enable_gqa=True),
+        Example((1, 6, 2, 3), (1, 2, 4, 3), (1, 2, 4, 2), enable_gqa=True, mask=_KEEP_SOME[:2]),
     ),
 )
 SDPA_BACKWARD: OpDef = OpDef(

@@ -1,4 +1,5 @@
-"""3-D (NCDHW) convolutions and pools, composed of their 2-D ops one depth tap at a time.
+"""3-D (NCDHW) convolutions and pools, composed of their 2-D ops one depth tap at a time, and
+``max_unpool2d`` (a scatter of the values to their pooling indices).
 
 A 3-D window is a 2-D window on each of its ``kd`` depth slices. ``conv3d`` therefore gathers,
 for depth tap ``i``, the depth slices that tap reads (a strided slice of the padded input),
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import sadl
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
@@ -25,7 +27,7 @@ from sadl_layers.ops._window import _out_size, ntuple, same_padding
 from sadl_layers.ops.conv import conv2d, conv_transpose2d
 from sadl_layers.ops.pooling import avg_pool2d, max_pool2d
 
-__all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d"]
+__all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "max_unpool2d"]
 
 
 def _triple(value: Any, fn: str, name: str) -> tuple[int, int, int]:
@@ -367,6 +369,63 @@ avg_pool3d: OpDef = OpDef(
         Example((1, 2, 5, 4, 5), kernel_size=3, stride=2, padding=1, count_include_pad=False),
         Example((2, 5, 3, 5), kernel_size=(2, 2, 3), stride=1, ceil_mode=True, padding=1),
         Example((1, 1, 4, 4, 4), kernel_size=3, stride=1, divisor_override=5),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------- unpooling
+
+
+def _max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of ``max_pool2d(..., return_indices=True)``: each value goes to its flat
+    index ``h * W + w`` in a zero plane of size ``(H_in - 1) * stride - 2 * padding + kernel``
+    (or ``output_size``), as torch.nn.functional.max_unpool2d.
+    """
+    fn = "max_unpool2d"
+    check_float(fn, "input", const(input))
+    idx = const(indices)
+    if getattr(idx, "dtype", None) is None or idx.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: indices must be an integer array (from max_pool2d), got {idx!r}")
+    if np.ndim(input) not in (3, 4) or shape_of(idx) != shape_of(input):
+        raise ValueError(
+            f"{fn}: input must have shape (N, C, H, W) or (C, H, W) and indices the same, got "
+            f"{shape_of(input)} and {shape_of(idx)}"
+        )
+    k = ntuple(kernel_size, 2, fn, "kernel_size")
+    s = k if stride is None else ntuple(stride, 2, fn, "stride")
+    p = ntuple(padding, 2, fn, "padding")
+    H, W = shape_of(input)[-2:]
+    size = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip((H, W), s, p, k))
+    if output_size is not None:
+        size = tuple(int(n) for n in tuple(output_size)[-2:])
+    lead = shape_of(input)[:-2]
+    plane = size[0] * size[1]
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= plane):
+        raise ValueError(
+            f"{fn}: indices must lie in the output plane of {size[0]}x{size[1]} = {plane} "
+            f"elements, got {int(idx.min())} to {int(idx.max())}; pass the output_size that "
+            "max_pool2d started from"
+        )
+    xp = array_module(idx)
+    flat = np.reshape(input, (*lead, H * W))
+    out = sadl.ops.scatter(
+        xp.zeros((*lead, plane), dtype=const(input).dtype),
+        -1,
+        np.reshape(idx, (*lead, H * W)),
+        flat,
+    )
+    return np.reshape(out, (*lead, *size))
+
+
+_POOLED = np.array([[[[5, 7], [13, 15]], [[0, 3], [9, 10]]]])  # indices max_pool2d(2) could give
+
+max_unpool2d: OpDef = OpDef(
+    "max_unpool2d",
+    _max_unpool2d,
+    composite=True,
+    examples=(
+        Example((1, 2, 2, 2), _POOLED, 2),
+        Example((2, 2, 2), _POOLED[0], 2, output_size=(5, 5)),
     ),
 )
 
