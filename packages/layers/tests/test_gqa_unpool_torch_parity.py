@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sadl
-from sadl_layers import MaxUnpool2d
+from sadl_layers import MaxUnpool2d, Unfold
 from test_layer_vocabulary_torch_parity import _rand, parity
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference for these parity tests")
@@ -112,3 +112,16 @@ def test_max_unpool2d_default_size_unbatched_and_errors():
         sadl.ops.max_unpool2d(sadl.tensor(pooled.numpy()), idx.numpy() + 100, 2)
     with pytest.raises(TypeError, match="indices must be an integer array"):
         sadl.ops.max_unpool2d(sadl.tensor(pooled.numpy()), pooled.numpy(), 2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, shape",
+    [
+        ({"kernel_size": 2}, (2, 3, 4, 5)),
+        ({"kernel_size": (2, 3), "dilation": (1, 2), "padding": 1, "stride": (2, 1)}, (1, 2, 5, 6)),
+        ({"kernel_size": 3, "padding": 1}, (2, 4, 4)),  # unbatched
+    ],
+)
+def test_unfold_op_and_layer(kwargs, shape):
+    parity(lambda t: sadl.ops.unfold(t, **kwargs), lambda t: F.unfold(t, **kwargs), _rand(*shape))
+    parity(Unfold(**kwargs), torch.nn.Unfold(**kwargs), _rand(*shape, seed=1))

@@ -50,6 +50,7 @@ from sadl_layers import (
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,
+    MaxUnpool2d,
     Mish,
     Mlp,
     MSELoss,
@@ -64,6 +65,7 @@ from sadl_layers import (
     Softmax,
     Softplus,
     Tanh,
+    Unfold,
     Upsample,
 )
 
@@ -144,6 +146,11 @@ GRAD_CASES = {
     ),
     "BatchNorm3d": (lambda: BatchNorm3d(2), (rand(2, 2, 3, 2, 2),)),
     "GroupNorm": (lambda: GroupNorm(2, 4), (rand(2, 4, 3),)),
+    "Unfold": (lambda: Unfold((2, 3), padding=1, stride=2), (rand(1, 2, 4, 5),)),
+    "MaxUnpool2d": (
+        lambda: MaxUnpool2d(2),
+        (rand(1, 2, 2, 2), np.array([[[[5, 7], [13, 15]], [[0, 3], [9, 10]]]])),
+    ),
     "InstanceNorm1d-affine": (lambda: InstanceNorm1d(3, affine=True), (rand(2, 3, 4),)),
     "InstanceNorm2d-tracked": (
         lambda: InstanceNorm2d(2, track_running_stats=True),

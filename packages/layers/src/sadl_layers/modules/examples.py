@@ -95,6 +95,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "AvgPool1d": (Example((2, 2, 6), kernel_size=3, stride=2, ceil_mode=True),),
     "AvgPool2d": (Example((1, 2, 4, 4), kernel_size=2),),
     "MaxPool3d": (Example((1, 2, 4, 4, 4), kernel_size=2),),
+    "Unfold": (Example((1, 2, 4, 5), kernel_size=(2, 3), padding=1, stride=2),),
     "MaxUnpool2d": (
         Example((1, 2, 2, 2), np.array([[[[5, 7], [13, 15]], [[0, 3], [9, 10]]]]), kernel_size=2),
     ),

@@ -24,6 +24,7 @@ __all__ = [
     "AvgPool2d",
     "AvgPool3d",
     "MaxUnpool2d",
+    "Unfold",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
 ]
@@ -244,6 +245,38 @@ class MaxUnpool2d(Layer):
     def extra_repr(self) -> str:
         """Window options."""
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class Unfold(Layer):
+    """``Unfold(kernel_size, dilation=1, padding=0, stride=1)``: sliding blocks of (N, C, H, W)
+    as columns (N, C * kh * kw, L), as torch.nn.Unfold (im2col).
+    """
+
+    def __init__(
+        self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, x: Any) -> Tensor:
+        """The columns of ``x``."""
+        out: Tensor = self.call_op(
+            _volume.unfold,
+            as_tensor(x),
+            self.kernel_size,
+            dilation=self.dilation,
+            padding=self.padding,
+            stride=self.stride,
+        )
+        return out
+
+    def extra_repr(self) -> str:
+        """Window options."""
+        return (
+            f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+            f"stride={self.stride}"
+        )
 
 
 class AdaptiveAvgPool2d(Layer):

@@ -27,7 +27,7 @@ from sadl_layers.ops._window import _out_size, ntuple, same_padding
 from sadl_layers.ops.conv import conv2d, conv_transpose2d
 from sadl_layers.ops.pooling import avg_pool2d, max_pool2d
 
-__all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "max_unpool2d"]
+__all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "max_unpool2d", "unfold"]
 
 
 def _triple(value: Any, fn: str, name: str) -> tuple[int, int, int]:
@@ -426,6 +426,41 @@ max_unpool2d: OpDef = OpDef(
     examples=(
         Example((1, 2, 2, 2), _POOLED, 2),
         Example((2, 2, 2), _POOLED[0], 2, output_size=(5, 5)),
+    ),
+)
+
+
+def _unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding local blocks of x (N, C, H, W) as columns (N, C * kh * kw, L), as torch's
+    F.unfold (im2col): a grouped ``conv2d`` with one-hot kernels, so its gradients are conv2d's.
+    """
+    fn = "unfold"
+    check_float(fn, "input", const(input))
+    x, added = (
+        (np.reshape(input, (1, *shape_of(input))), True) if np.ndim(input) == 3 else (input, False)
+    )
+    if np.ndim(x) != 4:
+        raise ValueError(
+            f"{fn}: input must have shape (N, C, H, W) or (C, H, W), got {shape_of(input)}"
+        )
+    kh, kw = ntuple(kernel_size, 2, fn, "kernel_size")
+    N, C = shape_of(x)[:2]
+    xp = array_module(const(x))
+    taps = xp.eye(kh * kw, dtype=const(x).dtype).reshape(kh * kw, 1, kh, kw)
+    weight = xp.tile(taps, (C, 1, 1, 1))  # (C * kh * kw, 1, kh, kw): channel-major, as torch
+    cols = conv2d(x, weight, None, stride=stride, padding=padding, dilation=dilation, groups=C)
+    out = np.reshape(cols, (N, C * kh * kw, -1))
+    return np.reshape(out, shape_of(out)[1:]) if added else out
+
+
+unfold: OpDef = OpDef(
+    "unfold",
+    _unfold,
+    composite=True,
+    examples=(
+        Example((2, 3, 4, 5), 2),
+        Example((1, 2, 5, 6), kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+        Example((2, 4, 4), 3, padding=1),
     ),
 )
 
