@@ -16,6 +16,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
+from sadl_layers import init
 from sadl_layers.modules import LAYERS
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
@@ -50,4 +51,4 @@ except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 # The names of every layer class and op, as their modules list them (one list each).
-__all__ = [*LAYERS, *(op.name for op in OPS)]
+__all__ = ["init", *LAYERS, *(op.name for op in OPS)]
