@@ -64,6 +64,16 @@ ISPOSINF = _nondiff("isposinf", np.isposinf)
 SIGNBIT = _nondiff("signbit", np.signbit)
 
 
+def _bitcast(x, *, dtype):
+    """The same bytes read as ``dtype`` (torch's ``view(dtype)``; the last axis scales by the
+    ratio of item sizes).
+    """
+    return x.view(dtype)
+
+
+BITCAST = _nondiff("bitcast", _bitcast, (), examples=(Example((3, 4), dtype=np.int32),))
+
+
 def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
     """Elementwise closeness within tolerances."""
     return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
@@ -142,6 +152,7 @@ OPS = (
     ISINF,
     ISNEGINF,
     ISPOSINF,
+    BITCAST,
     SIGNBIT,
     ISCLOSE,
     ALL,
