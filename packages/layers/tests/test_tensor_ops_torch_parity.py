@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sadl
+from sadl_layers import QuickGELU, Softmin, Softsign
 from test_layer_vocabulary_torch_parity import _rand, parity
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference for these parity tests")
@@ -145,3 +146,10 @@ def test_masked_select():
     )
     with pytest.raises(TypeError, match="mask must be a boolean array"):
         sadl.ops.masked_select(sadl.tensor(x), np.ones((3, 4)))
+
+
+def test_softmin_softsign_and_quick_gelu_layers():
+    x = _rand(3, 5, scale=3.0)
+    parity(Softmin(dim=1), torch.nn.Softmin(dim=1), x)
+    parity(Softsign(), torch.nn.Softsign(), x)
+    parity(QuickGELU(), lambda t: t * torch.sigmoid(1.702 * t), x)

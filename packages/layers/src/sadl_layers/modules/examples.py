@@ -55,6 +55,9 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "ReLU6": (Example((3, 4), domain=(-3.0, 9.0)),),
     "Hardsigmoid": (Example((3, 4), domain=(-5.0, 5.0)),),
     "Hardswish": (Example((3, 4), domain=(-5.0, 5.0)),),
+    "Softmin": (Example((3, 4), dim=0), Example((3, 4))),
+    "Softsign": (Example((3, 4), domain=(-4.0, 4.0)),),
+    "QuickGELU": (Example((3, 4), domain=(-4.0, 4.0)),),
     "MultiHeadAttention": (Example((2, 3, 4), (2, 3, 4), (2, 3, 4), embed_dim=4, num_heads=2),),
     "CausalSelfAttention": (Example((2, 3, 4), n_embd=4, n_head=2),),
     "Conv2d": (
