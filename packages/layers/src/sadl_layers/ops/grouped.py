@@ -7,6 +7,7 @@ second derivatives are batch norm's.
 from __future__ import annotations
 
 import numpy as np
+from sadl import Tensor
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, shape_of
@@ -22,6 +23,16 @@ def _affine(y, weight, bias, ndim):
     if bias is not None:
         y = y + np.reshape(bias, view)
     return y
+
+
+def _constant(fn, name, value):
+    """A float param as a Python float; a Tensor that requires grad is refused, not detached."""
+    if isinstance(value, Tensor) and value.requires_grad:
+        raise TypeError(
+            f"op {fn!r}: {name}= is a constant parameter, but the Tensor given for it requires "
+            "grad and would get no gradient; pass value.detach() if a constant is meant"
+        )
+    return float(const(value))
 
 
 def _check_channels(fn, x, weight, bias):
@@ -49,7 +60,7 @@ def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         raise ValueError(f"{fn}: num_groups={num_groups} must be positive and divide {C} channels")
     shape = shape_of(input)
     folded = np.reshape(input, (1, shape[0] * G, -1))
-    y = batch_norm(folded, None, None, training=True, eps=float(eps))
+    y = batch_norm(folded, None, None, training=True, eps=_constant(fn, "eps", eps))
     return _affine(np.reshape(y, shape), weight, bias, len(shape))
 
 
@@ -83,21 +94,22 @@ def _instance_norm(
     """
     fn = "instance_norm"
     C = _check_channels(fn, input, weight, bias)
+    eps, momentum = _constant(fn, "eps", eps), _constant(fn, "momentum", momentum)
     shape = shape_of(input)
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise ValueError(f"{fn}: use_input_stats=False needs running_mean and running_var")
         view = (1, -1) + (1,) * (len(shape) - 2)  # (differentiable in the statistics too)
         rm, rv = np.reshape(running_mean, view), np.reshape(running_var, view)
-        y = (input - rm) / np.sqrt(rv + float(eps))
+        y = (input - rm) / np.sqrt(rv + eps)
         return _affine(y, weight, bias, len(shape))
     folded = np.reshape(input, (1, shape[0] * C, *shape[2:]))
-    y = batch_norm(folded, None, None, training=True, eps=float(eps))
+    y = batch_norm(folded, None, None, training=True, eps=eps)
     if running_mean is not None or running_var is not None:
         x = const(input)
         axes = tuple(range(2, x.ndim))
         n = int(np.prod(shape[2:]))
-        m = float(momentum)
+        m = momentum
         if running_mean is not None:  # the buffers' own arrays, updated in place
             mean = const(running_mean)
             mean *= 1.0 - m
