@@ -25,7 +25,8 @@ Mish Softplus LogSigmoid Hardtanh ReLU6 Hardsigmoid Hardswish
 MultiHeadAttention CausalSelfAttention Conv1d Conv2d ConvTranspose1d ConvTranspose2d MaxPool1d
 MaxPool2d AvgPool1d AvgPool2d AdaptiveAvgPool1d AdaptiveAvgPool2d Upsample UpsamplingNearest2d
 UpsamplingBilinear2d RNN LSTM GRU RNNCell LSTMCell GRUCell CrossEntropyLoss MSELoss L1Loss
-NLLLoss BCEWithLogitsLoss
+NLLLoss BCEWithLogitsLoss BCELoss BatchNorm3d GroupNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d
+Conv3d ConvTranspose3d MaxPool3d AvgPool3d MaxUnpool2d Unfold Softmin Softsign QuickGELU
 """
 _LAYER_OPS = """
 cross_entropy nll_loss mse_loss l1_loss binary_cross_entropy_with_logits gelu silu leaky_relu
@@ -33,8 +34,14 @@ mish softplus_beta logsigmoid elu selu celu hardtanh hardsigmoid hardswish
 layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d conv_transpose2d conv1d
 conv_transpose1d max_pool2d avg_pool2d max_pool1d avg_pool1d interpolate adaptive_avg_pool1d
 adaptive_avg_pool2d rnn_sequence lstm_sequence gru_sequence dropout linear embedding batch_norm
+conv3d conv_transpose3d max_pool3d avg_pool3d max_unpool2d unfold group_norm instance_norm
+binary_cross_entropy copysign lerp logcumsumexp softmin quick_gelu normalize diag meshgrid
+masked_select
 """
-_OPTIM = "AdamW RMSprop Adagrad Lion LRScheduler StepLR CosineWithWarmup LinearWarmup OneCycle"
+_OPTIM = """
+AdamW RMSprop Adagrad Lion Muon LAMB LRScheduler StepLR MultiStepLR CosineWithWarmup LinearWarmup
+OneCycle ReduceLROnPlateau
+"""
 
 KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "layers": {**dict.fromkeys(_LAYERS.split(), "sadl-layers"), "GPT": "sadl-models"},

@@ -29,6 +29,7 @@ from sadl._methods import (
     _index_key,
 )
 from sadl._ops import indexing as _ix
+from sadl._ops import nondifferentiable as _nd
 from sadl.backends import Device, device_of, install_tensor_type, is_array, to_device
 
 __all__ = ["Parameter", "Tensor", "install_numpy_dispatch"]
@@ -183,6 +184,12 @@ class Tensor(
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and version counter)."""
         return new_tensor(self.data, None, self._version)
+
+    def view(self, *shape: Any) -> Tensor:
+        """Torch's name for reshape; ``view(dtype)`` reads the same bytes as ``dtype``."""
+        if len(shape) == 1 and isinstance(shape[0], type | np.dtype):
+            return _engine.apply(_nd.BITCAST, (self,), {"dtype": np.dtype(shape[0])})
+        return self.reshape(*shape)
 
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""

@@ -10,7 +10,7 @@ from sadl import Parameter, Tensor
 from sadl_layers.modules._base import Layer, as_tensor, check_count, param_dtype
 from sadl_layers.ops import normalization as _ops
 
-__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
+__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 def _shape(layer: str, normalized_shape: Any) -> tuple[int, ...]:
@@ -214,3 +214,10 @@ class BatchNorm2d(_BatchNorm):
 
     _ndims = (4,)
     _expected = "(N, {C}, H, W)"
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm of (N, C, D, H, W) inputs over all axes but C (torch.nn.BatchNorm3d)."""
+
+    _ndims = (5,)
+    _expected = "(N, {C}, D, H, W)"

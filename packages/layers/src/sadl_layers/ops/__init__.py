@@ -21,24 +21,30 @@ from sadl_layers.ops import (
     classification,
     conv,
     dense,
+    grouped,
     losses,
     normalization,
     piecewise,
     pooling,
     recurrent,
     resize,
+    tensor_ops,
+    volume,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.grouped import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.tensor_ops import *  # noqa: F403
+from sadl_layers.ops.volume import *  # noqa: F403
 
 _TABLES = (
     classification,
@@ -46,12 +52,15 @@ _TABLES = (
     activations,
     piecewise,
     normalization,
+    grouped,
     dense,
     attention,
     conv,
     pooling,
     resize,
     recurrent,
+    volume,
+    tensor_ops,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)

@@ -44,6 +44,7 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
+from sadl_layers.ops import _gqa
 from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
@@ -375,14 +376,28 @@ def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale,
             dv[..., keys, :] += dvh
 
 
-def _sdpa(q, k, v, mask=None, *, causal=False, scale=None, dropout_mask=None):
-    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
+def _sdpa(q, k, v, mask=None, *, causal=False, scale=None, dropout_mask=None, enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op).
+
+    ``enable_gqa``: k and v may have fewer heads (axis -3) than q, as in torch (see ``_gqa``).
+    """
+    if enable_gqa:
+        gq, gk, gv, p = _gqa.views(q, k, v, {"mask": mask, "dropout_mask": dropout_mask})
+        return _gqa.merge(_sdpa(gq, gk, gv, causal=causal, scale=scale, **p), q)
     lead = _check_qkv(q, k, v)
     out = array_module(q).empty((*lead, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
     return _attend_all(q, k, v, out, lead, causal, mask, scale, dropout_mask)
 
 
 def _sdpa_grad(g, out, q, k, v, mask=None, *, needs_input_grad, **params):
+    if params.pop("enable_gqa", False):
+        gq, gk, gv, p = _gqa.views(q, k, v, {**params, "mask": mask})
+        grads = _sdpa_grad(
+            _gqa.merge_view(g, gq), _gqa.merge_view(out, gq), gq, gk, gv, p.pop("mask"),
+            needs_input_grad=needs_input_grad, **p,
+        )  # fmt: skip
+        merged = (_gqa.merge(grads[0], q), _gqa.merge_kv(grads[1]), _gqa.merge_kv(grads[2]))
+        return merged + tuple(None if d is None else _gqa.merge(d, q) for d in grads[3:])
     if len(needs_input_grad) == 4 and needs_input_grad[3]:
         return _grads_with_mask(g, q, k, v, mask, **params)
     grads = tuple(
@@ -457,6 +472,8 @@ scaled_dot_product_attention: OpDef = OpDef(
         Example((2, 3, 2), (2, 3, 2), (2, 3, 3), causal=True, dropout_mask=_DROP_3x3),
         Example((2, 3, 2), (2, 4, 2), (2, 4, 3), (3, 4)),  # a learned float mask: an input
         Example((2, 3, 2), (2, 3, 2), (2, 3, 3), (2, 1, 3), causal=True, dropout_mask=_DROP_3x3),
+        Example((2, 4, 3, 2), (2, 2, 3, 2), (2, 2, 3, 3), causal=True, enable_gqa=True),
+        Example((1, 6, 2, 3), (1, 2, 4, 3), (1, 2, 4, 2), enable_gqa=True, mask=_KEEP_SOME[:2]),
     ),
 )
 SDPA_BACKWARD: OpDef = OpDef(
