@@ -474,6 +474,7 @@ scaled_dot_product_attention: OpDef = OpDef(
         Example((2, 3, 2), (2, 3, 2), (2, 3, 3), (2, 1, 3), causal=True, dropout_mask=_DROP_3x3),
         Example((2, 4, 3, 2), (2, 2, 3, 2), (2, 2, 3, 3), causal=True, enable_gqa=True),
         Example((1, 6, 2, 3), (1, 2, 4, 3), (1, 2, 4, 2), enable_gqa=True, mask=_KEEP_SOME[:2]),
+        Example((1, 4, 3, 2), (1, 2, 3, 2), (1, 2, 3, 3), (4, 3, 3), enable_gqa=True),  # learned
     ),
 )
 SDPA_BACKWARD: OpDef = OpDef(
