@@ -110,6 +110,17 @@ class Capture(Tracer):
             self._tensors.append(tensor)
         return record
 
+    def _existing(self, tensor: Tensor) -> _Adopted | None:
+        """The record of ``tensor`` if it existed before the call (adopted on first touch);
+        None for a tensor made during the trace (it holds a traced array, or is being built).
+        """
+        record = self._adopted.get(id(tensor))
+        if record is not None:
+            return record
+        if not hasattr(tensor, "_version") or is_traced(DATA.__get__(tensor, Tensor)):
+            return None
+        return self._adopt(tensor, None)
+
     def _ref(self, record: _Adopted) -> Any:
         """How effects name a tensor: ``("arg", i)`` or a weak reference."""
         return ("arg", record.arg) if record.arg is not None else record.ref
@@ -128,7 +139,7 @@ class Capture(Tracer):
 
     def write_data(self, tensor: Tensor, new: Any) -> None:
         """``tensor.data = new``: an effect on a tensor that outlives the call."""
-        record = self._adopted.get(id(tensor))
+        record = self._existing(tensor)  # written before it was read: adopted here
         if record is not None:
             value = self._value_of(new)
             if value is not None:
@@ -138,7 +149,7 @@ class Capture(Tracer):
 
     def read_grad(self, tensor: Tensor, grad: Any) -> Any:
         """``tensor.grad`` read: a guard on what it held at entry, or a value read per call."""
-        record = self._adopted.get(id(tensor))
+        record = self._existing(tensor)  # first touched through .grad (zero_grad first)
         if record is None or record.grad_known or is_traced(grad):
             return grad
         record.grad_known = True
@@ -158,7 +169,7 @@ class Capture(Tracer):
 
     def write_grad(self, tensor: Tensor, grad: Any) -> None:
         """``tensor.grad = grad``: replayed in order (None, or an array of the graph)."""
-        record = self._adopted.get(id(tensor))
+        record = self._existing(tensor)
         if record is not None:
             record.grad_known = True
             if grad is None:
