@@ -188,7 +188,6 @@ def test_step_with_closure_replays_exactly():
     assert compiled.stats.replays >= 3, compiled.stats.reasons
 
 
-@PENDING
 def test_requires_grad_flip_between_calls_is_seen():
     def make():
         w, b = _linear_state()
@@ -214,7 +213,6 @@ def test_requires_grad_flip_between_calls_is_seen():
         same_params(pe, pc)
 
 
-@PENDING
 def test_zero_dim_parameter_data_reassigned_between_calls():
     def make():
         s = sadl.Parameter(np.array(2.0, np.float32))
@@ -237,9 +235,8 @@ def test_zero_dim_parameter_data_reassigned_between_calls():
     for value in (3.0, np.float32(4.0), np.array(5.0, np.float32), np.float32(6.0)):
         same(eager(x), compiled(x))
         same_params(pe, pc)
-        pe[0].data = pc[0].data = value if not isinstance(value, np.ndarray) else value.copy()
-        if isinstance(value, float):
-            pe[0].data = pc[0].data = np.float32(value)
+        for p in (pe[0], pc[0]):  # a NumPy scalar (what a 0-d update gives) or a 0-d array
+            p.data = np.float32(value) if isinstance(value, float) else value.copy()
     same(eager(x), compiled(x))
     same_params(pe, pc)
 
@@ -369,7 +366,6 @@ def test_replaced_parameter_is_guarded():
             lin.weight = sadl.Parameter(np.full(lin.weight.shape, k + 2.0, np.float32))
 
 
-@PENDING
 def test_signed_zero_scalar_arguments_are_distinct():
     f = sadl.compile(lambda x, s: x / s)
     x = sadl.tensor(np.ones(2))
@@ -393,7 +389,6 @@ class Plain:
         self.value = value
 
 
-@PENDING
 def test_dataclass_result_has_fresh_values():
     compiled = sadl.compile(lambda x: Out((x * 2).sum(), 2.0))
     for k in range(3):
@@ -402,7 +397,6 @@ def test_dataclass_result_has_fresh_values():
         same(out.loss, sadl.tensor(np.float64(4.0 * k)))
 
 
-@PENDING
 def test_namedtuple_result():
     compiled = sadl.compile(lambda x: Pair(x + 1, x * 2))
     for k in range(3):
@@ -412,7 +406,6 @@ def test_namedtuple_result():
         same(out.b, sadl.tensor(np.full(2, 2.0 * k)))
 
 
-@PENDING
 def test_plain_object_result_has_fresh_values():
     compiled = sadl.compile(lambda x: Plain(x + 1))
     outs = [compiled(sadl.tensor(np.full(2, float(k)))) for k in range(3)]
@@ -434,7 +427,6 @@ def test_rng_int_draws_match_eager():
 
 
 # ---------------------------------------------------------------------------- memory
-@PENDING
 def test_generated_source_leaves_linecache_with_the_function():
     before = {k for k in linecache.cache if str(k).startswith("<sadl.compile")}
     compiled = sadl.compile(lambda x: x * 2, cache_size=2)
@@ -530,9 +522,9 @@ def test_two_signatures_with_flat_update_keep_two_traces():
 @pytest.mark.parametrize(
     ("read", "said"),
     [
-        pytest.param(lambda t: float(t), "float(", marks=PENDING),
-        pytest.param(lambda t: int(t), "int(", marks=PENDING),
-        pytest.param(lambda t: [1, 2, 3][t], "index", marks=PENDING),
+        (lambda t: float(t), "float("),
+        (lambda t: int(t), "int("),
+        (lambda t: [1, 2, 3][t], "index"),
         (lambda t: t.item(), ".item()"),
     ],
 )

@@ -273,6 +273,8 @@ def _signature(tree: Any, arrays: list[Any], tensors: list[Any]) -> Any:
         return (kind, *(_signature(x, arrays, tensors) for x in tree))
     if kind is dict:
         return (dict, *((k, _signature(v, arrays, tensors)) for k, v in tree.items()))
+    if kind is float or kind is complex:  # 0.0 and -0.0 differ; a nan equals itself
+        return (kind, repr(tree))
     if isinstance(tree, _SCALARS):
         return (kind, tree)
     if is_array(tree):  # a device array

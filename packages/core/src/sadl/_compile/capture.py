@@ -14,22 +14,23 @@ and step counts stay live instead of being frozen into the trace.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from sadl._compile.ir import AsTensor, Graph, Value, iter_values
+from sadl._compile.ir import AsTensor, Graph, ObjectResult, Value, iter_values
 from sadl._compile.traced import ACTIVE, is_traced, plain
-from sadl._compile.tracer import Tracer
+from sadl._compile.tracer import Tracer, _asarray
 from sadl._engine import is_tensor
 from sadl._errors import CompileError
 from sadl._grad_mode import enable_grad
 from sadl._tensor import Tensor
 from sadl.backends import is_array
 
-__all__ = ["DATA", "GRAD", "Capture"]
+__all__ = ["DATA", "GRAD", "Capture", "rebuild"]
 
 #: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing).
 DATA: Any = Tensor.__dict__["data"]
@@ -39,10 +40,11 @@ GRAD: Any = Tensor.__dict__["grad"]
 class _Adopted:
     """A tensor that existed before the traced call, and what it held then."""
 
-    __slots__ = ("arg", "grad_known", "ref", "version", "version_list")
+    __slots__ = ("arg", "grad_known", "ref", "requires_grad", "version", "version_list")
 
     def __init__(self, tensor: Tensor, arg: int | None) -> None:
         self.ref = weakref.ref(tensor)
+        self.requires_grad = tensor.requires_grad  #: guarded for captured tensors
         self.arg = arg  #: its position among the argument tensors, or None when captured
         self.version_list = tensor._version
         self.version = tensor._version[0]
@@ -128,6 +130,9 @@ class Capture(Tracer):
     # ------------------------------------------------------------------ tensor attributes
     def read_data(self, tensor: Tensor, array: Any) -> Any:
         """``tensor.data`` holds a plain array: adopt it (captured by identity), trace it."""
+        if isinstance(array, np.generic):  # a NumPy scalar (a 0-d update's result): as 0-d array
+            array = _asarray(array)  # NumPy's own (its constructors are recorded while tracing)
+            DATA.__set__(tensor, array)
         if not isinstance(array, np.ndarray) and not _device_array(array):
             return array
         self._adopt(tensor, None)
@@ -295,6 +300,11 @@ class Capture(Tracer):
             data_guards=[(t, a) for t, a in self.data_guards if t() is not None],
             grad_guards=self.grad_guards,
             training_guards=[g for g in self.training_guards.values() if g[0]() is not None],
+            requires_grad_guards=[
+                (r.ref, r.requires_grad)
+                for r in self._adopted.values()
+                if r.arg is None and r.ref() is not None
+            ],
         )
         return graph, first
 
@@ -324,9 +334,13 @@ class Capture(Tracer):
         if is_traced(tree) or type(tree) is np.ndarray or _device_array(tree):
             return self._value_of(tree)
         if isinstance(tree, tuple | list):
-            return type(tree)(self._output_template(x) for x in tree)
+            items = [self._output_template(x) for x in tree]
+            return _rebuilt(tree, items)
         if isinstance(tree, dict):
             return {k: self._output_template(v) for k, v in tree.items()}
+        fields = _result_fields(tree)
+        if fields is not None:  # a dataclass or plain object: rebuilt with fresh values
+            return ObjectResult(tree, {k: self._output_template(v) for k, v in fields.items()})
         return tree
 
 
@@ -338,10 +352,59 @@ def _plain_result(tree: Any) -> Any:
     if is_traced(tree):
         return plain(tree)
     if isinstance(tree, tuple | list):
-        return type(tree)(_plain_result(x) for x in tree)
+        return _rebuilt(tree, [_plain_result(x) for x in tree])
     if isinstance(tree, dict):
         return {k: _plain_result(v) for k, v in tree.items()}
+    fields = _result_fields(tree)
+    if fields is not None:
+        return rebuild(tree, {k: _plain_result(v) for k, v in fields.items()})
     return tree
+
+
+def _rebuilt(tree: Any, items: list[Any]) -> Any:
+    """A tuple or list of ``tree``'s type with ``items`` (a namedtuple takes them positionally)."""
+    if type(tree) is tuple or type(tree) is list:
+        return type(tree)(items)
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*items)
+    return type(tree)(items)
+
+
+def _holds_arrays(tree: Any) -> bool:
+    if isinstance(tree, Tensor) or is_traced(tree) or is_array(tree):
+        return True
+    if isinstance(tree, tuple | list):
+        return any(_holds_arrays(x) for x in tree)
+    if isinstance(tree, dict):
+        return any(_holds_arrays(x) for x in tree.values())
+    return False
+
+
+def _result_fields(tree: Any) -> dict[str, Any] | None:
+    """The attributes of a result object that holds tensors or arrays (None for other objects:
+    they are returned as they are). Modules and optimizers are state, not results.
+    """
+    from sadl._module import Function
+    from sadl._optimizer import Optimizer
+
+    fields = getattr(tree, "__dict__", None)
+    if type(fields) is not dict or isinstance(tree, Function | Optimizer | type):
+        return None
+    if not any(_holds_arrays(v) for v in fields.values()):
+        return None
+    if getattr(type(tree), "__slots__", ()):
+        raise CompileError(
+            f"sadl.compile: the result {type(tree).__name__} holds arrays in __slots__; a replay "
+            "could not hand back fresh values. Return a tuple, dict or dataclass instead."
+        )
+    return dict(fields)
+
+
+def rebuild(proto: Any, fields: dict[str, Any]) -> Any:
+    """A shallow copy of ``proto`` with ``fields`` set (a replay's result object)."""
+    new = copy.copy(proto)
+    vars(new).update(fields)
+    return new
 
 
 def _device_array(x: Any) -> bool:

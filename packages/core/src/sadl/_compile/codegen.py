@@ -13,12 +13,14 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from sadl._compile.ir import AsTensor, Graph, Node, Value, iter_values
+from sadl._compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
+from sadl._compile.capture import rebuild
 from sadl._engine import new_tensor
 from sadl.random import default_generator, generator
 
@@ -58,6 +60,7 @@ class Program:
         self.run: Callable[[list[Any], list[Any]], Any] = namespace["replay"]
         self.line_nodes: list[Node | None] = []  #: the node of each line of the body
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        weakref.finalize(self, linecache.cache.pop, filename, None)  # gone with the program
 
 
 class Emitter:
@@ -71,6 +74,7 @@ class Emitter:
             "_generator": generator,
             "Stale": StaleTraceError,
             "GuardFailed": GuardFailedError,
+            "_rebuild": rebuild,
         }
         self._ids: dict[int, str] = {}
         self.lines: list[str] = []
@@ -171,6 +175,13 @@ def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
             body.append(f"if {holder}.grad is not None: raise Stale('a .grad is no longer None')")
         else:
             body.append(f"if {holder}.grad is None: raise Stale('a .grad is now None')")
+    for ref, flag in graph.meta.get("requires_grad_guards", ()):
+        tensor = ref()
+        if tensor is not None:
+            body.append(
+                f"if {em.ref(tensor, 't')}.requires_grad is not {flag}: "
+                "raise Stale('requires_grad of a tensor changed')"
+            )
     for ref, flag in graph.meta.get("training_guards", ()):
         module = em.ref(ref(), "m")
         body.append(
@@ -273,8 +284,13 @@ def output_text(tree: Any, em: Emitter, names: dict[int, str]) -> str:
         return _escaping(tree, names)
     if type(tree) is AsTensor:
         return f"_tensor({_escaping(tree.value, names)})"
+    if type(tree) is ObjectResult:
+        fields = {k: v for k, v in tree.fields.items()}
+        return f"_rebuild({em.ref(tree.proto, 'k')}, {output_text(fields, em, names)})"
     if isinstance(tree, tuple):
         inner = ", ".join(output_text(x, em, names) for x in tree)
+        if type(tree) is not tuple:  # a namedtuple: its fields positionally
+            return f"{em.ref(type(tree), 'k')}({inner})"
         return f"({inner}{',' if len(tree) == 1 else ''})"
     if isinstance(tree, list):
         return "[" + ", ".join(output_text(x, em, names) for x in tree) + "]"

@@ -329,11 +329,12 @@ class Tracer:
         result = convert(plain(traced))
         if value.storage.const:
             return result
-        frame = sys._getframe(3)  # host_read <- _host_read <- Traced*Array.<method> <- caller
-        tensor_level = frame.f_code.co_filename.endswith(("_tensor.py", "_methods.py"))
-        if tensor_level:
-            what = _TENSOR_READS.get(frame.f_code.co_name, what)
-        elif what == "bool":
+        frame: Any = sys._getframe(3)  # host_read <- _host_read <- Traced*Array.<method> <- caller
+        tensor_level = frame.f_code.co_filename.endswith(_TENSOR_FILES)
+        while frame is not None and frame.f_code.co_filename.endswith(_TENSOR_FILES):
+            what = _TENSOR_READS.get(frame.f_code.co_name, what)  # float(t) calls t.item()
+            frame = frame.f_back
+        if not tensor_level and what == "bool":
             read = Node("call", bool, bool, (value,), {}, reads=(value,))
             read.label, read.where = "bool", caller()
             return self._guard(read, result, "bool")
@@ -401,6 +402,8 @@ class Tracer:
             )
         return self._outputs(result, node, plains, reads)
 
+
+_TENSOR_FILES = ("_tensor.py", "_methods.py")
 
 #: Tensor methods that read values, and what the refusal calls them.
 _TENSOR_READS = {
