@@ -162,8 +162,32 @@ def _prologue(graph: Graph, em: Emitter, names: dict[int, str], body: list[str])
     name_entries(graph, em, names, body)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """A name still holds what it held while tracing (numbers: the same type and value)."""
+    return a is b or (type(a) is type(b) and not hasattr(a, "shape") and repr(a) == repr(b))
+
+
+def _name_checks(graph: Graph, em: Emitter, body: list[str]) -> None:
+    em.namespace["_same"] = _same
+    for kind, holder, key, obj in graph.meta.get("name_guards", ()):
+        if kind == "self":
+            continue  # the object itself: held by the function
+        what = f"{em.ref(holder, 'h')}"
+        if kind == "global":
+            read = f"{what}.get({key!r})"
+        elif kind == "cell":
+            read = f"{what}.cell_contents"
+        else:
+            read = f"{what}.__dict__.get({key!r})"
+        test = f"{read} is not {em.ref(obj, 'k')}"
+        if isinstance(obj, bool | int | float | complex | str | bytes):
+            test = f"not _same({read}, {em.ref(obj, 'k')})"
+        body.append(f"if {test}: raise Stale({f'{key} was rebound'!r})")
+
+
 def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
     """Lines checking what the trace assumed (raising ``Stale``)."""
+    _name_checks(graph, em, body)
     for ref, array in graph.meta.get("data_guards", ()):
         tensor = ref()
         if tensor is not None:
