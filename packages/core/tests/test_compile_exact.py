@@ -411,7 +411,6 @@ def test_plain_object_result_has_fresh_values():
 
 
 # ---------------------------------------------------------------------------- random draws
-@PENDING
 def test_rng_int_draws_match_eager():
     def f(x):
         return x + sadl.rand(3, rng=7)

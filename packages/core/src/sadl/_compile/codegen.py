@@ -22,7 +22,7 @@ import numpy as np
 from sadl._compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
 from sadl._compile.capture import rebuild
 from sadl._engine import new_tensor
-from sadl.random import default_generator, generator
+from sadl.random import default_generator, generator, resolve_generator
 
 __all__ = [
     "Emitter",
@@ -75,6 +75,7 @@ class Emitter:
             "Stale": StaleTraceError,
             "GuardFailed": GuardFailedError,
             "_rebuild": rebuild,
+            "_seeded": resolve_generator,
         }
         self._ids: dict[int, str] = {}
         self.lines: list[str] = []
@@ -245,6 +246,12 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
                 first = f"_generator({em.ref(where, 'd')})"
             else:
                 first = "_default_generator()" if gen is None else em.ref(gen, "g")
+            if "seed" in node.meta:  # seeded from an int in the call: a new generator per call
+                first = f"r{node.meta['fresh']}"
+                if first not in names.values():
+                    names[-node.meta["fresh"]] = first
+                    made = f"{first} = _seeded({node.meta['seed']!r})"
+                    return [made, *_assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)]
         return _assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)
     if kind == "guard":
         source = node.meta["source"]

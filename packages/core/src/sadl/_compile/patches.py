@@ -7,7 +7,8 @@
 * NumPy's array constructors (``np.zeros``, ``np.asarray`` ...), which take no array to dispatch
   on, are wrapped so a buffer made inside the function is part of the graph.
 * sadl's generators report their draws (``sadl.random.install_draw_observer``), the CPU's and
-  each device's.
+  each device's, and report being made (one seeded from an int inside the call is made anew on
+  every replay).
 * Copies between the host and a device report themselves
   (``sadl.backends.install_transfer_observer``): a copy is a call of the graph.
 
@@ -118,6 +119,13 @@ def _observe_draw(generator: Any, method: str, args: Any, kwargs: Any) -> Any:
     return capture.draw(generator, default, method, args, kwargs)
 
 
+def _made_generator(self: Any, bit_generator: Any) -> None:
+    np.random.Generator.__init__(self, bit_generator)
+    capture = _capture()
+    if capture is not None:
+        capture.made_generator(self)
+
+
 def _observe_transfer(copy: Any, data: Any, args: tuple[Any, ...]) -> Any:
     capture = _capture()
     if capture is None or capture.busy:  # not tracing, or inside a recorded call
@@ -157,6 +165,7 @@ def tracing(capture: Capture) -> Iterator[None]:
             for name, original in saved_numpy.items():
                 setattr(np, name, _recording(name, original))
             sadl_random.install_draw_observer(_observe_draw)
+            sadl_random.Generator.__init__ = _made_generator  # type: ignore[method-assign]
             backends.install_transfer_observer(_observe_transfer)
             ACTIVE.tracer = capture
             yield
@@ -164,6 +173,8 @@ def tracing(capture: Capture) -> Iterator[None]:
             ACTIVE.tracer = None
             backends.install_transfer_observer(None)
             sadl_random.install_draw_observer(None)
+            if "__init__" in vars(sadl_random.Generator):
+                del sadl_random.Generator.__init__
             for name, original in saved_numpy.items():
                 setattr(np, name, original)
             Optimizer.step = _STEP  # type: ignore[method-assign]

@@ -73,6 +73,7 @@ class Tracer:
         self._modules: dict[int, device.RecordingModule] = {}  # id(array module) -> recording
         self.irreversible: Node | None = None  #: the first effect a fallback could not undo
         self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
+        self._fresh: dict[int, tuple[Any, int]] = {}  # generators seeded during the trace
 
     def owns(self, value: Value) -> bool:
         """Whether ``value`` belongs to this trace (an array of another trace is plain data)."""
@@ -370,6 +371,19 @@ class Tracer:
         self.nodes.append(node)
         return node
 
+    def made_generator(self, generator: Any) -> None:
+        """A sadl ``Generator`` was made during the trace: from an int seed (``rng=7``), it is
+        made anew on every replay, as every eager call makes it.
+        """
+        seed = _seed_of(generator)
+        if seed is not None:
+            self._fresh[id(generator)] = (generator, seed)
+
+    def _fresh_seed(self, generator: Any, default: bool) -> int | None:
+        """The seed of a generator seeded from an int inside the traced call, else None."""
+        found = None if default else self._fresh.get(id(generator))
+        return None if found is None or found[0] is not generator else found[1]
+
     def draw(self, generator: Any, default: bool, method: str, args: Any, kwargs: Any) -> Any:
         """A random draw from ``generator`` (sadl's default one when ``default``, a device's
         generator as ``sadl.random.generator(device)`` hands it out while tracing): recorded.
@@ -384,6 +398,7 @@ class Tracer:
         plains: list[Any] = []
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
         plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
+        seed = self._fresh_seed(generator, default or where is not None)
         self.busy += 1
         try:
             result = func(generator, *plain_args, **plain_kwargs)
@@ -392,6 +407,8 @@ class Tracer:
         node = Node("draw", func, None, targs, tkwargs, reads=tuple(reads))
         node.label, node.where = f"random.{method}", caller()
         node.meta.update(generator=None if default else generator, method=method)
+        if seed is not None:  # made from an int inside the call (rng=7): made anew per replay
+            node.meta.update(seed=seed, fresh=id(generator))
         if where is not None:  # drawn from the device's generator of the moment, on each call
             node.meta.update(generator=None, device=where)
         self.nodes.append(node)
@@ -404,6 +421,18 @@ class Tracer:
 
 
 _TENSOR_FILES = ("_tensor.py", "_methods.py")
+
+def _seed_of(generator: Any) -> int | None:
+    """The int a generator was seeded with, while it has drawn nothing yet (else None)."""
+    bit = getattr(generator, "bit_generator", None)
+    seq = getattr(bit, "seed_seq", None)
+    entropy = getattr(seq, "entropy", None)
+    if type(bit) is not np.random.PCG64 or not isinstance(entropy, int) or seq.spawn_key:
+        return None
+    if bit.state != np.random.PCG64(entropy).state:
+        return None
+    return entropy
+
 
 #: Tensor methods that read values, and what the refusal calls them.
 _TENSOR_READS = {
