@@ -128,6 +128,7 @@ def generate(graph: Graph) -> Program:
     names: dict[int, str] = {}
     body: list[str] = []
     _prologue(graph, em, names, body)
+    _save_streams(graph, em, body)
     line_nodes: list[Node | None] = [None] * len(body)
     for i, node in enumerate(graph.nodes):
         lines = statements(node, i, em, names)
@@ -140,6 +141,27 @@ def generate(graph: Graph) -> Program:
     program = Program(source, em.namespace, filename)
     program.line_nodes = line_nodes
     return program
+
+
+def _save_streams(graph: Graph, em: Emitter, body: list[str]) -> None:
+    """A guard after a draw: save the generators' states first, so a fallback to eager draws
+    the numbers the replay drew (the eager stream stays the stream).
+    """
+    drawn: list[str] = []
+    for node in graph.nodes:
+        if node.kind == "draw" and "seed" not in node.meta:
+            gen = node.meta["generator"]
+            drawn.append("_default_generator()" if gen is None else em.ref(gen, "g"))
+        elif node.kind == "guard" and drawn:
+            em.namespace["_rng"] = True
+            em.namespace["_restore"] = _restore_streams
+            body.append(f"_rng = [(g, g.bit_generator.state) for g in ({', '.join(drawn)},)]")
+            return
+
+
+def _restore_streams(saved: list[tuple[Any, Any]]) -> None:
+    for gen, state in reversed(saved):
+        gen.bit_generator.state = state
 
 
 def _name_entry(v: Value, em: Emitter, names: dict[int, str], body: list[str]) -> None:
@@ -257,7 +279,8 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
         source = node.meta["source"]
         test = em.call(source.func, source.args, source.kwargs, names)
         negate = "not " if node.meta["expected"] else ""
-        return [f"if {negate}{test}: raise GuardFailed({index})"]
+        undo = "_restore(_rng); " if "_rng" in em.namespace else ""
+        return [f"if {negate}{test}: {undo}raise GuardFailed({index})"]
     if kind == "set_grad" or kind == "set_data":
         holder = _tensor(node.meta["tensor"], em)
         if holder is None:

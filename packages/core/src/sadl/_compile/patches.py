@@ -9,6 +9,8 @@
 * sadl's generators report their draws (``sadl.random.install_draw_observer``), the CPU's and
   each device's, and report being made (one seeded from an int inside the call is made anew on
   every replay).
+* Functions declared ``sadl.backends.value_dependent`` (the erf family) report their calls:
+  each is recorded whole (the branches it takes inside are taken again on every replay).
 * Copies between the host and a device report themselves
   (``sadl.backends.install_transfer_observer``): a copy is a call of the graph.
 
@@ -29,6 +31,7 @@ import numpy as np
 
 from sadl import backends
 from sadl import random as sadl_random
+from sadl._compile import rules
 from sadl._compile.capture import DATA, GRAD, Capture
 from sadl._compile.traced import ACTIVE, is_traced
 from sadl._module import Function
@@ -126,6 +129,14 @@ def _made_generator(self: Any, bit_generator: Any) -> None:
         capture.made_generator(self)
 
 
+def _observe_value_dependent(fn: Any, args: Any, kwargs: Any) -> Any:
+    capture = _capture()
+    if capture is None or capture.busy:  # not tracing, or inside a call recorded whole
+        return fn(*args, **kwargs)
+    rules.VALUE_DEPENDENT.add(fn)
+    return capture.call(fn, fn, args, kwargs, getattr(fn, "__name__", "fn").lstrip("_"))
+
+
 def _observe_transfer(copy: Any, data: Any, args: tuple[Any, ...]) -> Any:
     capture = _capture()
     if capture is None or capture.busy:  # not tracing, or inside a recorded call
@@ -167,11 +178,13 @@ def tracing(capture: Capture) -> Iterator[None]:
             sadl_random.install_draw_observer(_observe_draw)
             sadl_random.Generator.__init__ = _made_generator  # type: ignore[method-assign]
             backends.install_transfer_observer(_observe_transfer)
+            backends.install_value_dependent_observer(_observe_value_dependent)
             ACTIVE.tracer = capture
             yield
         finally:
             ACTIVE.tracer = None
             backends.install_transfer_observer(None)
+            backends.install_value_dependent_observer(None)
             sadl_random.install_draw_observer(None)
             if "__init__" in vars(sadl_random.Generator):
                 del sadl_random.Generator.__init__

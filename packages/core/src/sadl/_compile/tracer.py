@@ -286,6 +286,11 @@ class Tracer:
         out = self._outputs(result, node, plains, reads)
         if node.outputs or node.writes or kind != "call":
             self.nodes.append(node)
+        if node.meta.get("dynamic") and not node.const:
+            for v in node.outputs:  # a size that depends on values: a replay checks it
+                check = Node("call", _has_shape, None, (v, v.shape), {}, reads=(v,))
+                check.label, check.where = "has_shape", node.where
+                self._guard(check, True, f"shape of %{v.index} is {v.shape}")
         return out
 
     def _outputs(self, result: Any, node: Node, plains: list[Any], reads: list[Value]) -> Any:
@@ -411,6 +416,7 @@ class Tracer:
             node.meta.update(seed=seed, fresh=id(generator))
         if where is not None:  # drawn from the device's generator of the moment, on each call
             node.meta.update(generator=None, device=where)
+            self.note_irreversible(node)  # a fallback could not put the device's stream back
         self.nodes.append(node)
         if not _is_result_array(result):
             raise CompileError(
@@ -421,6 +427,11 @@ class Tracer:
 
 
 _TENSOR_FILES = ("_tensor.py", "_methods.py")
+
+def _has_shape(array: Any, shape: tuple[int, ...]) -> bool:
+    """A shape guard's test: ``array`` still has the shape it had while tracing."""
+    return tuple(array.shape) == shape
+
 
 def _seed_of(generator: Any) -> int | None:
     """The int a generator was seeded with, while it has drawn nothing yet (else None)."""
