@@ -490,7 +490,6 @@ def test_checkpoint_with_default_settings_compiles():
 
 
 # ---------------------------------------------------------------------------- caching
-@PENDING
 def test_two_signatures_with_flat_update_keep_two_traces():
     w, b = _linear_state()
     opt = sadl.Adam([w, b], lr=0.01)
