@@ -16,7 +16,7 @@ import sadl
 from sadl import CompileError
 
 #: Marks a test of a defect class not fixed yet in this commit (removed with the fix).
-PENDING = pytest.mark.xfail(strict=True, reason="issue 23: not fixed yet")
+PENDING = pytest.mark.xfail(strict=True, reason="issue 23: eager defect still open (see the report)")
 BIG = (256, 256)  # 65,536 elements: large enough for elementwise fusion
 
 

@@ -266,6 +266,11 @@ def name_guards(fn: Any, depth: int = 3) -> list[tuple[str, Any, Any, Any]]:
                     for name, value in vars(module).items():
                         if isinstance(value, Tensor | Function):
                             found.append(("attr", module, name, value))
+        elif isinstance(obj, dict | list) and level and id(obj) not in seen:
+            seen.add(id(obj))  # a container the function reads from: its items are names too
+            items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            for k, v in list(items)[:64]:
+                watch("item", obj, k, v, level - 1)
         elif level and (callable(obj) or hasattr(obj, "__func__")):
             visit(obj, level - 1)
 

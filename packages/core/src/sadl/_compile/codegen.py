@@ -200,6 +200,10 @@ def _name_checks(graph: Graph, em: Emitter, body: list[str]) -> None:
             read = f"{what}.get({key!r})"
         elif kind == "cell":
             read = f"{what}.cell_contents"
+        elif kind == "item" and isinstance(holder, list):
+            read = f"({what}[{key}] if len({what}) > {key} else None)"
+        elif kind == "item":
+            read = f"{what}.get({em.literal(key, {})})"
         else:
             read = f"{what}.__dict__.get({key!r})"
         test = f"{read} is not {em.ref(obj, 'k')}"

@@ -72,8 +72,21 @@ class _FlatGroup:
             offset += n
         self.state = {k: self.states[0][k] for k in self.scalar_keys} | flats
         self.param = new_tensor(self.flat)
+        self.views = [(st, k, st[k]) for st in self.states for k in self.array_keys]
         self.versions = [p._version for p in params]
         self.grads_of = tuple(params)
+
+    def in_step(self) -> bool:
+        """The parameters' states still agree (step counts) and hold the flat views; the
+        group's scalar state is brought up to date from them.
+        """
+        first = self.states[0]
+        for k in self.scalar_keys:
+            value = first[k]
+            if any(st[k] != value for st in self.states):
+                return False
+            self.state[k] = value
+        return all(st[k] is view for st, k, view in self.views)
 
 
 def _packed(arrays: list[Any]) -> Any:
@@ -165,6 +178,11 @@ class FlatStep:
         opt = self.optimizer
         update = opt.update
         for fg in self.flat:
+            if not fg.in_step():  # stepped apart since (another trace, an eager call)
+                for p in fg.params:
+                    update(p, p.grad, opt.state[p], fg.group)
+                    p._version[0] += 1
+                continue
             fg.concatenate([p.grad.reshape(-1) for p in fg.params], out=fg.grad)
             update(fg.param, fg.grad, fg.state, fg.group)
             state = fg.state
