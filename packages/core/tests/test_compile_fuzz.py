@@ -14,6 +14,7 @@ and ``SADL_FUZZ_SEEDS=a,b,...`` make a long run (``nox -s fuzz``).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import warnings
@@ -21,6 +22,7 @@ import warnings
 import numpy as np
 import pytest
 import sadl
+from compile_models import MLP
 from sadl import CompileError, CompileWarning
 
 PROGRAMS = int(os.environ.get("SADL_FUZZ_PROGRAMS", "40"))
@@ -29,6 +31,9 @@ FUSED_RTOL = 1e-4  #: relative tolerance with fusion on (blocked transcendental 
 CALLS = 4
 
 ops = sadl.ops
+#: sadl-layers and sadl-optim widen the vocabulary where installed (core's own venv has neither)
+HAVE_LAYERS = importlib.util.find_spec("sadl_layers") is not None
+HAVE_OPTIM = importlib.util.find_spec("sadl_optim") is not None
 
 
 # ---------------------------------------------------------------------------- vocabulary
@@ -72,9 +77,9 @@ UNARY = {
     "rint": ops.rint,
     "sign": ops.sign,
     "cumsum": lambda x: ops.cumsum(x, axis=-1),
-    "cummax": lambda x: ops.cummax(x, axis=-1),
+    "cummax": lambda x: ops.cummax(x, axis=-1)[0],
     "flip": lambda x: ops.flip(x, axis=0),
-    "roll": lambda x: ops.roll(x, 1, axis=-1),
+    "roll": lambda x: ops.roll(x, shift=1, axis=-1),
     "softmax": lambda x: ops.softmax(x, axis=-1),
     "log_softmax": lambda x: ops.log_softmax(x, axis=-1),
     "sort": lambda x: ops.sort(x, axis=-1),
@@ -111,8 +116,29 @@ REDUCE = {
     "masked_sum": lambda x: (x[x > 0.1] ** 2).sum(),  # value-dependent size and its backward
     "masked_mean": lambda x: ops.sqrt(x[x < 0.3] ** 2 + 1).mean() if True else None,
     "row_max": lambda x: x.max(axis=-1).sum(),
-    "take": lambda x: ops.take_along_axis(x, ops.argmax(x, axis=-1)[..., None], -1).sum(),
+    "take": lambda x: ops.take_along_axis(
+        x, indices=ops.argmax(x, axis=-1)[..., None], axis=-1
+    ).sum(),
 }
+
+
+def _available(table, arity):
+    """The entries whose ops are installed (a layer op without sadl-layers is dropped)."""
+    probe = sadl.tensor(np.linspace(-1, 1, 6).reshape(2, 3))
+    kept = {}
+    for name, fn in table.items():
+        try:
+            with np.errstate(all="ignore"):
+                fn(*[probe] * arity)
+        except sadl.UnknownNameError:
+            continue
+        kept[name] = fn
+    return kept
+
+
+UNARY = _available(UNARY, 1)
+BINARY = _available(BINARY, 2)
+REDUCE = _available(REDUCE, 1)
 
 
 # ---------------------------------------------------------------------------- programs
@@ -196,38 +222,63 @@ class Expression:
         return state, step, between, [w], []
 
 
-LAYERS = {
-    "linear": lambda r, c: (sadl.nn.Linear(c, c), c),
-    "tanh": lambda r, c: (sadl.nn.Tanh(), c),
-    "gelu": lambda r, c: (sadl.nn.GELU(), c),
-    "gelu_tanh": lambda r, c: (sadl.nn.GELU("tanh"), c),
-    "silu": lambda r, c: (sadl.nn.SiLU(), c),
-    "mish": lambda r, c: (sadl.nn.Mish(), c),
-    "elu": lambda r, c: (sadl.nn.ELU(), c),
-    "softplus": lambda r, c: (sadl.nn.Softplus(), c),
-    "layernorm": lambda r, c: (sadl.nn.LayerNorm(c), c),
-    "rmsnorm": lambda r, c: (sadl.nn.RMSNorm(c), c),
-    "batchnorm": lambda r, c: (sadl.nn.BatchNorm1d(c), c),
-    "dropout": lambda r, c: (sadl.nn.Dropout(0.25), c),
-    "dropout_rng": lambda r, c: (sadl.nn.Dropout(0.25, rng=3), c),
-}
+LAYERS = (
+    {}
+    if not HAVE_LAYERS
+    else {
+        "linear": lambda r, c: (sadl.nn.Linear(c, c), c),
+        "tanh": lambda r, c: (sadl.nn.Tanh(), c),
+        "gelu": lambda r, c: (sadl.nn.GELU(), c),
+        "gelu_tanh": lambda r, c: (sadl.nn.GELU("tanh"), c),
+        "silu": lambda r, c: (sadl.nn.SiLU(), c),
+        "mish": lambda r, c: (sadl.nn.Mish(), c),
+        "elu": lambda r, c: (sadl.nn.ELU(), c),
+        "softplus": lambda r, c: (sadl.nn.Softplus(), c),
+        "layernorm": lambda r, c: (sadl.nn.LayerNorm(c), c),
+        "rmsnorm": lambda r, c: (sadl.nn.RMSNorm(c), c),
+        "batchnorm": lambda r, c: (sadl.nn.BatchNorm1d(c), c),
+        "dropout": lambda r, c: (sadl.nn.Dropout(0.25), c),
+        "dropout_rng": lambda r, c: (sadl.nn.Dropout(0.25, rng=3), c),
+    }
+)
 
 OPTIMIZERS = {
-    "sgd": lambda p: sadl.optim.SGD(p, lr=0.05),
-    "sgd_momentum": lambda p: sadl.optim.SGD(p, lr=0.05, momentum=0.9),
-    "adam": lambda p: sadl.optim.Adam(p, lr=0.01),
+    "sgd": lambda p: sadl.SGD(p, lr=0.05),
+    "sgd_momentum": lambda p: sadl.SGD(p, lr=0.05, momentum=0.9),
+    "adam": lambda p: sadl.Adam(p, lr=0.01),
+}
+OPTIM_OPTIMIZERS = {
     "adamw": lambda p: sadl.optim.AdamW(p, lr=0.01),
     "rmsprop": lambda p: sadl.optim.RMSprop(p, lr=0.01),
     "adagrad": lambda p: sadl.optim.Adagrad(p, lr=0.05),
     "lion": lambda p: sadl.optim.Lion(p, lr=0.001),
 }
+if HAVE_OPTIM:
+    OPTIMIZERS |= OPTIM_OPTIMIZERS
 
-SCHEDULES = {
-    "none": None,
+SCHEDULES = {"none": None}
+OPTIM_SCHEDULES = {
     "step": lambda o: sadl.optim.StepLR(o, 2, 0.5),
     "cosine": lambda o: sadl.optim.CosineWithWarmup(o, 1, 6),
     "warmup": lambda o: sadl.optim.LinearWarmup(o, 2),
 }
+if HAVE_OPTIM:
+    SCHEDULES |= OPTIM_SCHEDULES
+
+
+class _Stack(sadl.nn.Module):
+    """Core's MLP then the random layers (core's Module only: no sadl-layers needed)."""
+
+    def __init__(self, mods):
+        super().__init__()
+        self.depth = len(mods)
+        for k, m in enumerate(mods):
+            setattr(self, f"m{k}", m)
+
+    def forward(self, x):
+        for k in range(self.depth):
+            x = getattr(self, f"m{k}")(x)
+        return x
 
 
 class Training:
@@ -236,12 +287,14 @@ class Training:
     def __init__(self, seed: int) -> None:
         rng = np.random.default_rng(seed)
         self.seed = seed
-        self.layers = [str(rng.choice(list(LAYERS))) for _ in range(int(rng.integers(1, 5)))]
+        n_layers = int(rng.integers(1, 5)) if LAYERS else 0
+        self.layers = [str(rng.choice(list(LAYERS))) for _ in range(n_layers)]
+        self.dropout = bool(rng.random() < 0.3)
         self.optimizer = str(rng.choice(list(OPTIMIZERS)))
         self.schedule = str(rng.choice(list(SCHEDULES)))
         self.zero = str(rng.choice(["first", "middle", "model_first", "none_first", "closure"]))
         self.set_to_none = bool(rng.random() < 0.5)
-        self.conv = rng.random() < 0.25
+        self.conv = HAVE_LAYERS and rng.random() < 0.25
         self.eval_switch = rng.random() < 0.2
         self.batch_switch = rng.random() < 0.25
         self.replace_param = rng.random() < 0.1
@@ -249,7 +302,7 @@ class Training:
         self.features = {f"layer:{n}" for n in self.layers}
         self.features |= {f"optimizer:{self.optimizer}", f"schedule:{self.schedule}"}
         self.features |= {f"zero_grad:{self.zero}:{self.set_to_none}"}
-        for flag in ("conv", "eval_switch", "batch_switch", "replace_param", "flip"):
+        for flag in ("conv", "eval_switch", "batch_switch", "replace_param", "flip", "dropout"):
             if getattr(self, flag):
                 self.features.add(flag)
 
@@ -262,8 +315,8 @@ class Training:
         r = np.random.default_rng(self.seed)
         for name in self.layers:
             mods.append(LAYERS[name](r, c)[0])
-        mods.append(sadl.nn.Linear(c, 3))
-        model = sadl.nn.Sequential(*mods)
+        mods.append(MLP(seed=self.seed % 1000, n_in=c, n_hidden=8, n_out=3, dropout=self.dropout))
+        model = _Stack(mods)
         opt = OPTIMIZERS[self.optimizer](list(model.parameters()))
         make_schedule = SCHEDULES[self.schedule]
         schedule = make_schedule(opt) if make_schedule else None
@@ -306,8 +359,8 @@ class Training:
                 first = next(iter(model.parameters()))
                 first.requires_grad = i % 3 != 1
             if self.replace_param and i == 2:
-                last = mods[-1]
-                last.bias = sadl.Parameter(np.full(3, 0.25, last.bias.data.dtype))
+                head = mods[-1]
+                head.b2 = sadl.Parameter(np.full(3, 0.25, head.b2.data.dtype))
             batch = 5 if not self.batch_switch or i % 2 == 0 else 3
             shape = (batch, 2, c) if self.conv else (batch, c)
             x = sadl.tensor(r.standard_normal(shape).astype(np.float32))
@@ -402,7 +455,7 @@ def _current_params(program, state, params):
 
 def programs(seed, n):
     rng = np.random.default_rng(seed)
-    for k in range(n):
+    for _ in range(n):
         sub = int(rng.integers(1 << 30))
         kind = rng.random()
         if kind < 0.45:

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from sadl._compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
 from sadl._compile.capture import rebuild
+from sadl._compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
 from sadl._engine import new_tensor
 from sadl.random import default_generator, generator, resolve_generator
 
@@ -277,7 +277,12 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
                 if first not in names.values():
                     names[-node.meta["fresh"]] = first
                     made = f"{first} = _seeded({node.meta['seed']!r})"
-                    return [made, *_assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)]
+                    return [
+                        made,
+                        *_assign(
+                            node, em.call(node.func, node.args, node.kwargs, names, first), names
+                        ),
+                    ]
         return _assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)
     if kind == "guard":
         source = node.meta["source"]

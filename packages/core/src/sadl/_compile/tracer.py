@@ -287,7 +287,7 @@ class Tracer:
         if node.outputs or node.writes or kind != "call":
             self.nodes.append(node)
         if node.meta.get("dynamic") and not node.const:
-            for v in node.outputs:  # a size that depends on values: a replay checks it
+            for v in _sized_by_values(node, reads):  # a size from values: a replay checks it
                 check = Node("call", _has_shape, None, (v, v.shape), {}, reads=(v,))
                 check.label, check.where = "has_shape", node.where
                 self._guard(check, True, f"shape of %{v.index} is {v.shape}")
@@ -428,6 +428,17 @@ class Tracer:
 
 _TENSOR_FILES = ("_tensor.py", "_methods.py")
 
+
+def _sized_by_values(node: Node, reads: list[Value]) -> list[Value]:
+    """The outputs whose size may differ on another call: all of a call whose result size
+    depends on values; of a call recorded whole, those shaped unlike every array it read.
+    """
+    if node.key not in rules.VALUE_DEPENDENT:
+        return list(node.outputs)
+    shapes = {v.shape for v in reads}
+    return [v for v in node.outputs if v.shape not in shapes]
+
+
 def _has_shape(array: Any, shape: tuple[int, ...]) -> bool:
     """A shape guard's test: ``array`` still has the shape it had while tracing."""
     return tuple(array.shape) == shape
@@ -436,7 +447,7 @@ def _has_shape(array: Any, shape: tuple[int, ...]) -> bool:
 def _seed_of(generator: Any) -> int | None:
     """The int a generator was seeded with, while it has drawn nothing yet (else None)."""
     bit = getattr(generator, "bit_generator", None)
-    seq = getattr(bit, "seed_seq", None)
+    seq: Any = getattr(bit, "seed_seq", None)
     entropy = getattr(seq, "entropy", None)
     if type(bit) is not np.random.PCG64 or not isinstance(entropy, int) or seq.spawn_key:
         return None
