@@ -14,6 +14,8 @@ and ``SADL_FUZZ_SEEDS=a,b,...`` make a long run (``nox -s fuzz``).
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import importlib.util
 import math
 import os
@@ -142,6 +144,27 @@ REDUCE = _available(REDUCE, 1)
 
 
 # ---------------------------------------------------------------------------- programs
+@dataclasses.dataclass
+class Result:
+    """A dataclass result (a replay must hand back fresh values in a new one)."""
+
+    loss: object
+    last: object
+
+
+Pair = collections.namedtuple("Pair", "loss last")
+
+#: How a program hands back its two results.
+WRAP = {
+    "tuple": lambda a, b: (a, b),
+    "list": lambda a, b: [a, b],
+    "dict": lambda a, b: {"loss": a, "last": b},
+    "namedtuple": Pair,
+    "dataclass": Result,
+    "array": lambda a, b: (a.numpy(), b),
+}
+
+
 class Expression:
     """A random expression over inputs, captured parameters and random draws."""
 
@@ -167,9 +190,15 @@ class Expression:
         self.closure_array = rng.random() < 0.3
         self.rebind = rng.random() < 0.2
         self.flip = rng.random() < 0.2
+        self.wrap = str(rng.choice(list(WRAP)))
+        self.accumulate = rng.random() < 0.2  # .grad kept between calls (accumulates)
+        self.no_grad_call = rng.random() < 0.15  # one call under sadl.no_grad()
+        self.checkpoint = rng.random() < 0.15
         self.features = {f"unary:{s[1]}" if s[0] == "u" else f"binary:{s[1]}" for s in self.steps}
         self.features.add(f"reduce:{self.reduce}")
-        for flag in ("draw", "rng_int", "scalar", "grad", "closure_array", "rebind", "flip"):
+        self.features.add(f"result:{self.wrap}")
+        flags = ("draw", "rng_int", "scalar", "grad", "closure_array", "rebind", "flip")
+        for flag in (*flags, "accumulate", "no_grad_call", "checkpoint"):
             if getattr(self, flag):
                 self.features.add(flag)
 
@@ -194,15 +223,23 @@ class Expression:
                 pool[1] = pool[1] + sadl.randn(*spec.shape, dtype=dtype)
             if spec.rng_int:
                 pool[2] = pool[2] + sadl.rand(*spec.shape, rng=7, dtype=dtype)
-            for st in spec.steps:
-                if st[0] == "u":
-                    pool.append(UNARY[st[1]](pool[st[2]]))
-                else:
-                    pool.append(BINARY[st[1]](pool[st[2]], pool[st[3]]))
-            loss = REDUCE[spec.reduce](pool[-1]) + pool[-1].sum() * 0.01
+            def body(*pool):
+                pool = list(pool)
+                for st in spec.steps:
+                    if st[0] == "u":
+                        pool.append(UNARY[st[1]](pool[st[2]]))
+                    else:
+                        pool.append(BINARY[st[1]](pool[st[2]], pool[st[3]]))
+                return pool[-1]
+
+            if spec.checkpoint and sadl.is_grad_enabled():
+                last = sadl.checkpoint(body, *pool)
+            else:
+                last = body(*pool)
+            loss = REDUCE[spec.reduce](last) + last.sum() * 0.01
             if spec.grad and loss.requires_grad:
                 loss.backward()
-            return loss.detach(), pool[-1].detach()
+            return WRAP[spec.wrap](loss.detach(), last.detach())
 
         def between(i):
             """The same change between calls on both sides."""
@@ -213,7 +250,8 @@ class Expression:
                 state["g"] = state["g"] * 0.5
             if self.flip:
                 state["w"].requires_grad = bool(i % 3 != 1)
-            state["w"].grad = None
+            if not self.accumulate:
+                state["w"].grad = None
             return (
                 sadl.tensor(r.standard_normal(self.shape).astype(dtype)),
                 [0.0, -0.0, 1.5, -2.0][i % 4] if self.scalar else 1.0,
@@ -379,8 +417,10 @@ def _snapshot(out, params, holders):
             return np.array(x.numpy(), copy=True)
         if isinstance(x, np.ndarray | np.generic):
             return np.array(x, copy=True)
+        if dataclasses.is_dataclass(x):
+            return {"dataclass": type(x).__name__, **{k: arr(v) for k, v in vars(x).items()}}
         if isinstance(x, tuple | list):
-            return [arr(v) for v in x]
+            return [type(x).__name__, *(arr(v) for v in x)]
         if isinstance(x, dict):
             return {k: arr(v) for k, v in x.items()}
         return x
@@ -421,6 +461,13 @@ def _compare(a, b, exact, where=""):
     assert a == b, (where, a, b)
 
 
+def _call(program, fn, i, args):
+    if getattr(program, "no_grad_call", False) and i == 2:
+        with sadl.no_grad():
+            return fn(*args)
+    return fn(*args)
+
+
 def run_program(program, fusion):
     """Run ``program`` eagerly and compiled; returns "ok" or "refused" (asserts equality)."""
     state_e, eager, between_e, params_e, holders_e = program.build()
@@ -430,7 +477,7 @@ def run_program(program, fusion):
         params_e = _current_params(program, state_e, params_e)
         try:
             with np.errstate(all="ignore"):
-                seen_e.append(_snapshot(eager(*args), params_e, holders_e))
+                seen_e.append(_snapshot(_call(program, eager, i, args), params_e, holders_e))
         except (ValueError, RuntimeError, TypeError):  # a program eager rejects: not compile's
             return "skipped"
     state_c, step, between_c, params_c, holders_c = program.build()
@@ -441,7 +488,7 @@ def run_program(program, fusion):
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", CompileWarning)
-                out = compiled(*args)
+                out = _call(program, compiled, i, args)
         except CompileError:
             return "refused"
         seen = _snapshot(out, params_c, holders_c)
