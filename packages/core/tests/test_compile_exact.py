@@ -539,3 +539,29 @@ def test_inplace_add_on_non_leaf_then_backward_like_torch():
     expected = np.full((2, 3), 18.0)
     expected[0] = 30.0
     same(p.grad, sadl.tensor(expected))
+
+
+def test_array_made_behind_the_tracer_and_scattered_into_is_fresh_each_call():
+    def f(x):
+        seed = np.indices((4,))[0] * 0.0  # made by NumPy without an array to dispatch on
+        np.add.at(seed, np.array([0, 1, 1]), x)  # a scatter seed, written by the graph
+        return seed
+
+    compiled = sadl.compile(f)
+    for k in range(3):
+        x = np.full(3, k + 1.0)
+        same(f(x), compiled(x))
+
+
+BUFFER = np.zeros(3)
+
+
+def test_global_buffer_written_in_place_keeps_accumulating():
+    def f(x):
+        np.add(BUFFER, x, out=BUFFER)
+        return x * 2
+
+    compiled = sadl.compile(f)
+    for _ in range(3):
+        compiled(np.ones(3))
+    same(BUFFER, np.full(3, 3.0))

@@ -15,6 +15,8 @@ and step counts stay live instead of being frozen into the trace.
 from __future__ import annotations
 
 import copy
+import gc
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -296,6 +298,7 @@ class Capture(Tracer):
                 for v in node.reads:
                     v.storage.escapes = True
         graph = Graph(self.name, self.inputs, self.nodes, outputs, self.values, self.storages)
+        graph.meta["resets"] = self._temporaries()
         graph.meta.update(
             data_guards=[(t, a) for t, a in self.data_guards if t() is not None],
             grad_guards=self.grad_guards,
@@ -307,6 +310,25 @@ class Capture(Tracer):
             ],
         )
         return graph, first
+
+    def _temporaries(self) -> list[tuple[Any, Any]]:
+        """Written arrays the trace did not make and nothing outside it holds (made by NumPy
+        behind the tracer's back: a scatter seed): each replay starts them from their contents
+        before the first write, as each eager call makes them anew. Arrays held elsewhere (a
+        global buffer written in place) keep what the previous call left, as in eager.
+        """
+        self._known.clear()
+        self._traced.clear()
+        gc.collect()
+        internal = {id(self.snapshots), id(self.values), id(self.nodes)}
+        found = []
+        for array, before in list(self.snapshots.values()):
+            held = False
+            for r in gc.get_referrers(array):
+                held = held or (id(r) not in internal and not _internal_holder(r, array))
+            if not held:
+                found.append((array, before))
+        return found
 
     def restore(self) -> None:
         """Put plain arrays back into every adopted tensor (also when the trace failed)."""
@@ -405,6 +427,13 @@ def rebuild(proto: Any, fields: dict[str, Any]) -> Any:
     new = copy.copy(proto)
     vars(new).update(fields)
     return new
+
+
+def _internal_holder(holder: Any, array: Any) -> bool:
+    """A reference to ``array`` from the trace's own records (an entry tuple, a traced view)."""
+    if type(holder) is tuple:
+        return len(holder) == 2 and holder[0] in ("const", "data", "grad") or holder[0] is array
+    return is_traced(holder) or isinstance(holder, types.FrameType | Value)
 
 
 def _device_array(x: Any) -> bool:

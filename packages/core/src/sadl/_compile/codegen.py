@@ -239,6 +239,9 @@ def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
             f"if {module}.training is not {flag}: "
             f"raise Stale('{type(ref()).__name__}.training changed')"
         )
+    for array, before in graph.meta.get("resets", ()):
+        em.namespace.setdefault("_copyto", np.copyto)
+        body.append(f"_copyto({em.ref(array, 'e')}, {em.ref(before, 's')})  # made anew per call")
     for node in graph.nodes:
         check = node.meta.get("check")
         if check is not None:

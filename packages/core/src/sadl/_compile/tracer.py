@@ -74,6 +74,8 @@ class Tracer:
         self.irreversible: Node | None = None  #: the first effect a fallback could not undo
         self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
         self._fresh: dict[int, tuple[Any, int]] = {}  # generators seeded during the trace
+        #: id(array) -> (array, its contents before the trace wrote it), for captured arrays
+        self.snapshots: dict[int, tuple[Any, Any]] = {}
 
     def owns(self, value: Value) -> bool:
         """Whether ``value`` belongs to this trace (an array of another trace is plain data)."""
@@ -259,6 +261,9 @@ class Tracer:
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
         plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
         writes = rules.written(key, targs, tkwargs)
+        for w in writes:
+            if w.entry is not None and w.entry[0] == "const" and w.storage.kind == "external":
+                self._snapshot(w.entry[1])
         data_reads = reads if key not in rules.SHAPE_ONLY else []
         const = kind == "call" and all(v.storage.const for v in data_reads)
         self.busy += 1
@@ -375,6 +380,14 @@ class Tracer:
         node.meta.update(meta)
         self.nodes.append(node)
         return node
+
+    def _snapshot(self, array: Any) -> None:
+        """An array the trace did not make is written: its contents before the first write
+        (``Capture.finish`` decides whether a replay starts from them).
+        """
+        root = root_of(array)
+        if id(root) not in self.snapshots:
+            self.snapshots[id(root)] = (root, root.copy())
 
     def made_generator(self, generator: Any) -> None:
         """A sadl ``Generator`` was made during the trace: from an int seed (``rng=7``), it is
