@@ -432,7 +432,7 @@ def rebuild(proto: Any, fields: dict[str, Any]) -> Any:
 def _internal_holder(holder: Any, array: Any) -> bool:
     """A reference to ``array`` from the trace's own records (an entry tuple, a traced view)."""
     if type(holder) is tuple:
-        return len(holder) == 2 and holder[0] in ("const", "data", "grad") or holder[0] is array
+        return bool(holder) and (holder[0] in ("const", "data", "grad") or holder[0] is array)
     return is_traced(holder) or isinstance(holder, types.FrameType | Value)
 
 
