@@ -530,7 +530,6 @@ def test_value_read_messages_name_the_read(read, said):
 
 
 # ---------------------------------------------------------------------------- eager
-@PENDING
 def test_inplace_add_on_non_leaf_then_backward_like_torch():
     p = sadl.Parameter(np.ones((2, 3)))
     h = p * 3
@@ -565,3 +564,16 @@ def test_global_buffer_written_in_place_keeps_accumulating():
     for _ in range(3):
         compiled(np.ones(3))
     same(BUFFER, np.full(3, 3.0))
+
+
+def test_inplace_chain_on_a_slice_of_a_non_leaf_then_backward_like_torch():
+    p = sadl.Parameter(np.ones((2, 3)))
+    h = p * 3
+    v = h[1:]
+    v += 1
+    v *= 3
+    h[1:] = v
+    h[:, 1] *= 2
+    (h * h).sum().backward()
+    expected = np.array([[18.0, 72.0, 18.0], [216.0, 864.0, 216.0]])  # PyTorch's gradient
+    same(p.grad, sadl.tensor(expected))
