@@ -223,6 +223,7 @@ class Expression:
                 pool[1] = pool[1] + sadl.randn(*spec.shape, dtype=dtype)
             if spec.rng_int:
                 pool[2] = pool[2] + sadl.rand(*spec.shape, rng=7, dtype=dtype)
+
             def body(*pool):
                 pool = list(pool)
                 for st in spec.steps:

@@ -336,9 +336,7 @@ def rebase_inplace(
     return tensor
 
 
-def rebase_view_write(
-    tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any
-) -> bool:
+def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any) -> bool:
     """``tensor[key] = view`` where ``view`` is ``tensor[key]`` changed in place (``h[0] += 2``):
     the memory already holds the result, so nothing is written; the graph records
     ``tensor = setitem(old, key, view)``, ``old`` being ``tensor`` before the in-place change
