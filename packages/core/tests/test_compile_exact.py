@@ -577,3 +577,18 @@ def test_inplace_chain_on_a_slice_of_a_non_leaf_then_backward_like_torch():
     (h * h).sum().backward()
     expected = np.array([[18.0, 72.0, 18.0], [216.0, 864.0, 216.0]])  # PyTorch's gradient
     same(p.grad, sadl.tensor(expected))
+
+
+def test_fallback_after_a_draw_keeps_the_eager_stream():
+    def f(x):
+        y = x + sadl.rand(4, dtype=np.float64)  # a draw, then a size that depends on values
+        return y[x > 0].sum(), sadl.rand(2, dtype=np.float64)
+
+    compiled = sadl.compile(f)
+    xs = [np.array([1.0, -1, 1, 1]), np.array([1.0, 1, -1, -1]), np.array([1.0, -1, 1, 1])]
+    sadl.manual_seed(3)
+    eager = [f(sadl.tensor(x)) for x in xs]
+    sadl.manual_seed(3)
+    for x, expected in zip(xs, eager):
+        same(expected, compiled(sadl.tensor(x)))
+    assert compiled.stats.fallbacks == 1, compiled.stats

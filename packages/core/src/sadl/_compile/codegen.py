@@ -22,7 +22,13 @@ import numpy as np
 from sadl._compile.capture import rebuild
 from sadl._compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
 from sadl._engine import new_tensor
-from sadl.random import default_generator, generator, resolve_generator
+from sadl.random import (
+    default_generator,
+    generator,
+    get_rng_state,
+    resolve_generator,
+    set_rng_state,
+)
 
 __all__ = [
     "Emitter",
@@ -147,20 +153,27 @@ def _save_streams(graph: Graph, em: Emitter, body: list[str]) -> None:
     """A guard after a draw: save the generators' states first, so a fallback to eager draws
     the numbers the replay drew (the eager stream stays the stream).
     """
-    drawn: list[str] = []
+    drawn = False
+    own: list[str] = []  # generators of the function's own (rng=generator)
     for node in graph.nodes:
         if node.kind == "draw" and "seed" not in node.meta:
+            drawn = True
             gen = node.meta["generator"]
-            drawn.append("_default_generator()" if gen is None else em.ref(gen, "g"))
+            if gen is not None:
+                own.append(em.ref(gen, "g"))
         elif node.kind == "guard" and drawn:
             em.namespace["_rng"] = True
             em.namespace["_restore"] = _restore_streams
-            body.append(f"_rng = [(g, g.bit_generator.state) for g in ({', '.join(drawn)},)]")
+            em.namespace["_rng_state"] = get_rng_state
+            mine = "".join(f"{g}, " for g in dict.fromkeys(own))
+            body.append(f"_rng = (_rng_state(), [(g, g.bit_generator.state) for g in ({mine})])")
             return
 
 
-def _restore_streams(saved: list[tuple[Any, Any]]) -> None:
-    for gen, state in reversed(saved):
+def _restore_streams(saved: tuple[Any, list[tuple[Any, Any]]]) -> None:
+    """Put sadl's generators (host and devices) and the function's own back as saved."""
+    set_rng_state(saved[0])
+    for gen, state in reversed(saved[1]):
         gen.bit_generator.state = state
 
 

@@ -429,7 +429,6 @@ class Tracer:
             node.meta.update(seed=seed, fresh=id(generator))
         if where is not None:  # drawn from the device's generator of the moment, on each call
             node.meta.update(generator=None, device=where)
-            self.note_irreversible(node)  # a fallback could not put the device's stream back
         self.nodes.append(node)
         if not _is_result_array(result):
             raise CompileError(
