@@ -31,6 +31,9 @@ PACKAGES = {
     "models": ["core", "layers", "optim", "serialize", "compile"],
     "distributed": ["core", "serialize"],
 }
+# Siblings a package's tests also run against, beyond what it declares: sadl.compile's
+# differential test traces sadl-layers' layers and sadl-optim's optimizers too.
+TESTED_WITH = {"compile": ["layers", "optim"]}
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # The strict CuPy stand-in (a test-only backend, "strict") and the device-matrix pytest plugin:
@@ -65,7 +68,7 @@ def tests(session: nox.Session, package: str) -> None:
     Tests marked ``mpi`` (several processes under mpiexec) run in the `distributed` session.
     """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
-    deps = [f"packages/{p}" for p in PACKAGES[package]]
+    deps = [f"packages/{p}" for p in PACKAGES[package] + TESTED_WITH.get(package, [])]
     session.install(*deps, f"packages/{package}", STAND_IN, *_test_group(package))
     _install_torch(session)
     session.run(
@@ -219,6 +222,21 @@ def demo(session: nox.Session) -> None:
         "--tokens",
         "300",
     )
+
+
+@nox.session(default=False)
+def fuzz(session: nox.Session) -> None:
+    """The long run of sadl.compile's differential test: random programs, eager vs compiled.
+
+    ``nox -s fuzz`` runs 500 programs on each of 20 seeds with every package installed (the
+    default test run does 40 on 2); ``-- 2000 0,1,2`` sets the programs per seed and the seeds.
+    """
+    programs = session.posargs[0] if session.posargs else "500"
+    seeds = session.posargs[1] if len(session.posargs) > 1 else ",".join(map(str, range(20)))
+    groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    session.install(*ALL, STAND_IN, *groups)
+    env = {**STRICT, "SADL_FUZZ_PROGRAMS": programs, "SADL_FUZZ_SEEDS": seeds}
+    session.run("pytest", "packages/compile/tests/test_compile_fuzz.py", "-s", env=env)
 
 
 @nox.session(default=False)

@@ -358,6 +358,55 @@ def rebase_inplace(
     return tensor
 
 
+def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any) -> bool:
+    """``tensor[key] = view`` where ``view`` is ``tensor[key]`` changed in place (``h[0] += 2``):
+    the memory already holds the result, so nothing is written; the graph records
+    ``tensor = setitem(old, key, view)``, ``old`` being ``tensor`` before the in-place change
+    (rebuilt from the slice the view's first in-place op kept), and ``view`` becomes
+    ``getitem(tensor, key)`` again. False when ``view`` was not made so (the caller assigns as
+    usual).
+    """
+    node, getitem = view._node, None
+    while node is not None and node.parents and isinstance(node.parents[0], Node):
+        if node.op.name == "getitem" and node.parents[0] is tensor._node:
+            getitem = node
+            break
+        node = node.parents[0]
+    if getitem is None or getitem.datas[0] is not tensor.data:
+        return False
+    old = tensor.data.copy()
+    old[key] = getitem.out  # the slice as it was (kept by the first in-place op's rebase)
+    counter = [0]
+    before = new_tensor(old, tensor._node, counter)
+    producer = tensor._node
+    if producer is not None:
+        producer.out, producer.counters = old, (*producer.counters[:-1], counter)
+        producer.versions = (*producer.versions[:-1], 0)
+    getitem.datas = (old, *getitem.datas[1:])
+    getitem.counters = (counter, *getitem.counters[1:])
+    getitem.versions = (0, *getitem.versions[1:])
+    result = apply(op, (before, view), {"key": key})
+    node = result._node
+    if node is not None:  # the view's values as they are now (later writes bump its counter)
+        node.datas = (node.datas[0], view.data.copy(), *node.datas[2:])
+        node.counters = (node.counters[0], [0], *node.counters[2:])
+        node.versions = (node.versions[0], 0, *node.versions[2:])
+        node.out = tensor.data
+        node.counters = (*node.counters[:-1], tensor._version)
+        node.versions = (*node.versions[:-1], tensor._version[0])
+    tensor._node = node
+    tensor._requires_grad = node is not None
+    last = view._node  # its output lives on in the setitem node's copy
+    last.out, last.counters = view.data.copy(), (*last.counters[:-1], [0])
+    last.versions = (*last.versions[:-1], 0)
+    again = apply(getitem_op, (tensor,), {"key": key})._node
+    if again is not None:
+        again.out, again.counters = view.data, (*again.counters[:-1], view._version)
+        again.versions = (*again.versions[:-1], view._version[0])
+    view._node = again
+    return True
+
+
 def write_into(target: Any, value: Any) -> None:
     """Copy ``value`` into the array ``target`` (same device), casting within a dtype kind."""
     array_module(target).copyto(target, value, casting="same_kind")

@@ -240,6 +240,9 @@ class Tensor(
     def _assign(self, key: Any, value: Any) -> Tensor:
         """``self[key] = value`` in place: written into memory, recorded when needed."""
         if self._records_inplace(value):
+            view = isinstance(value, Tensor) and _is_view_at(self.data, key, value.data)
+            if view and _engine.rebase_view_write(self, _ix.SETITEM, _ix.GETITEM, value, key):
+                return self  # ``h[0] += 2``: already written through the view
             return _engine.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
         self.data[key] = value.data if isinstance(value, Tensor) else value
         self._version[0] += 1
@@ -439,3 +442,18 @@ def install_numpy_dispatch(
 _engine.install_tensor_class(Tensor)
 _backward.install_tensor_class(Tensor)
 install_tensor_type(Tensor)
+
+
+def _is_view_at(data: Any, key: Any, value: Any) -> builtins.bool:
+    """Whether ``value`` is the very view ``data[key]`` (same memory, shape and strides)."""
+    if getattr(value, "base", None) is None or not isinstance(data, np.ndarray):
+        return False
+    if not _ix._is_basic(key):
+        return False  # fancy indexing copies: never a view
+    target = data[key]
+    return (
+        isinstance(target, np.ndarray)
+        and target.shape == value.shape
+        and target.strides == value.strides
+        and target.__array_interface__["data"][0] == value.__array_interface__["data"][0]
+    )

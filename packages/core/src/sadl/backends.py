@@ -15,6 +15,7 @@ silent and fast where CuPy is absent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import sys
 import threading
@@ -42,6 +43,7 @@ __all__ = [
     "install_tensor_type",
     "install_traced_array",
     "install_transfer_observer",
+    "install_value_dependent_observer",
     "is_array",
     "match_key",
     "parse_device",
@@ -49,6 +51,7 @@ __all__ = [
     "scatter_reduce_into",
     "synchronize",
     "to_device",
+    "value_dependent",
 ]
 
 _ndarray = np.ndarray
@@ -215,6 +218,33 @@ def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
     """``copy(data, *args)`` (a backend's ``to_host`` / ``from_host``), seen by the observer."""
     observer = _transfer_observer
     return copy(data, *args) if observer is None else observer(copy, data, args)
+
+
+def value_dependent(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare that ``fn`` (an op's forward or backward helper) branches on its inputs' values.
+
+    Eager calls run ``fn`` as it is. A tracer (``sadl.compile``) that installed an observer
+    (:func:`install_value_dependent_observer`) records each call of ``fn`` whole, as one call it
+    makes again on every replay, instead of freezing the branches the first call took.
+    """
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        observer = _value_dependent_observer
+        return fn(*args, **kwargs) if observer is None else observer(fn, args, kwargs)
+
+    return call
+
+
+def install_value_dependent_observer(observer: Callable[..., Any] | None) -> None:
+    """Route every call of a :func:`value_dependent` function through ``observer(fn, args,
+    kwargs)`` (None: call it), which must return ``fn(*args, **kwargs)``.
+    """
+    global _value_dependent_observer
+    _value_dependent_observer = observer
+
+
+_value_dependent_observer: Callable[..., Any] | None = None
 
 
 def install_plugin_loader(loader: Callable[[], object]) -> None:

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from sadl._records import Example, OpDef
-from sadl.backends import array_module
+from sadl.backends import array_module, value_dependent
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
@@ -322,6 +322,7 @@ _ERF_EXAMPLES = (
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _erf(x):
     """The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x."""
     x = _float_input(x, "erf")
@@ -339,6 +340,7 @@ ERF = OpDef(
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _erfc(x):
     """The complementary error function 1 - erf(x), accurate where it is tiny (large x)."""
     x = _float_input(x, "erfc")
@@ -355,6 +357,7 @@ ERFC = OpDef(
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _erfinv(y):
     """The inverse of erf on [-1, 1]: erfinv(erf(x)) = x; +-inf at +-1, NaN outside."""
     y = _float_input(y, "erfinv")
@@ -381,6 +384,7 @@ ERFINV = OpDef(
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _ndtr(x):
     """Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr)."""
     x = _float_input(x, "ndtr")

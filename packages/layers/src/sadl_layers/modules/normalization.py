@@ -173,8 +173,9 @@ class _BatchNorm(Layer):
             if self.training:
                 assert self.num_batches_tracked is not None
                 self.num_batches_tracked.data += 1
-                n = int(self.num_batches_tracked.data)
-                momentum = 1.0 / n if self.momentum is None else self.momentum
+                momentum = self.momentum
+                if momentum is None:  # a cumulative average: the count is read only then
+                    momentum = 1.0 / int(self.num_batches_tracked.data)
                 running_mean, running_var = self.running_mean.data, self.running_var.data
             else:
                 # Copies: a later training step updates the buffers in place, and this graph's
