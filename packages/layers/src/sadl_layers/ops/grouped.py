@@ -49,7 +49,7 @@ def _check_channels(fn, x, weight, bias):
     return C
 
 
-def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+def _group_norm(input, num_groups, weight=None, bias=None, *, eps=1e-5):
     """Normalize each group of ``C / num_groups`` channels of each sample over the group's
     channels and spatial axes, then scale and shift per channel (torch.nn.functional.group_norm).
     """
