@@ -20,6 +20,7 @@ import numpy as np
 
 from sadl._compile.ir import AsTensor, Graph, Node, Value, iter_values
 from sadl._engine import new_tensor
+from sadl.backends import matmul
 from sadl.random import default_generator, generator
 
 __all__ = [
@@ -110,7 +111,11 @@ class Emitter:
     def call(
         self, func: Any, args: Any, kwargs: Any, names: dict[int, str], first: str = ""
     ) -> str:
-        """``f3(v1, 2.0, axis=1)``; ``first`` is source text put before the arguments."""
+        """``f3(v1, 2.0, axis=1)``; ``first`` is source text put before the arguments.
+
+        A product runs as in eager, on the BLAS threads its size calls for (``matmul``).
+        """
+        func = matmul if func is np.matmul else func
         parts = [first] if first else []
         parts += [self.literal(a, names) for a in args]
         parts += [f"{k}={self.literal(v, names)}" for k, v in kwargs.items()]

@@ -9,14 +9,15 @@ import numpy as np
 from sadl._ops._rules import unreduce
 from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
+from sadl._threads import matmul  # np.matmul on the BLAS threads its size calls for
 
 
 def _matmul_grad_a(g, out, a, b):
     if b.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
         return np.expand_dims(g, -1) * b
     if a.ndim == 1:  # (k,) @ (..., k, n) -> (..., n); the engine sums the batch axes
-        return np.squeeze(np.expand_dims(g, -2) @ np.swapaxes(b, -1, -2), -2)
-    return g @ np.swapaxes(b, -1, -2)
+        return np.squeeze(matmul(np.expand_dims(g, -2), np.swapaxes(b, -1, -2)), -2)
+    return matmul(g, np.swapaxes(b, -1, -2))
 
 
 def _matmul_grad_b(g, out, a, b):
@@ -24,19 +25,20 @@ def _matmul_grad_b(g, out, a, b):
         return g * a if b.ndim == 1 else np.expand_dims(a, -1) * np.expand_dims(g, -2)
     if b.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
         if a.ndim == 2:
-            return np.swapaxes(a, -1, -2) @ g
-        return np.reshape(a, (-1, a.shape[-1])).T @ np.reshape(g, (-1,))
+            return matmul(np.swapaxes(a, -1, -2), g)
+        return matmul(np.reshape(a, (-1, a.shape[-1])).T, np.reshape(g, (-1,)))
     if b.ndim == 2 and a.ndim > 2:
         # A weight shared across a batch: one large GEMM instead of a batch of small ones.
-        return np.reshape(a, (-1, a.shape[-1])).T @ np.reshape(g, (-1, g.shape[-1]))
-    return np.swapaxes(a, -1, -2) @ g
+        return matmul(np.reshape(a, (-1, a.shape[-1])).T, np.reshape(g, (-1, g.shape[-1])))
+    return matmul(np.swapaxes(a, -1, -2), g)
 
 
 MATMUL = OpDef(
     "matmul",
-    np.matmul,
+    matmul,
     (_matmul_grad_a, _matmul_grad_b),
     numpy_funcs=(np.matmul,),
+    doc="Matrix product of two arrays.",
     examples=(
         Example((3, 4), (4, 5)),
         Example((2, 3, 4), (4, 5)),
@@ -56,7 +58,7 @@ def _dot(a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     if np.ndim(a) <= 2 and np.ndim(b) <= 2:
-        return a @ b
+        return matmul(a, b)
     return np.tensordot(a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
 
 
