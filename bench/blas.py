@@ -35,7 +35,6 @@ def _record(program: Any, run: Any, calls: int) -> tuple[list[tuple[Any, ...]], 
     Seconds per step are split into 2-D products (dense layers) and batched ones (attention).
     """
     import numpy as np
-
     from sadl.backends import matmul
 
     namespace = program.namespace

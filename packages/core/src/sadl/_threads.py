@@ -123,10 +123,10 @@ def _free_cores() -> int:
     return int(free)
 
 
-def _busy_ticks(cpus: Any) -> int | None:
+def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:
     """Clock ticks the cores ``cpus`` spent busy since boot (None: no /proc/stat)."""
     try:
-        with open("/proc/stat") as stat:
+        with open(path) as stat:
             rows = [line.split() for line in stat if line.startswith("cpu")]
     except OSError:
         return None
