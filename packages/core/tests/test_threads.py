@@ -197,3 +197,21 @@ def test_a_compiled_replay_follows_the_policy(seen):
         step(ones(128, 128))
     # each replay runs its forward product and the weight's gradient on one thread, as eager
     assert seen[-4:] == [1, 1, 1, 1]
+
+
+def test_tensordot_and_its_gradients_follow_the_policy(seen, monkeypatch):
+    counts = []
+    tensordot = np.tensordot
+
+    def recording(a, b, axes=2):
+        if type(a) is np.ndarray:  # the op's forward and backward, on the arrays
+            counts.append(blas_threads())
+        return tensordot(a, b, axes)
+
+    monkeypatch.setattr(np, "tensordot", recording)
+    a = sadl.tensor(ones(8, 32, 512), requires_grad=True)  # 8 x 16384 x 64 multiply-adds
+    b = sadl.tensor(ones(32, 512, 64), requires_grad=True)
+    tensordot(a, b, axes=2).sum().backward()
+    small = sadl.tensor(ones(8, 32, 16), requires_grad=True)  # 8 x 512 x 64
+    tensordot(small, sadl.tensor(ones(32, 16, 64)), axes=([1, 2], [0, 1])).sum().backward()
+    assert counts == [2, 2, 2, 1, 1]

@@ -36,7 +36,7 @@ import numpy as np
 
 from sadl._known import install_command
 
-__all__ = ["PER_THREAD", "get_num_threads", "matmul", "set_num_threads"]
+__all__ = ["PER_THREAD", "get_num_threads", "matmul", "on_threads", "set_num_threads"]
 
 #: Multiply-adds one BLAS thread must have before a product gets another thread: a second
 #: thread pays from 2 * PER_THREAD on (measured with ``python bench/threads.py --crossover``).
@@ -59,20 +59,28 @@ def matmul(a: Any, b: Any, /, **kwargs: Any) -> Any:
     replay should too. Anything but two NumPy arrays (Tensors, CuPy or traced arrays) goes to
     ``np.matmul`` untouched.
     """
-    blas = _blas if _blas is not None else _find_blas()
-    if blas and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim and b.ndim:
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim and b.ndim:
         m = b.shape[-1] if b.ndim > 1 else 1
         macs = (a.shape[-2] if a.ndim > 1 else 1) * a.shape[-1] * m  # per matrix of a batch
-        if macs > 8192:  # (OpenBLAS runs smaller ones on one thread itself)
-            have = blas[0]()
-            want = 1 if macs < 2 * PER_THREAD else min(have, macs // PER_THREAD, _free_cores())
-            if want != have:
-                blas[1](want)
-                try:
-                    return _matmul(a, b, **kwargs)
-                finally:
-                    blas[1](have)
+        return on_threads(macs, _matmul, a, b, **kwargs)
     return _matmul(a, b, **kwargs)
+
+
+def on_threads(macs: int, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, a BLAS call of ``macs`` multiply-adds per product, on the
+    thread count sadl picks for it (``macs`` 0: as it is).
+    """
+    blas = _blas if _blas is not None else _find_blas()
+    if blas and macs > 8192:  # (OpenBLAS runs smaller products on one thread itself)
+        have = blas[0]()
+        want = 1 if macs < 2 * PER_THREAD else min(have, macs // PER_THREAD, _free_cores())
+        if want != have:
+            blas[1](want)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                blas[1](have)
+    return func(*args, **kwargs)
 
 
 def _find_blas() -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -9,7 +10,7 @@ import numpy as np
 from sadl._ops._rules import unreduce
 from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
-from sadl._threads import matmul  # np.matmul on the BLAS threads its size calls for
+from sadl._threads import matmul, on_threads  # on the BLAS threads a product's size calls for
 
 
 def _matmul_grad_a(g, out, a, b):
@@ -86,9 +87,19 @@ def _normalize_tensordot_axes(axes, a_ndim, b_ndim):
     return [int(x) % a_ndim for x in a_axes], [int(x) % b_ndim for x in b_axes]
 
 
+def _macs(a, b, a_axes):
+    """Multiply-adds of ``tensordot(a, b)`` over ``a_axes`` and of either gradient's (0 but on
+    NumPy arrays).
+    """
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return 0
+    return a.size * b.size // max(1, math.prod(a.shape[i] for i in a_axes))
+
+
 def _tensordot(a, b, *, axes=2):
     """Sum products over the given axes of ``a`` and ``b``."""
-    return np.tensordot(a, b, axes=axes)
+    a_axes, _ = _normalize_tensordot_axes(axes, np.ndim(a), np.ndim(b))
+    return on_threads(_macs(a, b, a_axes), np.tensordot, a, b, axes=axes)
 
 
 def _tensordot_grad_a(g, out, a, b, *, axes=2):
@@ -96,7 +107,8 @@ def _tensordot_grad_a(g, out, a, b, *, axes=2):
     a_free = [i for i in range(a.ndim) if i not in a_axes]
     b_free = [i for i in range(b.ndim) if i not in b_axes]
     # g's axes: a_free then b_free. Contract g's b_free part with b's free axes.
-    grad = np.tensordot(g, b, axes=(list(range(len(a_free), g.ndim)), b_free))
+    g_axes = (list(range(len(a_free), g.ndim)), b_free)
+    grad = on_threads(_macs(a, b, a_axes), np.tensordot, g, b, axes=g_axes)
     # grad's axes: a_free, then b's contracted axes in b order -> the paired a axes.
     pairs = sorted(zip(b_axes, a_axes))
     order = a_free + [ai for _, ai in pairs]
@@ -107,7 +119,8 @@ def _tensordot_grad_b(g, out, a, b, *, axes=2):
     a_axes, b_axes = _normalize_tensordot_axes(axes, a.ndim, b.ndim)
     a_free = [i for i in range(a.ndim) if i not in a_axes]
     b_free = [i for i in range(b.ndim) if i not in b_axes]
-    grad = np.tensordot(a, g, axes=(a_free, list(range(len(a_free)))))
+    g_axes = (a_free, list(range(len(a_free))))
+    grad = on_threads(_macs(a, b, a_axes), np.tensordot, a, g, axes=g_axes)
     pairs = sorted(zip(a_axes, b_axes))
     order = [bi for _, bi in pairs] + b_free
     return np.transpose(grad, tuple(np.argsort(order)))
