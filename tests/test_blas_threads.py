@@ -1,9 +1,10 @@
 """A GPT step's every product runs on the BLAS thread count sadl's policy picks for its size.
 
-The products of sadl-layers' ops (linear, attention) and of sadl-models' GPT, eager and compiled,
-go through ``sadl.backends.matmul``. A stand-in for ``np.matmul`` reads the BLAS's thread count
-(threadpoolctl) inside each product; the BLAS starts at 2 threads, as NumPy starts it on a
-2-core machine, and the machine counts as idle.
+The products of sadl-layers' ops (linear, attention) and of sadl-models' GPT go through
+``sadl.backends.matmul``, and so does a compiled replay (it calls that in place of
+``np.matmul``). A stand-in for ``np.matmul`` reads the BLAS's thread count (threadpoolctl)
+inside each product; the BLAS starts at 2 threads, as NumPy starts it on a 2-core machine, and
+the machine counts as idle.
 """
 
 from __future__ import annotations
