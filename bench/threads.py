@@ -8,16 +8,17 @@ sadl picks the BLAS thread count per matrix product (``sadl._threads``; docs/get
   (and OMP/MKL), so sadl leaves the BLAS alone; at the core count that is what NumPy does by
   itself, and what sadl did before the policy.
 
-Two workloads: the autodidact loop (``nn.GPT(vocab=65, block_size=32, n_layer=2, n_head=4,
+The workloads: the autodidact loop (``nn.GPT(vocab=65, block_size=32, n_layer=2, n_head=4,
 n_embd=64)``, AdamW, batch 16, as a plain script writes it) and W3-M (bench/models.py's M step:
-block 128, 4 layers x 128, batch 32). Once on the machine as it is ("idle" when nothing else
-runs), once with two busy-loop processes started by this script ("loaded"). On the idle run,
-a (4096, 4096) @ (4096, 4096) float32 product through sadl against ``np.matmul`` at NumPy's
-threads in the same process. It prints the load average and judges:
+block 128, 4 layers x 128, batch 32), eager and compiled. Once on the machine as it is
+("idle" when nothing else runs), once with two busy-loop processes started by this script
+("loaded"). On the idle run, a (4096, 4096) @ (4096, 4096) float32 product through sadl
+against ``np.matmul`` at NumPy's threads in the same process. It prints the load average and
+judges:
 
-* loaded: the policy at most 1.3x the one-thread time, for both workloads (mean step);
-* idle: the 4096 product through sadl at least 90% of NumPy's speed; W3-M's policy time at most
-  the best of the fixed settings (within 5%, the noise of one run).
+* loaded: the policy at most 1.3x the one-thread time, for every workload (mean step);
+* idle: the 4096 product through sadl at least 90% of NumPy's speed; W3-M's policy time (eager
+  and compiled) at most the best of the fixed settings (within 5%, the noise of one run).
 
 The exit status is 1 when a judgement fails (``--quick``, a smoke test, judges nothing).
 
@@ -43,7 +44,7 @@ sys.path.insert(0, str(HERE))
 _VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 SETTINGS: dict[str, int | None] = {"policy": None}  # and "N threads", from --threads
-STEPS = {"S": 40, "M": 6}
+STEPS = {"S": 40, "M": 6, "Mc": 6}
 
 
 # ---------------------------------------------------------------------------------- workers
@@ -68,11 +69,11 @@ def _loop_s(steps: int) -> list[float]:
     return times
 
 
-def _loop_m(steps: int) -> list[float]:
-    """W3-M: bench/models.py's eager GPT step at config M."""
+def _loop_m(steps: int, compiled: bool = False) -> list[float]:
+    """W3-M: bench/models.py's GPT step at config M, eager or under ``sadl.compile``."""
     from models import CONFIGS, _batches, _sadl_train_step
 
-    step, _ = _sadl_train_step(CONFIGS["M"], _batches(CONFIGS["M"], 4))
+    step, _ = _sadl_train_step(CONFIGS["M"], _batches(CONFIGS["M"], 4), compiled=compiled)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -105,7 +106,8 @@ def _worker(kind: str, quick: bool) -> dict[str, Any]:
         result: dict[str, Any] = _big_product(1 if quick else 3)
     else:
         steps = max(3, STEPS[kind] // (4 if quick else 1)) + 2
-        times = (_loop_s if kind == "S" else _loop_m)(steps)[2:]  # two warm-up steps
+        loop = {"S": _loop_s, "M": _loop_m, "Mc": lambda n: _loop_m(n, compiled=True)}[kind]
+        times = loop(steps)[2:]  # two warm-up steps (the compiled step traces in them)
         result = {"mean": sum(times) / len(times), "best": min(times)}
     result["load"] = os.getloadavg()[0]
     result["policy"] = "on" if _threads._blas else "off"
@@ -139,12 +141,13 @@ def _steps_table(phase: str, quick: bool) -> dict[tuple[str, str], float]:
     names = {
         "S": "autodidact loop (block 32, 2 x 64, batch 16)",
         "M": "W3-M (block 128, 4 x 128, batch 32)",
+        "Mc": "W3-M compiled",
     }
     print(f"\n### {phase}: GPT training step ({CORES} cores)\n")
     print("| workload | setting | mean step | best step | load average | policy, free cores |")
     print("|---|---|---|---|---|---|", flush=True)
     means = {}
-    for kind in ("S", "M"):
+    for kind in names:
         for setting, threads in SETTINGS.items():
             r = _run(kind, threads, quick)
             if r is None:
@@ -167,6 +170,9 @@ def _judge(label: str, ratio: float, limit: float, above: bool = False) -> bool:
 
 def _phase_idle(quick: bool) -> bool:
     ok = True
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        print(f"\n(the machine is not idle: load average {load:.1f}; judged all the same)")
     means = _steps_table("idle (the machine as it is)", quick)
     big = _run("big", None, quick)
     print()
@@ -176,9 +182,11 @@ def _phase_idle(quick: bool) -> bool:
             f"{big['sadl']:.2f} s, NumPy {big['numpy']:.2f} s (load average {big['load']:.1f})"
         )
         ok &= _judge("sadl's speed / NumPy's", big["numpy"] / big["sadl"], 0.9, above=True)
-    fixed = [t for (kind, setting), t in means.items() if kind == "M" and setting != "policy"]
-    if ("M", "policy") in means and fixed:
-        ok &= _judge("W3-M policy / best fixed setting", means["M", "policy"] / min(fixed), 1.05)
+    for kind, name in (("M", "W3-M"), ("Mc", "W3-M compiled")):
+        fixed = [t for (k, setting), t in means.items() if k == kind and setting != "policy"]
+        if (kind, "policy") in means and fixed:
+            ratio = means[kind, "policy"] / min(fixed)
+            ok &= _judge(f"idle, {name}: policy / best fixed setting", ratio, 1.05)
     return ok
 
 
@@ -193,7 +201,7 @@ def _phase_loaded(quick: bool) -> bool:
             p.wait()
     print()
     ok = True
-    for kind, name in (("S", "autodidact loop"), ("M", "W3-M")):
+    for kind, name in (("S", "autodidact loop"), ("M", "W3-M"), ("Mc", "W3-M compiled")):
         if (kind, "policy") in means and (kind, _label(1)) in means:
             ratio = means[kind, "policy"] / means[kind, _label(1)]
             ok &= _judge(f"loaded, {name}: policy / 1 thread", ratio, 1.3)
