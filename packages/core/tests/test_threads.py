@@ -113,10 +113,10 @@ def test_tensors_and_other_arrays_pass_through(seen):
 
 
 def test_sadl_matmul_and_its_gradients_follow_the_policy(seen):
-    a = sadl.tensor(ones(256, 256), requires_grad=True)
-    b = sadl.tensor(ones(256, 128), requires_grad=True)
-    (a @ b).sum().backward()
-    np.dot(sadl.tensor(ones(64, 256)), b).sum().backward()  # 2.1 M
+    a = sadl.tensor(ones(256, 512), requires_grad=True)
+    b = sadl.tensor(ones(512, 128), requires_grad=True)
+    (a @ b).sum().backward()  # 16.8 M multiply-adds, and as many for each gradient
+    np.dot(sadl.tensor(ones(64, 512)), b).sum().backward()  # 4.2 M
     assert seen == [2, 2, 2, 1, 1]
 
 
@@ -194,7 +194,7 @@ def test_tensordot_and_its_gradients_follow_the_policy(seen, monkeypatch):
         return tensordot(a, b, axes)
 
     monkeypatch.setattr(np, "tensordot", recording)
-    a = sadl.tensor(ones(8, 32, 512), requires_grad=True)  # 8 x 16384 x 64 multiply-adds
+    a = sadl.tensor(ones(16, 32, 512), requires_grad=True)  # 16 x 16384 x 64 multiply-adds
     b = sadl.tensor(ones(32, 512, 64), requires_grad=True)
     tensordot(a, b, axes=2).sum().backward()
     small = sadl.tensor(ones(8, 32, 16), requires_grad=True)  # 8 x 512 x 64

@@ -38,9 +38,11 @@ from sadl._known import install_command
 
 __all__ = ["PER_THREAD", "get_num_threads", "matmul", "on_threads", "set_num_threads"]
 
-#: Multiply-adds one BLAS thread must have before a product gets another thread: a second
-#: thread pays from 2 * PER_THREAD on (measured with ``python bench/threads.py --crossover``).
-PER_THREAD = 1 << 22
+#: Multiply-adds each BLAS thread of a product must get, so a second thread from 16.8 M on: on an
+#: idle 2-core machine, two threads made a GPT step whose largest products are 8.4 M no faster
+#: and steps whose products are 34 M and up 1.24x faster (docs/getting-started.md, "Threads";
+#: ``python bench/threads.py --crossover`` times single products).
+PER_THREAD = 1 << 23
 _ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _SYMBOLS = [  # (get, set) in the OpenBLAS builds NumPy wheels ship (64-bit ints, renamed) and MKL
     (f"{p}openblas_get_num_threads{s}", f"{p}openblas_set_num_threads{s}")
