@@ -128,7 +128,7 @@ def _free_cores() -> int:
             others = ((busy - ticks) / os.sysconf("SC_CLK_TCK") - (cpu - own)) / (now - when)
         else:  # the first look: the load average, less this process
             others = os.getloadavg()[0] - 1
-        free = max(1, len(cpus or ()) - round(max(others, 0)))
+        free = max(1, len(cpus or ()) - int(max(others, 0) + 0.5))
     _load[:] = now, busy or 0, cpu, free
     return int(free)
 
