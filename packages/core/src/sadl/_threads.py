@@ -103,12 +103,9 @@ def _find_blas() -> Any:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for get_name, set_name in _SYMBOLS:
+        for get_name, set_name in _SYMBOLS:  # (ctypes passes and returns a C int by default)
             if hasattr(lib, get_name) and hasattr(lib, set_name):
-                get, put = getattr(lib, get_name), getattr(lib, set_name)
-                get.restype, get.argtypes = ctypes.c_int, []
-                put.restype, put.argtypes = None, [ctypes.c_int]
-                _blas = (get, put)
+                _blas = (getattr(lib, get_name), getattr(lib, set_name))
                 return _blas
     return False
 
