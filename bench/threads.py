@@ -21,7 +21,9 @@ judges:
 * idle: the 4096 product through sadl at least 90% of NumPy's speed; W3-M's policy time (eager
   and compiled) at most the best of the fixed settings (within 5%, the noise of one run).
 
-The exit status is 1 when a judgement fails (``--quick``, a smoke test, judges nothing).
+Each run times 40 steps of the loop and 6 of W3-M after two warm-up steps, or fewer (at least
+three) once 20 seconds have passed. The exit status is 1 when a judgement fails (``--quick``, a
+smoke test, judges nothing).
 
 ``--crossover`` times single products of growing size at one thread and at every core (pinned
 through threadpoolctl), to place ``sadl._threads.PER_THREAD``.
@@ -48,9 +50,23 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 SETTINGS: dict[str, int | None] = {"policy": None}  # and "N threads", from --threads
 STEPS = {"S": 40, "M": 6, "Mc": 6}
 ROUNDS = 2  # runs of the policy and of one thread, alternating
+SECONDS = 20  # a run stops after this many seconds of timed steps (the trap's take minutes)
 
 
 # ---------------------------------------------------------------------------------- workers
+def _timed(step: Any, steps: int) -> list[float]:
+    """Seconds of each of ``steps`` calls of ``step`` after two warm-up calls; it stops early
+    (after at least three) once the timed calls passed ``SECONDS``."""
+    times: list[float] = []
+    for i in range(steps + 2):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+        if i >= 4 and sum(times[2:]) > SECONDS:
+            break
+    return times[2:]
+
+
 def _loop_s(steps: int) -> list[float]:
     """The autodidact loop, as a plain script writes it."""
     import numpy as np
@@ -60,16 +76,15 @@ def _loop_s(steps: int) -> list[float]:
     model = sadl.nn.GPT(vocab=65, block_size=32, n_layer=2, n_head=4, n_embd=64)
     opt = sadl.optim.AdamW(model.parameters(), lr=3e-4)
     rng = np.random.default_rng(0)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
+
+    def step() -> None:
         x, y = sadl.data.windows(tokens, 32, 16, rng)
         _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        times.append(time.perf_counter() - start)
-    return times
+
+    return _timed(step, steps)
 
 
 def _loop_m(steps: int, compiled: bool = False) -> list[float]:
@@ -77,12 +92,7 @@ def _loop_m(steps: int, compiled: bool = False) -> list[float]:
     from models import CONFIGS, _batches, _sadl_train_step
 
     step, _ = _sadl_train_step(CONFIGS["M"], _batches(CONFIGS["M"], 4), compiled=compiled)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times
+    return _timed(step, steps)
 
 
 def _big_product(repeat: int) -> dict[str, float]:
@@ -108,9 +118,9 @@ def _worker(kind: str, quick: bool) -> dict[str, Any]:
     if kind == "big":
         result: dict[str, Any] = _big_product(1 if quick else 3)
     else:
-        steps = max(3, STEPS[kind] // (4 if quick else 1)) + 2
+        steps = max(3, STEPS[kind] // (4 if quick else 1))
         loop = {"S": _loop_s, "M": _loop_m, "Mc": lambda n: _loop_m(n, compiled=True)}[kind]
-        times = loop(steps)[2:]  # two warm-up steps (the compiled step traces in them)
+        times = loop(steps)  # after two warm-up steps (the compiled step traces in them)
         result = {"mean": sum(times) / len(times), "best": min(times)}
     result["load"] = os.getloadavg()[0]
     result["policy"] = "on" if _threads._blas else "off"
