@@ -38,11 +38,10 @@ from sadl._known import install_command
 
 __all__ = ["PER_THREAD", "get_num_threads", "matmul", "on_threads", "set_num_threads"]
 
-#: Multiply-adds each BLAS thread of a product must get, so a second thread from 16.8 M on: on an
-#: idle 2-core machine, two threads made a GPT step whose largest products are 8.4 M no faster
-#: and steps whose products are 34 M and up 1.24x faster (docs/getting-started.md, "Threads";
-#: ``python bench/threads.py --crossover`` times single products).
-PER_THREAD = 1 << 23
+#: Multiply-adds each BLAS thread of a product must get, so a second thread from 8.4 M on: on a
+#: nearly idle 2-core machine a (512, 64) @ (64, 256) product (8.4 M) ran 1.9x faster on two
+#: threads, from about 2 M the gain was there but noisy (``python bench/threads.py --crossover``).
+PER_THREAD = 1 << 22
 _ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _SYMBOLS = [  # (get, set) in the OpenBLAS builds NumPy wheels ship (64-bit ints, renamed) and MKL
     (f"{p}openblas_get_num_threads{s}", f"{p}openblas_set_num_threads{s}")
