@@ -96,6 +96,8 @@ def test_train_threads_flag_sets_the_blas_pool(monkeypatch, tmp_path):
     assert main(["train", "gpt", "--threads", "0"]) == 2  # a usage error, before anything runs
     assert main(["generate", "--checkpoint", str(tmp_path / "nope.sadl"), "--threads", "2"]) != 0
     assert seen == [2]
+    assert main(["generate", "--checkpoint", str(tmp_path / "nope.sadl")]) != 0
+    assert seen == [2]  # without --threads sadl's policy picks the count per product
 
 
 def test_autodidact_gpt_vocab_and_the_defaults_match_create():

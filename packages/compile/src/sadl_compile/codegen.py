@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from sadl.backends import matmul
 from sadl.plugins import tensor_from_array as new_tensor
 from sadl.random import (
     default_generator,
@@ -121,7 +122,11 @@ class Emitter:
     def call(
         self, func: Any, args: Any, kwargs: Any, names: dict[int, str], first: str = ""
     ) -> str:
-        """``f3(v1, 2.0, axis=1)``; ``first`` is source text put before the arguments."""
+        """``f3(v1, 2.0, axis=1)``; ``first`` is source text put before the arguments.
+
+        A product runs as in eager, on the BLAS threads its size calls for (``matmul``).
+        """
+        func = matmul if func is np.matmul else func
         parts = [first] if first else []
         parts += [self.literal(a, names) for a in args]
         parts += [f"{k}={self.literal(v, names)}" for k, v in kwargs.items()]

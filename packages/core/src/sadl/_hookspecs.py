@@ -55,6 +55,8 @@ def register_ops() -> Iterable[OpDef]:
       unchanged on CuPy arrays and, under ``create_graph=True``, on Tensors: that is how
       higher-order gradients come for free. A rule that is not differentiable declares
       ``double_backward=False``; differentiating through it then raises a clear error.
+      A matrix product written ``sadl.backends.matmul(a, b)`` (same arguments as ``np.matmul``)
+      runs on the BLAS threads sadl picks for its size, as sadl's own products do.
     * ``numpy_funcs`` lists NumPy callables the op implements under dispatch, so ``np.tanh(t)``
       reaches it. Two ops claiming one NumPy callable is a conflict.
     * ``differentiable=False`` marks ops whose results never require grad (``argmax``,

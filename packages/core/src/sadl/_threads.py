@@ -1,38 +1,163 @@
-"""How many threads NumPy's BLAS uses: ``sadl.set_num_threads(n)``, ``sadl.get_num_threads()``.
+"""How many threads NumPy's BLAS uses: sadl's per-product policy, ``sadl.set_num_threads(n)``.
 
-Matrix products run in the BLAS library NumPy loaded (OpenBLAS, MKL, ...), which starts one
-thread per core by default. At the sizes sadl trains on a laptop, that is often slower than one
-thread, and on a machine shared with other work it can be many times slower (see the speed notes
-in docs/getting-started.md). The environment variables (``OPENBLAS_NUM_THREADS=1``) only work
-before NumPy is imported; threadpoolctl changes the running process, whichever BLAS it is.
+Matrix products run in the BLAS library NumPy loaded (OpenBLAS in the PyPI wheels, MKL in some
+distributions), which starts one thread per core. Below a few million multiply-adds a second
+thread buys nothing, and on a machine whose cores are busy with other work the threads spin
+waiting for one another: a GPT step then takes 7 to 13 times as long (docs/getting-started.md,
+"Threads"). So sadl's own products go through :func:`matmul`, which picks the count per call:
 
+* one thread for a product under ``2 * PER_THREAD`` multiply-adds (per matrix of a batch);
+* above that, one thread per ``PER_THREAD`` multiply-adds, at most the cores that other
+  processes left free over the last quarter second (``/proc/stat``; on other systems all the
+  cores this process may run on) and never more than the BLAS had before the call.
+
+The count goes back to what it was after every product, so NumPy code of the user's own runs as
+it did. The switch is two C calls, skipped when the count would not change. sadl leaves the
+BLAS alone when the user chose: an ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS`` or
+``MKL_NUM_THREADS`` in the environment, or a call to ``sadl.set_num_threads(n)``; and when it
+cannot find the BLAS's own thread functions (``*openblas*_set_num_threads*``, MKL's).
+
+``set_num_threads`` and ``get_num_threads`` go through threadpoolctl, which changes the running
+process whichever BLAS it is (the environment variables only work before NumPy is imported).
 threadpoolctl is optional for sadl-core (its runtime dependencies stay numpy and pluggy): the
-``threads`` extra of sadl-core installs it, and sadl-models, whose ``sadl train --threads`` uses
-it, depends on it.
+``threads`` extra of sadl-core installs it, and sadl-models depends on it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import operator
+import os
+import time
 from typing import Any
+
+import numpy as np
 
 from sadl._known import install_command
 
-__all__ = ["get_num_threads", "set_num_threads"]
+__all__ = ["PER_THREAD", "get_num_threads", "matmul", "on_threads", "set_num_threads"]
 
-_limits: Any = None  # the active threadpool_limits, kept so it is not garbage collected
+#: Multiply-adds each BLAS thread of a product must get, so a second thread from 8.4 M on: on a
+#: nearly idle 2-core machine a (512, 64) @ (64, 256) product (8.4 M) ran 1.9x faster on two
+#: threads, from about 2 M the gain was there but noisy (``python bench/threads.py --crossover``).
+PER_THREAD = 1 << 22
+_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_SYMBOLS = [  # (get, set) in the OpenBLAS builds NumPy wheels ship (64-bit ints, renamed) and MKL
+    (f"{p}openblas_get_num_threads{s}", f"{p}openblas_set_num_threads{s}")
+    for p in ("scipy_", "")
+    for s in ("64_", "")
+] + [("MKL_Get_Max_Threads", "MKL_Set_Num_Threads")]
+_matmul = np.matmul
+_blas: Any = None  # (get, set) of the BLAS's thread count; False: sadl leaves the count alone
+_load: list[Any] = [0.0, 0, 0.0, 1]  # when, busy ticks, own CPU seconds, free cores
+
+
+def matmul(a: Any, b: Any, /, **kwargs: Any) -> Any:
+    """``np.matmul(a, b, **kwargs)`` on the BLAS thread count sadl picks for the product's size.
+
+    sadl's products and first-party plugin ops call it, and a plugin op's rules or a compiler's
+    replay should too. Anything but two NumPy arrays (Tensors, CuPy or traced arrays) goes to
+    ``np.matmul`` untouched.
+    """
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim and b.ndim:
+        m = b.shape[-1] if b.ndim > 1 else 1
+        macs = (a.shape[-2] if a.ndim > 1 else 1) * a.shape[-1] * m  # per matrix of a batch
+        return on_threads(macs, _matmul, a, b, **kwargs)
+    return _matmul(a, b, **kwargs)
+
+
+def on_threads(macs: int, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, a BLAS call of ``macs`` multiply-adds per product, on the
+    thread count sadl picks for it (``macs`` 0: as it is).
+    """
+    blas = _blas if _blas is not None else _find_blas()
+    if blas and macs > 8192:  # (OpenBLAS runs smaller products on one thread itself)
+        have = blas[0]()
+        want = 1 if macs < 2 * PER_THREAD else min(have, macs // PER_THREAD, _free_cores())
+        if want != have:
+            blas[1](want)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                blas[1](have)
+    return func(*args, **kwargs)
+
+
+def _find_blas() -> Any:
+    """The BLAS's (get, set) thread-count functions, or False (found once, on first use)."""
+    global _blas
+    _blas = False
+    if any(os.environ.get(var) for var in _ENV):
+        return False
+    here = os.path.dirname(np.__file__)
+    paths = glob.glob(f"{here}.libs/*openblas*") + glob.glob(f"{here}/.dylibs/*openblas*")
+    try:
+        with open("/proc/self/maps") as maps:  # Linux: every library loaded (conda, system)
+            paths += [line.split()[-1] for line in maps if "blas" in line or "mkl_rt" in line]
+    except OSError:
+        pass
+    for path in dict.fromkeys(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get_name, set_name in _SYMBOLS:  # (ctypes passes and returns a C int by default)
+            if hasattr(lib, get_name) and hasattr(lib, set_name):
+                _blas = (getattr(lib, get_name), getattr(lib, set_name))
+                return _blas
+    return False
+
+
+def _free_cores() -> int:
+    """Cores that other processes left idle over the last quarter second (at least 1)."""
+    when, ticks, own, free = _load
+    now = time.monotonic()
+    if now - when < 0.25:
+        return int(free)
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    busy, cpu = _busy_ticks(cpus), time.process_time()
+    if busy is None:  # not Linux: every core
+        free = os.cpu_count() or 1
+    else:
+        if when:  # busy seconds of these cores, less this process's own (its BLAS threads too)
+            others = ((busy - ticks) / os.sysconf("SC_CLK_TCK") - (cpu - own)) / (now - when)
+        else:  # the first look: the load average, less this process
+            others = os.getloadavg()[0] - 1
+        free = max(1, len(cpus or ()) - int(max(others, 0) + 0.5))
+    _load[:] = now, busy or 0, cpu, free
+    return int(free)
+
+
+def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:
+    """Clock ticks the cores ``cpus`` spent busy since boot (None: no /proc/stat)."""
+    try:
+        with open(path) as stat:
+            rows = [line.split() for line in stat if line.startswith("cpu")]
+    except OSError:
+        return None
+    mine = {f"cpu{i}" for i in cpus or ()}
+    # user nice system idle iowait irq softirq steal (guest time is counted in user already)
+    return sum(sum(map(int, r[1:9])) - int(r[4]) - int(r[5]) for r in rows if r[0] in mine)
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads in the BLAS (and OpenMP) thread pools of this process from now on."""
+    """Use ``n`` threads in the BLAS (and OpenMP) thread pools of this process from now on.
+
+    sadl's per-product policy then stays off: every product runs on ``n`` threads.
+    """
     try:
         n = operator.index(n)
     except TypeError:
         raise TypeError(f"set_num_threads: n must be an integer, got {n!r}") from None
     if n < 1:
         raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
-    global _limits
+    global _limits, _blas
     _limits = _threadpoolctl("set_num_threads").threadpool_limits(limits=n)
+    _blas = False
+
+
+_limits: Any = None  # the active threadpool_limits, kept so it is not garbage collected
 
 
 def get_num_threads() -> int:

@@ -10,6 +10,9 @@ about a device that is not the CPU makes it load (``install_plugin_loader``).
 NumPy arrays never reach the table: every function checks for them first, so the CPU path costs
 one ``isinstance``. A backend's array module is imported on first need, so ``import sadl`` stays
 silent and fast where CuPy is absent.
+
+``matmul`` is ``np.matmul`` on the BLAS thread count sadl's policy picks for the product's size
+(docs/getting-started.md, "Threads"): the products of plugin ops and of compiled replays call it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from sadl._records import BackendDef
+from sadl._threads import matmul
 
 __all__ = [
     "CPU_BACKEND",
@@ -46,6 +50,7 @@ __all__ = [
     "install_value_dependent_observer",
     "is_array",
     "match_key",
+    "matmul",
     "parse_device",
     "scatter_add",
     "scatter_reduce_into",

@@ -188,7 +188,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
 
     prog = "sadl train gpt"
     keep_freed_memory()
-    sadl.set_num_threads(args.threads)
+    _set_threads(args.threads)
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     try:
@@ -236,7 +236,8 @@ def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
         flags += ["--stop-after", str(args.stop_after)]
     if args.progress is not None:  # None: each rank decides by its own terminal
         flags.append("--progress" if args.progress else "--no-progress")
-    flags += ["--threads", str(args.threads)]
+    if args.threads is not None:
+        flags += ["--threads", str(args.threads)]
     return flags
 
 
@@ -274,7 +275,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from sadl_models.train import TrainError, check_device, default_prompt, load_model
 
     prog = "sadl generate"
-    sadl.set_num_threads(args.threads)
+    _set_threads(args.threads)
     model = None
     try:
         device = check_device(args.device)
@@ -311,20 +312,22 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-#: BLAS threads for training and generation. At these model sizes one thread is the fastest on
-#: a busy machine by far and about as fast on an idle one (docs/getting-started.md, "Speed";
-#: bench/threads.py measures it).
-DEFAULT_THREADS = 1
-
-
 def _add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
         type=POSITIVE,
-        default=DEFAULT_THREADS,
         metavar="N",
-        help=f"BLAS threads (sadl.set_num_threads; default: {DEFAULT_THREADS})",
+        help="BLAS threads for every product (sadl.set_num_threads); default: sadl picks per "
+        "product, one thread for small ones and on a busy machine",
     )
+
+
+def _set_threads(threads: int | None) -> None:
+    """Pin the BLAS threads when ``--threads`` was given; otherwise sadl's policy picks them
+    per product (docs/getting-started.md, "Threads"; bench/threads.py measures it).
+    """
+    if threads is not None:
+        sadl.set_num_threads(threads)
 
 
 def keep_freed_memory() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -9,14 +10,15 @@ import numpy as np
 from sadl._ops._rules import unreduce
 from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
+from sadl._threads import matmul, on_threads  # on the BLAS threads a product's size calls for
 
 
 def _matmul_grad_a(g, out, a, b):
     if b.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
         return np.expand_dims(g, -1) * b
     if a.ndim == 1:  # (k,) @ (..., k, n) -> (..., n); the engine sums the batch axes
-        return np.squeeze(np.expand_dims(g, -2) @ np.swapaxes(b, -1, -2), -2)
-    return g @ np.swapaxes(b, -1, -2)
+        return np.squeeze(matmul(np.expand_dims(g, -2), np.swapaxes(b, -1, -2)), -2)
+    return matmul(g, np.swapaxes(b, -1, -2))
 
 
 def _matmul_grad_b(g, out, a, b):
@@ -24,19 +26,20 @@ def _matmul_grad_b(g, out, a, b):
         return g * a if b.ndim == 1 else np.expand_dims(a, -1) * np.expand_dims(g, -2)
     if b.ndim == 1:  # (..., n, k) @ (k,) -> (..., n)
         if a.ndim == 2:
-            return np.swapaxes(a, -1, -2) @ g
-        return np.reshape(a, (-1, a.shape[-1])).T @ np.reshape(g, (-1,))
+            return matmul(np.swapaxes(a, -1, -2), g)
+        return matmul(np.reshape(a, (-1, a.shape[-1])).T, np.reshape(g, (-1,)))
     if b.ndim == 2 and a.ndim > 2:
         # A weight shared across a batch: one large GEMM instead of a batch of small ones.
-        return np.reshape(a, (-1, a.shape[-1])).T @ np.reshape(g, (-1, g.shape[-1]))
-    return np.swapaxes(a, -1, -2) @ g
+        return matmul(np.reshape(a, (-1, a.shape[-1])).T, np.reshape(g, (-1, g.shape[-1])))
+    return matmul(np.swapaxes(a, -1, -2), g)
 
 
 MATMUL = OpDef(
     "matmul",
-    np.matmul,
+    matmul,
     (_matmul_grad_a, _matmul_grad_b),
     numpy_funcs=(np.matmul,),
+    doc="Matrix product of two arrays.",
     examples=(
         Example((3, 4), (4, 5)),
         Example((2, 3, 4), (4, 5)),
@@ -56,7 +59,7 @@ def _dot(a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     if np.ndim(a) <= 2 and np.ndim(b) <= 2:
-        return a @ b
+        return matmul(a, b)
     return np.tensordot(a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
 
 
@@ -84,9 +87,19 @@ def _normalize_tensordot_axes(axes, a_ndim, b_ndim):
     return [int(x) % a_ndim for x in a_axes], [int(x) % b_ndim for x in b_axes]
 
 
+def _macs(a, b, a_axes):
+    """Multiply-adds of ``tensordot(a, b)`` over ``a_axes`` and of either gradient's (0 but on
+    NumPy arrays).
+    """
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return 0
+    return a.size * b.size // max(1, math.prod(a.shape[i] for i in a_axes))
+
+
 def _tensordot(a, b, *, axes=2):
     """Sum products over the given axes of ``a`` and ``b``."""
-    return np.tensordot(a, b, axes=axes)
+    a_axes, _ = _normalize_tensordot_axes(axes, np.ndim(a), np.ndim(b))
+    return on_threads(_macs(a, b, a_axes), np.tensordot, a, b, axes=axes)
 
 
 def _tensordot_grad_a(g, out, a, b, *, axes=2):
@@ -94,7 +107,8 @@ def _tensordot_grad_a(g, out, a, b, *, axes=2):
     a_free = [i for i in range(a.ndim) if i not in a_axes]
     b_free = [i for i in range(b.ndim) if i not in b_axes]
     # g's axes: a_free then b_free. Contract g's b_free part with b's free axes.
-    grad = np.tensordot(g, b, axes=(list(range(len(a_free), g.ndim)), b_free))
+    g_axes = (list(range(len(a_free), g.ndim)), b_free)
+    grad = on_threads(_macs(a, b, a_axes), np.tensordot, g, b, axes=g_axes)
     # grad's axes: a_free, then b's contracted axes in b order -> the paired a axes.
     pairs = sorted(zip(b_axes, a_axes))
     order = a_free + [ai for _, ai in pairs]
@@ -105,7 +119,8 @@ def _tensordot_grad_b(g, out, a, b, *, axes=2):
     a_axes, b_axes = _normalize_tensordot_axes(axes, a.ndim, b.ndim)
     a_free = [i for i in range(a.ndim) if i not in a_axes]
     b_free = [i for i in range(b.ndim) if i not in b_axes]
-    grad = np.tensordot(a, g, axes=(a_free, list(range(len(a_free)))))
+    g_axes = (a_free, list(range(len(a_free))))
+    grad = on_threads(_macs(a, b, a_axes), np.tensordot, a, g, axes=g_axes)
     pairs = sorted(zip(a_axes, b_axes))
     order = [bi for _, bi in pairs] + b_free
     return np.transpose(grad, tuple(np.argsort(order)))

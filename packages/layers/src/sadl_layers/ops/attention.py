@@ -41,7 +41,7 @@ import math
 from typing import Any
 
 import numpy as np
-from sadl.backends import array_module
+from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops import _gqa
@@ -221,11 +221,11 @@ def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
     rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
     for idx in _slabs(lead, tq * tk):
-        pt = np.matmul(kb[idx], np.swapaxes(qb[idx] * scale, -1, -2))  # (.., Tk, Tq)
+        pt = matmul(kb[idx], np.swapaxes(qb[idx] * scale, -1, -2))  # (.., Tk, Tq)
         _softmax_keys_(pt, None if bt is None else bt[idx], None if rt is None else rt[idx])
         if dt is not None:
             pt *= dt[idx]
-        np.matmul(np.swapaxes(pt, -1, -2), vb[idx], out=out[idx])
+        matmul(np.swapaxes(pt, -1, -2), vb[idx], out=out[idx])
     return out
 
 
@@ -239,19 +239,19 @@ def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dma
     for idx in _slabs(lead, tq * tk):
         ki, vi, gi = kb[idx], vb[idx], gb[idx]
         qs = qb[idx] * scale
-        pt = np.matmul(ki, np.swapaxes(qs, -1, -2))  # P^T, recomputed: (.., Tk, Tq)
+        pt = matmul(ki, np.swapaxes(qs, -1, -2))  # P^T, recomputed: (.., Tk, Tq)
         _softmax_keys_(pt, None if bt is None else bt[idx], None if rt is None else rt[idx])
-        np.matmul(pt if dt is None else pt * dt[idx], gi, out=dv[idx])  # dv = P^T g
-        dst = np.matmul(vi, np.swapaxes(gi, -1, -2))  # (g v^T)^T
+        matmul(pt if dt is None else pt * dt[idx], gi, out=dv[idx])  # dv = P^T g
+        dst = matmul(vi, np.swapaxes(gi, -1, -2))  # (g v^T)^T
         if dt is not None:
             dst *= dt[idx]
         # sum_j dP_ij P_ij = g_i . out_i, also with dropout (out = (P * mask) v).
         dst -= np.einsum("...qd,...qd->...q", gi, ob[idx])[..., None, :]
         dst *= pt  # dS^T / scale
         dqi = dq[idx]
-        np.matmul(np.swapaxes(dst, -1, -2), ki, out=dqi)
+        matmul(np.swapaxes(dst, -1, -2), ki, out=dqi)
         dqi *= scale
-        np.matmul(dst, qs, out=dk[idx])
+        matmul(dst, qs, out=dk[idx])
 
 
 def _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask):

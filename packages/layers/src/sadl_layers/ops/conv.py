@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sadl.backends import array_module
+from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, shape_of
@@ -72,7 +72,7 @@ def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):
     if bias is not None and shape_of(bias) != (Co,):
         raise ValueError(f"conv2d: bias has shape {shape_of(bias)}, expected ({Co},)")
     N = x.shape[0]
-    out = np.matmul(weight.reshape(G, Co // G, -1), _im2col(x, geo, G))  # (N, G, Co/G, L)
+    out = matmul(weight.reshape(G, Co // G, -1), _im2col(x, geo, G))  # (N, G, Co/G, L)
     out = out.reshape(N, Co, geo.Ho, geo.Wo)
     if bias is not None:
         out += bias.reshape(Co, 1, 1)
@@ -86,7 +86,7 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
     Co = weight.shape[0]
     w2 = weight.reshape(G, Co // G, -1)
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
-    cols = np.matmul(np.swapaxes(w2, -1, -2), g2)  # (N, G, K, L)
+    cols = matmul(np.swapaxes(w2, -1, -2), g2)  # (N, G, K, L)
     cols = cols.reshape(N, C, geo.kh, geo.kw, geo.Ho, geo.Wo)
     gxp = array_module(cols).zeros(geo.padded_shape(x_shape), dtype=cols.dtype)
     for i, j, rows, cols_ in geo.offsets():
@@ -101,7 +101,7 @@ def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, group
     Co = w_shape[0]
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
     cols = _im2col(x, geo, G)
-    gw = np.matmul(g2, np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
+    gw = matmul(g2, np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
     return gw.reshape(w_shape)
 
 

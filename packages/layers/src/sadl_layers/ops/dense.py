@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sadl.backends import array_module, device_of, to_device
+from sadl.backends import array_module, device_of, matmul, to_device
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, check_int, const, no_grad_rule, shape_of
@@ -43,9 +43,9 @@ def _linear(x, weight, bias=None):
     _check_linear(x, weight, bias)
     n_out, n_in = weight.shape
     if x.ndim == 2:
-        out = x @ weight.T
+        out = matmul(x, weight.T)
     else:
-        out = (_rows(x, n_in) @ weight.T).reshape(*x.shape[:-1], n_out)
+        out = matmul(_rows(x, n_in), weight.T).reshape(*x.shape[:-1], n_out)
     if bias is not None:
         out += bias
     return out
@@ -59,17 +59,17 @@ def _rows(a, n):
 
 
 def _linear_grad_x(g, out, x, weight, bias=None):
-    return np.reshape(_rows(g, weight.shape[0]) @ weight, shape_of(x))
+    return np.reshape(matmul(_rows(g, weight.shape[0]), weight), shape_of(x))
 
 
 def _linear_grad_weight(g, out, x, weight, bias=None):
-    return _rows(g, weight.shape[0]).T @ _rows(x, weight.shape[1])
+    return matmul(_rows(g, weight.shape[0]).T, _rows(x, weight.shape[1]))
 
 
 def _linear_grad_bias(g, out, x, weight, bias=None):
     # ones @ g, a BLAS GEMV: about 3x faster than ``sum(axis=0)``, which NumPy adds row by row.
     rows = _rows(g, weight.shape[0])
-    return array_module(g).ones(rows.shape[0], dtype=const(g).dtype) @ rows
+    return matmul(array_module(g).ones(rows.shape[0], dtype=const(g).dtype), rows)
 
 
 linear = OpDef(

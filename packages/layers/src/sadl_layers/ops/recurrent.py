@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Tensor
-from sadl.backends import array_module
+from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, shape_of
@@ -92,7 +92,7 @@ def _project(x, w_ih, b_ih, b_hh, fold_hidden_bias=True):
     steps: one GEMM.
     """
     T, B, n_in = x.shape
-    pre = (x.reshape(T * B, n_in) @ w_ih.T).reshape(T, B, w_ih.shape[0])
+    pre = matmul(x.reshape(T * B, n_in), w_ih.T).reshape(T, B, w_ih.shape[0])
     if b_ih is not None:
         pre += b_ih
     if fold_hidden_bias and b_hh is not None:
@@ -152,15 +152,15 @@ def _rows(a):
 
 def _input_grads(dpre, x, w_ih, b_ih, needs, index):
     """The gradients of x, w_ih and b_ih from that of the input projection (all steps)."""
-    dx = np.reshape(np.matmul(_rows(dpre), w_ih), shape_of(x)) if needs[0] else None
-    dw = np.matmul(_rows(dpre).T, _rows(x)) if needs[index] else None
+    dx = np.reshape(matmul(_rows(dpre), w_ih), shape_of(x)) if needs[0] else None
+    dw = matmul(_rows(dpre).T, _rows(x)) if needs[index] else None
     db = np.sum(_rows(dpre), axis=0) if b_ih is not None and needs[index + 2] else None
     return dx, dw, db
 
 
 def _hidden_grads(dgh, h_prev, b_hh, needs, index):
     """The gradients of w_hh and b_hh from that of the hidden projection (all steps)."""
-    dw = np.matmul(_rows(dgh).T, _rows(h_prev)) if needs[index + 1] else None
+    dw = matmul(_rows(dgh).T, _rows(h_prev)) if needs[index + 1] else None
     db = np.sum(_rows(dgh), axis=0) if b_hh is not None and needs[index + 3] else None
     return dw, db
 
@@ -198,7 +198,7 @@ def _rnn_sequence(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, nonlinearity="tanh
     whT = _transposed(w_hh)
     for t in _steps(T, reverse):
         ht = pre[t]
-        ht += h @ whT
+        ht += matmul(h, whT)
         if nonlinearity == "tanh":
             np.tanh(ht, out=ht)
         else:
@@ -223,7 +223,7 @@ def _rnn_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_gr
         dh_t = g[t] if dh is None else g[t] + dh
         da = dh_t * slope[t]
         da_steps.append(da)
-        dh = np.matmul(da, w_hh)
+        dh = matmul(da, w_hh)
     da_all = _in_time_order(da_steps, reverse)
     h_prev = _previous(out, h0, reverse, x)
     dx, dw_ih, db_ih = _input_grads(da_all, x, w_ih, b_ih, needs, 2)
@@ -267,7 +267,7 @@ def _lstm_sequence(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False
     by_gate = gates.reshape(B, 4, H).transpose(1, 0, 2)
     ig = xp.empty((B, H), dtype=pre.dtype)
     for t in _steps(T, reverse):
-        np.matmul(h, whT, out=gates)
+        matmul(h, whT, out=gates)
         gates += pre[t]
         _activate_(gates, scale, shift)
         out[2:, t] = by_gate
@@ -315,7 +315,7 @@ def _lstm_grad(
         if direct is not None:
             dpre = dpre + direct[t]
         dpre_steps.append(dpre)
-        dh = np.matmul(dpre, w_hh)
+        dh = matmul(dpre, w_hh)
         dc = dc_t * f[t]
     dpre_all = _in_time_order(dpre_steps, reverse)
     dx, dw_ih, db_ih = _input_grads(dpre_all, x, w_ih, b_ih, needs, 3)
@@ -377,7 +377,7 @@ def _gru_sequence(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False):
     whT = _transposed(w_hh)
     gh = xp.empty((B, 3 * H), dtype=gi.dtype)  # h W_hr, h W_hz, h W_hn
     for t in _steps(T, reverse):
-        np.matmul(h, whT, out=gh)
+        matmul(h, whT, out=gh)
         h_t, r, z, n, hn = (out[k, t] for k in range(5))
         _sigmoid_(np.add(gh[:, :H], gi[t, :, :H], out=r))
         _sigmoid_(np.add(gh[:, H : 2 * H], gi[t, :, H : 2 * H], out=z))
@@ -431,7 +431,7 @@ def _gru_grad(g, out, x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, needs_input_gr
         dgh = np.concatenate([dr, dz, dhn], axis=-1)
         dgh_steps.append(dgh)
         dn_steps.append(dn)
-        dh = dh_t * z[t] + np.matmul(dgh, w_hh)
+        dh = dh_t * z[t] + matmul(dgh, w_hh)
     dgh_all = _in_time_order(dgh_steps, reverse)
     H = shape_of(w_hh)[1]
     dgi_all = np.concatenate([dgh_all[..., : 2 * H], _in_time_order(dn_steps, reverse)], axis=-1)

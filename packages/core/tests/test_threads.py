@@ -1,0 +1,202 @@
+"""sadl's BLAS thread policy: the count per product, the user's choice wins, restored after.
+
+Each product's thread count is read inside the product (through threadpoolctl) by a stand-in
+for ``np.matmul`` that records it; the BLAS starts each test at 2 threads, as NumPy starts it
+on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+import sadl
+from sadl import _threads
+from sadl.backends import matmul
+from threadpoolctl import threadpool_info, threadpool_limits
+
+BLAS = [p for p in threadpool_info() if p["user_api"] == "blas"]
+needs_blas = pytest.mark.skipif(
+    not any(p["internal_api"] in ("openblas", "mkl") for p in BLAS),
+    reason="NumPy's BLAS is neither OpenBLAS nor MKL: sadl leaves its threads alone",
+)
+pytestmark = needs_blas
+
+
+def blas_threads() -> int:
+    return max(int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas")
+
+
+def ones(*shape: int) -> np.ndarray:
+    return np.ones(shape, dtype=np.float32)
+
+
+@pytest.fixture
+def seen(monkeypatch):
+    """The policy as a fresh process gets it (no thread variable) on an idle 2-core machine;
+    the list of BLAS thread counts the products ran on."""
+    for var in _threads._ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(_threads, "_blas", None)
+    monkeypatch.setattr(_threads, "_limits", None)
+    monkeypatch.setattr(_threads, "_load", [time.monotonic() + 3600, 0, 0.0, 2])  # 2 cores free
+    counts: list[int] = []
+
+    def recording(a, b, **kwargs):
+        if type(a) is np.ndarray:  # (Tensors and traced arrays pass through to the arrays)
+            counts.append(blas_threads())
+        return np.matmul(a, b, **kwargs)
+
+    monkeypatch.setattr(_threads, "_matmul", recording)
+    with threadpool_limits(2, user_api="blas"):
+        yield counts
+        assert blas_threads() == 2  # every product gave the count back
+
+
+def test_small_products_run_on_one_thread_large_ones_on_the_free_cores(seen):
+    matmul(ones(128, 128), ones(128, 128))  # 2.1 M multiply-adds
+    matmul(ones(8, 128, 128), ones(8, 128, 128))  # a batch of such: counted per matrix
+    matmul(ones(4096), ones(4096, 512))  # a GEMV of 2.1 M
+    matmul(ones(256, 256), ones(256, 256))  # 16.8 M
+    matmul(ones(4096, 128), ones(128, 512))  # 268 M
+    matmul(ones(10, 10), ones(10, 10))  # tiny: OpenBLAS keeps it on one thread itself
+    assert seen == [1, 1, 1, 2, 2, 2]
+    assert 2 * _threads.PER_THREAD > 128**3 and 2 * _threads.PER_THREAD <= 256**3
+
+
+def test_a_busy_machine_keeps_large_products_on_one_thread(seen):
+    _threads._load[3] = 1  # other processes keep a core busy
+    matmul(ones(512, 512), ones(512, 512))
+    assert seen == [1]
+
+
+def test_the_count_never_goes_above_what_the_blas_had(seen):
+    with threadpool_limits(1, user_api="blas"):  # the user's own limit
+        matmul(ones(512, 512), ones(512, 512))
+        assert blas_threads() == 1
+    assert seen == [1]
+
+
+@pytest.mark.parametrize("var", _threads._ENV)
+def test_a_thread_variable_the_user_set_wins(seen, monkeypatch, var):
+    monkeypatch.setenv(var, "2")
+    matmul(ones(128, 128), ones(128, 128))
+    assert seen == [2] and _threads._blas is False
+
+
+def test_set_num_threads_wins(seen):
+    sadl.set_num_threads(2)
+    matmul(ones(128, 128), ones(128, 128))
+    matmul(ones(4096, 128), ones(128, 512))
+    assert seen == [2, 2]
+
+
+def test_the_count_comes_back_when_a_product_raises(seen):
+    with pytest.raises(ValueError):
+        matmul(ones(128, 128), ones(64, 128))
+    assert seen == [1]  # (the fixture checks the BLAS is back at 2)
+
+
+def test_tensors_and_other_arrays_pass_through(seen):
+    x = sadl.tensor(ones(128, 128), requires_grad=True)
+    out = matmul(x, x)  # the op's forward picks the count, on the arrays
+    assert isinstance(out, sadl.Tensor) and seen == [1]
+    out.sum().backward()  # and both gradients
+    assert seen == [1, 1, 1]
+
+    class Sub(np.ndarray):
+        pass
+
+    assert type(matmul(ones(2, 2).view(Sub), ones(2, 2))) is Sub
+
+
+def test_sadl_matmul_and_its_gradients_follow_the_policy(seen):
+    a = sadl.tensor(ones(256, 512), requires_grad=True)
+    b = sadl.tensor(ones(512, 128), requires_grad=True)
+    (a @ b).sum().backward()  # 16.8 M multiply-adds, and as many for each gradient
+    np.dot(sadl.tensor(ones(64, 512)), b).sum().backward()  # 4.2 M
+    assert seen == [2, 2, 2, 1, 1]
+
+
+def test_the_blas_numpy_loaded_is_found(monkeypatch):
+    monkeypatch.setattr(_threads, "_blas", None)
+    for var in _threads._ENV:
+        monkeypatch.delenv(var, raising=False)
+    get, put = _threads._find_blas()
+    with threadpool_limits(1, user_api="blas"):
+        assert get() == 1
+    put(2)
+    try:
+        assert blas_threads() == 2 and get() == 2
+    finally:
+        put(BLAS[0]["num_threads"])
+
+
+def _stat(path, *rows):
+    path.write_text("".join(f"{name} {' '.join(map(str, t))}\n" for name, *t in rows))
+    return str(path)
+
+
+def test_busy_ticks_count_every_state_but_idle_of_the_given_cores(tmp_path):
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    path = _stat(
+        tmp_path / "stat",
+        ("cpu", 99, 99, 99, 99, 99, 99, 99, 99, 0, 0),
+        ("cpu0", 1, 2, 3, 1000, 500, 4, 5, 6, 7, 8),
+        ("cpu1", 10, 0, 0, 1000, 0, 0, 0, 0, 0, 0),
+        ("cpu2", 100, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        ("intr", 12345),
+    )
+    assert _threads._busy_ticks({0, 1}, path) == 1 + 2 + 3 + 4 + 5 + 6 + 10
+    assert _threads._busy_ticks({2}, path) == 100
+    assert _threads._busy_ticks({0}, str(tmp_path / "missing")) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux: /proc/stat")
+def test_free_cores_are_the_cores_other_processes_left_idle(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    hz = os.sysconf("SC_CLK_TCK")
+    ticks = [0]
+    monkeypatch.setattr(_threads, "_busy_ticks", lambda cpus: ticks[0])
+
+    def free_after(busy_cores: float, own_cpu_seconds: float = 0.0) -> int:
+        # one second ago: ``busy_cores`` busy since, this process among them
+        ticks[0] = 1000 + int(busy_cores * hz)
+        past = [time.monotonic() - 1.0, 1000, time.process_time() - own_cpu_seconds, -1]
+        monkeypatch.setattr(_threads, "_load", past)
+        return _threads._free_cores()
+
+    assert free_after(0) == cores
+    assert free_after(2) == max(1, cores - 2)
+    assert free_after(2, own_cpu_seconds=2.0) == cores  # this process's own threads
+    monkeypatch.setattr(_threads, "_load", [0.0, 0, 0.0, -1])  # the first look: load average
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))
+    assert _threads._free_cores() == max(1, cores - 2)
+    ticks[0] = None  # an answer within a quarter second is the last one
+    assert _threads._free_cores() == max(1, cores - 2)
+
+
+def test_without_proc_stat_every_core_is_free(monkeypatch):
+    monkeypatch.setattr(_threads, "_busy_ticks", lambda cpus: None)
+    monkeypatch.setattr(_threads, "_load", [0.0, 0, 0.0, -1])
+    assert _threads._free_cores() == (os.cpu_count() or 1)
+
+
+def test_tensordot_and_its_gradients_follow_the_policy(seen, monkeypatch):
+    counts = []
+    tensordot = np.tensordot
+
+    def recording(a, b, axes=2):
+        if type(a) is np.ndarray:  # the op's forward and backward, on the arrays
+            counts.append(blas_threads())
+        return tensordot(a, b, axes)
+
+    monkeypatch.setattr(np, "tensordot", recording)
+    a = sadl.tensor(ones(16, 32, 512), requires_grad=True)  # 16 x 16384 x 64 multiply-adds
+    b = sadl.tensor(ones(32, 512, 64), requires_grad=True)
+    tensordot(a, b, axes=2).sum().backward()
+    small = sadl.tensor(ones(8, 32, 16), requires_grad=True)  # 8 x 512 x 64
+    tensordot(small, sadl.tensor(ones(32, 16, 64)), axes=([1, 2], [0, 1])).sum().backward()
+    assert counts == [2, 2, 2, 1, 1]

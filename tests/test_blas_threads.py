@@ -1,0 +1,75 @@
+"""A GPT step's every product runs on the BLAS thread count sadl's policy picks for its size.
+
+The products of sadl-layers' ops (linear, attention) and of sadl-models' GPT go through
+``sadl.backends.matmul``, and so does a compiled replay (it calls that in place of
+``np.matmul``). A stand-in for ``np.matmul`` reads the BLAS's thread count (threadpoolctl)
+inside each product; the BLAS starts at 2 threads, as NumPy starts it on a 2-core machine, and
+the machine counts as idle.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import sadl
+from sadl import _threads
+from threadpoolctl import threadpool_info, threadpool_limits
+
+pytestmark = pytest.mark.skipif(
+    not any(p["internal_api"] in ("openblas", "mkl") for p in threadpool_info()),
+    reason="NumPy's BLAS is neither OpenBLAS nor MKL: sadl leaves its threads alone",
+)
+
+
+def blas_threads() -> int:
+    return max(int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas")
+
+
+@pytest.fixture
+def products(monkeypatch):
+    """(multiply-adds per matrix, BLAS threads) of every product on NumPy arrays."""
+    for var in _threads._ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(_threads, "_blas", None)
+    monkeypatch.setattr(_threads, "_load", [time.monotonic() + 3600, 0, 0.0, 2])  # 2 cores free
+    seen: list[tuple[int, int]] = []
+
+    def recording(a, b, **kwargs):
+        if type(a) is np.ndarray:
+            n = a.shape[-2] if a.ndim > 1 else 1
+            seen.append((n * a.shape[-1] * (b.shape[-1] if b.ndim > 1 else 1), blas_threads()))
+        return np.matmul(a, b, **kwargs)
+
+    monkeypatch.setattr(_threads, "_matmul", recording)
+    with threadpool_limits(2, user_api="blas"):
+        yield seen
+        assert blas_threads() == 2
+
+
+def expected(macs: int) -> int:
+    return 2 if macs >= 2 * _threads.PER_THREAD else 1 if macs > 8192 else 2
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_gpt_step_runs_each_product_on_the_threads_its_size_calls_for(products, compiled):
+    model = sadl.nn.GPT(vocab=65, block_size=64, n_layer=1, n_head=4, n_embd=128, rng=0)
+    opt = sadl.optim.AdamW(model.parameters(), lr=1e-3)
+    x = np.random.default_rng(0).integers(0, 65, size=(32, 65))
+
+    def step(x, y):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = sadl.compile(step) if compiled else step
+    for _ in range(3 if compiled else 1):
+        products.clear()
+        run(x[:, :-1], x[:, 1:])
+    assert products and all(threads == expected(macs) for macs, threads in products)
+    macs = {m for m, _ in products}
+    assert 2048 * 128 * 512 in macs  # the MLP's linear layer: two threads
+    assert 64 * 32 * 64 in macs  # attention's per-head products: one thread
