@@ -42,6 +42,7 @@ def seen(monkeypatch):
     monkeypatch.setattr(_threads, "_blas", None)
     monkeypatch.setattr(_threads, "_limits", None)
     monkeypatch.setattr(_threads, "_load", [time.monotonic() + 3600, 0, 0.0, 2])  # 2 cores free
+    monkeypatch.setattr(_threads, "_free_cores", lambda: _threads._load[3])
     counts: list[int] = []
 
     def recording(a, b, **kwargs):
@@ -166,22 +167,22 @@ def test_free_cores_are_the_cores_other_processes_left_idle(monkeypatch):
         ticks[0] = 1000 + int(busy_cores * hz)
         past = [time.monotonic() - 1.0, 1000, time.process_time() - own_cpu_seconds, -1]
         monkeypatch.setattr(_threads, "_load", past)
-        return _threads._free_cores()
+        return _threads._measure_free_cores()
 
     assert free_after(0) == cores
     assert free_after(2) == max(1, cores - 2)
     assert free_after(2, own_cpu_seconds=2.0) == cores  # this process's own threads
     monkeypatch.setattr(_threads, "_load", [0.0, 0, 0.0, -1])  # the first look: load average
     monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))
-    assert _threads._free_cores() == max(1, cores - 2)
+    assert _threads._measure_free_cores() == max(1, cores - 2)
     ticks[0] = None  # an answer within a quarter second is the last one
-    assert _threads._free_cores() == max(1, cores - 2)
+    assert _threads._measure_free_cores() == max(1, cores - 2)
 
 
 def test_without_proc_stat_every_core_is_free(monkeypatch):
     monkeypatch.setattr(_threads, "_busy_ticks", lambda cpus: None)
     monkeypatch.setattr(_threads, "_load", [0.0, 0, 0.0, -1])
-    assert _threads._free_cores() == (os.cpu_count() or 1)
+    assert _threads._measure_free_cores() == (os.cpu_count() or 1)
 
 
 def test_tensordot_and_its_gradients_follow_the_policy(seen, monkeypatch):
@@ -200,3 +201,10 @@ def test_tensordot_and_its_gradients_follow_the_policy(seen, monkeypatch):
     small = sadl.tensor(ones(8, 32, 16), requires_grad=True)  # 8 x 512 x 64
     tensordot(small, sadl.tensor(ones(32, 16, 64)), axes=([1, 2], [0, 1])).sum().backward()
     assert counts == [2, 2, 2, 1, 1]
+
+
+def test_the_free_cores_are_judged_once_so_the_same_product_gives_the_same_bits(monkeypatch):
+    looks = iter([2, 1, 2])
+    monkeypatch.setattr(_threads, "_decided", [])
+    monkeypatch.setattr(_threads, "_measure_free_cores", lambda: next(looks))
+    assert [_threads._free_cores() for _ in range(3)] == [2, 2, 2]

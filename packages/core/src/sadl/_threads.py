@@ -8,8 +8,10 @@ waiting for one another: a GPT step then takes 7 to 13 times as long (docs/getti
 
 * one thread for a product under ``2 * PER_THREAD`` multiply-adds (per matrix of a batch);
 * above that, one thread per ``PER_THREAD`` multiply-adds, at most the cores that other
-  processes left free over the last quarter second (``/proc/stat``; on other systems all the
-  cores this process may run on) and never more than the BLAS had before the call.
+  processes left free when the process first needed to know (the load average, or
+  ``/proc/stat``; on other systems all the cores this process may run on: judged once, so the
+  same products always get the same count and the same bits) and never more than the BLAS had
+  before the call.
 
 The count goes back to what it was after every product, so NumPy code of the user's own runs as
 it did. The switch is two C calls, skipped when the count would not change. sadl leaves the
@@ -110,6 +112,21 @@ def _find_blas() -> Any:
 
 
 def _free_cores() -> int:
+    """Cores other processes leave idle, judged once, at this process's first large product.
+
+    Once: a BLAS product's bits depend on its thread count, so a count that followed the load
+    from call to call would make a run's results (and a compiled step against eager) depend on
+    what else the machine was doing.
+    """
+    if not _decided:
+        _decided.append(_measure_free_cores())
+    return _decided[0]
+
+
+_decided: list[int] = []
+
+
+def _measure_free_cores() -> int:
     """Cores that other processes left idle over the last quarter second (at least 1)."""
     when, ticks, own, free = _load
     now = time.monotonic()
