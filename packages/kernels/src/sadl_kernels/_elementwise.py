@@ -1,0 +1,214 @@
+"""GELU (tanh approximation) forward and backward, and the attention's softmax, as numba loops.
+
+sadl-layers evaluates ``gelu(x, approximate="tanh")`` in cache-sized blocks of eight in-place
+ufunc calls (fifteen for the gradient) and the attention's softmax over the key axis as seven
+(``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale). Each kernel does one
+pass, element by element, and writes what the calls would have left in every array (the
+scratch blocks included), so the rest of the step reads the same memory.
+
+Tolerance (tested in ``tests/test_elementwise.py``): the arithmetic is NumPy's, in the same
+order and dtype, except ``tanh`` and ``exp``, which come from the C library instead of NumPy's
+SIMD loops (both within a few ulp of the exact value), and the softmax's denominator, summed in
+float64. Float32 results agree with eager to ``atol=rtol=1e-6`` (GELU) and ``atol=2e-7,
+rtol=1e-5`` (softmax probabilities); float64 to ``1e-13``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sadl_kernels._jit import jit
+from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous
+
+__all__ = ["GELU_PATTERNS", "SOFTMAX_PATTERNS"]
+
+
+@jit
+def _gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
+    x1, s1, o1 = x.reshape(-1), s.reshape(-1), out.reshape(-1)
+    ac = x1.dtype.type(ac)
+    c = x1.dtype.type(c)
+    one = x1.dtype.type(1.0)
+    half = x1.dtype.type(0.5)
+    for i in range(x1.size):
+        v = x1[i]
+        t = np.tanh((v * v * ac + c) * v) + one
+        s1[i] = t
+        o1[i] = t * v * half
+
+
+def gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
+    """``out = 0.5 * x * (1 + tanh(c * (x + a x^3)))``; ``s`` is left holding ``1 + tanh``."""
+    _gelu_forward(x, s, out, ac, c)
+
+
+@jit
+def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
+    x1, g1, a1, b1, o1 = x.reshape(-1), g.reshape(-1), s1.reshape(-1), s2.reshape(-1), out.reshape(-1)
+    dt = x1.dtype.type
+    ac, c, ac3, c2 = dt(ac), dt(c), dt(ac3), dt(c2)
+    one, half = dt(1.0), dt(0.5)
+    for i in range(x1.size):
+        v = x1[i]
+        sq = v * v
+        t = np.tanh((sq * ac + c) * v)
+        u = (sq * ac3 + c2) * v
+        o = ((one - t) * u + one) * (t + one) * half * g1[i]
+        a1[i] = t + one
+        b1[i] = u
+        o1[i] = o
+
+
+def gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
+    """``out = g * GELU'(x)`` (tanh form), leaving ``s1 = 1 + t`` and ``s2 = x u'``."""
+    _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2)
+
+
+def _same_blocks(*values: Any) -> bool:
+    shape, dtype = values[0].shape, values[0].dtype
+    if not all(v.shape == shape and v.dtype == dtype and contiguous(v) for v in values):
+        return False
+    return len({id(v.storage) for v in values}) == len(values)
+
+
+def _gelu_forward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
+    if not _same_blocks(b["X"], b["S"], b["O"]):
+        return None
+    return (b["ac"], b["c"])
+
+
+def _gelu_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
+    if not _same_blocks(b["X"], b["S1"], b["S2"], b["O"]) or not _same_blocks(b["G"], b["O"]):
+        return None
+    if b["ac3"] != 3.0 * b["ac"] or b["c2"] != b["c"]:
+        return None
+    return (b["ac"], b["c"], b["ac3"], b["c2"])
+
+
+GELU_FORWARD = Pattern(
+    "gelu",
+    (
+        Step("multiply", ("X", "X"), out="S"),
+        Step("multiply", ("S", Cap("ac")), out="S"),
+        Step("add", ("S", Cap("c")), out="S"),
+        Step("multiply", ("S", "X"), out="S"),
+        Step("tanh", ("S",), out="S"),
+        Step("add", ("S", Lit(1.0)), out="S"),
+        Step("multiply", ("S", "X"), out="O"),
+        Step("multiply", ("O", Lit(0.5)), out="O"),
+    ),
+    ("X",),
+    ("S", "O"),
+    gelu_forward,
+    _gelu_forward_check,
+)
+
+GELU_BACKWARD = Pattern(
+    "gelu",
+    (
+        Step("multiply", ("X", "X"), out="S2"),
+        Step("multiply", ("S2", Cap("ac")), out="S1"),
+        Step("add", ("S1", Cap("c")), out="S1"),
+        Step("multiply", ("S1", "X"), out="S1"),
+        Step("tanh", ("S1",), out="S1"),
+        Step("multiply", ("S2", Cap("ac3")), out="S2"),
+        Step("add", ("S2", Cap("c2")), out="S2"),
+        Step("multiply", ("S2", "X"), out="S2"),
+        Step("subtract", (Lit(1.0), "S1"), out="O"),
+        Step("multiply", ("O", "S2"), out="O"),
+        Step("add", ("O", Lit(1.0)), out="O"),
+        Step("add", ("S1", Lit(1.0)), out="S1"),
+        Step("multiply", ("O", "S1"), out="O"),
+        Step("multiply", ("O", Lit(0.5)), out="O"),
+        Step("multiply", ("O", "G"), out="O"),
+    ),
+    ("X", "G"),
+    ("S1", "S2", "O"),
+    gelu_backward,
+    _gelu_backward_check,
+)
+
+GELU_PATTERNS = (GELU_FORWARD, GELU_BACKWARD)
+
+
+@jit
+def _softmax(st, bias, has_bias, mx, den):  # type: ignore[no-untyped-def]
+    n0, n1, nk, nq = st.shape
+    acc = np.empty(nq)
+    for a in range(n0):
+        for h in range(n1):
+            if has_bias:
+                for k in range(nk):
+                    for q in range(nq):
+                        st[a, h, k, q] = st[a, h, k, q] + bias[a, h, k, q]
+            for q in range(nq):
+                mx[a, h, 0, q] = st[a, h, 0, q]
+            for k in range(1, nk):
+                for q in range(nq):
+                    v = st[a, h, k, q]
+                    if v > mx[a, h, 0, q] or np.isnan(v):
+                        mx[a, h, 0, q] = v
+            acc[:] = 0.0
+            for k in range(nk):
+                for q in range(nq):
+                    e = np.exp(st[a, h, k, q] - mx[a, h, 0, q])
+                    st[a, h, k, q] = e
+                    acc[q] += e
+            for q in range(nq):
+                den[a, h, 0, q] = 1.0 / acc[q]
+            for k in range(nk):
+                for q in range(nq):
+                    st[a, h, k, q] = st[a, h, k, q] * den[a, h, 0, q]
+
+
+def softmax_keys(bias, st, mx, den):  # type: ignore[no-untyped-def]
+    """In place: ``st`` (lead, Tk, Tq) <- softmax over axis -2 of ``st + bias``; leaves the
+    column maxima in ``mx`` and the reciprocal sums in ``den`` as the NumPy calls do."""
+    if bias is None:
+        _softmax(st, st, False, mx, den)
+    else:
+        _softmax(st, np.broadcast_to(bias, st.shape), True, mx, den)
+
+
+def _softmax_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
+    st = b["ST"]
+    if len(st.shape) != 4 or not contiguous(st) or 0 in st.shape:
+        return None
+    reduced = (*st.shape[:2], 1, st.shape[3])
+    for v in (b["MX"], b["DEN"]):
+        if v.shape != reduced or v.dtype != st.dtype or not contiguous(v):
+            return None
+    bias = b.get("BIAS")
+    if bias is not None:
+        try:
+            if np.broadcast_shapes(bias.shape, st.shape) != st.shape:
+                return None
+        except ValueError:
+            return None
+        if bias.dtype != st.dtype or bias.storage is st.storage:
+            return None
+    if len({id(b[n].storage) for n in ("ST", "MX", "DEN")}) != 3:
+        return None
+    return ()
+
+
+SOFTMAX = Pattern(
+    "softmax",
+    (
+        Step("add", ("ST", "BIAS"), out="ST", optional=True),
+        Step("max", ("ST",), result="MX", kwargs={"axis": -2, "keepdims": True}),
+        Step("subtract", ("ST", "MX"), out="ST"),
+        Step("exp", ("ST",), out="ST"),
+        Step("sum", ("ST",), result="DEN", kwargs={"axis": -2, "keepdims": True}),
+        Step("reciprocal", ("DEN",), out="DEN"),
+        Step("multiply", ("ST", "DEN"), out="ST"),
+    ),
+    ("BIAS",),
+    ("ST", "MX", "DEN"),
+    softmax_keys,
+    _softmax_check,
+)
+
+SOFTMAX_PATTERNS = (SOFTMAX,)
