@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["enabled", "jit", "numba_error"]
+__all__ = ["enabled", "jit", "jit_sums", "numba_error"]
 
 try:
     import numba
@@ -30,6 +30,15 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     if numba is None:  # pragma: no cover
         return fn
     return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)  # type: ignore[no-any-return]
+
+
+def jit_sums(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`jit` allowing sums to be reassociated (so their loops vectorize): only the order
+    of additions changes, never an elementwise operation."""
+    if numba is None:  # pragma: no cover
+        return fn
+    flags = {"reassoc", "nsz"}
+    return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=flags)(fn)  # type: ignore[no-any-return]
 
 
 def enabled(name: str) -> bool:

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from sadl_kernels._jit import jit
+from sadl_kernels._jit import jit_sums
 from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous
 
 __all__ = ["PATTERNS", "layer_norm_backward", "layer_norm_forward"]
 
 
-@jit
+@jit_sums
 def _forward(x, w, b, mean, xhat, rstd, y, centered, affine, inv, eps):  # type: ignore[no-untyped-def]
     n, d = x.shape
     for i in range(n):
@@ -76,7 +76,7 @@ def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, e
     )
 
 
-@jit
+@jit_sums
 def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw1, flags, inv):  # type: ignore[no-untyped-def]
     recompute, centered, has_db, has_dw = flags[0], flags[1], flags[2], flags[3]
     n, d = g.shape
