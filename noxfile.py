@@ -29,6 +29,8 @@ PACKAGES = {
     "serialize": ["core"],
     "models": ["core", "layers", "optim", "serialize"],
     "distributed": ["core", "serialize"],
+    # Its tests train sadl-models' GPT (with sadl-layers' ops and sadl-optim's AdamW).
+    "kernels": ["core", "layers", "optim", "serialize", "models"],
 }
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}

@@ -1,4 +1,4 @@
-"""Shared helpers of sadl-kernels' tests: run a step eagerly and compiled, compare, count kernels."""
+"""Shared helpers of sadl-kernels' tests: a step eagerly and compiled, compared; kernels counted."""
 
 from __future__ import annotations
 

@@ -79,6 +79,7 @@ def test_attention_softmax_matches_eager(dtype, step):
     q *= 4  # large scores: the max shift matters
     out_e, out_c, ge, gc, compiled = eager_and_compiled(step, [q, k, v, g])
     assert kernels_in(compiled, "softmax") >= 1
+    assert kernels_in(compiled, "softmax_backward") >= 1
     tol = 1e-5 if dtype == np.float32 else 1e-13
     assert_close(out_c, out_e, tol)
     for e, c in zip(ge[:3], gc[:3]):
@@ -90,7 +91,7 @@ def test_softmax_with_extreme_scores_stays_finite():
     q[0, 0, :, 0] = [1000, -1000, 0, 500]
     k = q.copy()
     v = np.arange(8, dtype=np.float32).reshape(1, 1, 4, 2)
-    out_e, out_c, *_ , compiled = eager_and_compiled(attention_plain, [q, k, v, np.ones_like(v)])
+    out_e, out_c, *_, compiled = eager_and_compiled(attention_plain, [q, k, v, np.ones_like(v)])
     assert kernels_in(compiled, "softmax") >= 1
     assert np.isfinite(out_c.numpy()).all()
     assert_close(out_c, out_e, 1e-5)

@@ -70,10 +70,14 @@ def test_layer_norm_kernel_gradients_pass_a_numerical_gradcheck():
     assert kernels_in(compiled, "layer_norm") == 2
 
     def loss_x(xv):
-        return float((sadl.ops.layer_norm(sadl.tensor(xv), sadl.tensor(w), sadl.tensor(b)).numpy() * g).sum())
+        return float(
+            (sadl.ops.layer_norm(sadl.tensor(xv), sadl.tensor(w), sadl.tensor(b)).numpy() * g).sum()
+        )
 
     def loss_w(wv):
-        return float((sadl.ops.layer_norm(sadl.tensor(x), sadl.tensor(wv), sadl.tensor(b)).numpy() * g).sum())
+        return float(
+            (sadl.ops.layer_norm(sadl.tensor(x), sadl.tensor(wv), sadl.tensor(b)).numpy() * g).sum()
+        )
 
     for loss, arg, grad in ((loss_x, x, grads[0]), (loss_w, w, grads[1])):
         for idx, value in numerical_gradient(loss, arg).items():

@@ -65,7 +65,7 @@ def test_a_subclass_with_its_own_update_keeps_it():
         def update(self, param, grad, state, group):
             super().update(param, grad * 0.5, state, group)
 
-    make = lambda p: Halved(p, lr=0.05, momentum=0.9)  # noqa: E731
+    make = lambda p: Halved(p, lr=0.05, momentum=0.9)
     eager, _, _ = _train(make, np.float32, compiled=False)
     fast, _, run = _train(make, np.float32, compiled=True)
     assert "sadl_kernels.optimizer" not in str(run.graph)

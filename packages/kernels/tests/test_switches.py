@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-import sadl
 import sadl_kernels
 from kernel_cases import eager_and_compiled, kernels_in
 from test_elementwise import gelu_step
@@ -23,7 +22,10 @@ def _gelu_data():
 
 def test_the_passes_are_registered_through_the_entry_point():
     out = subprocess.run(
-        [sys.executable, "-m", "sadl", "plugins", "--json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "sadl", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     (entry,) = [p for p in json.loads(out.stdout) if p["name"] == "kernels"]
     assert entry["status"] == "ok" and entry["distribution"] == "sadl-kernels"

@@ -21,12 +21,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 #: Kernel switch name -> what it replaces and its tested tolerance to eager (float32; float64).
 KERNELS: dict[str, str] = {
     "layer_norm": "layer/RMS norm forward and backward blocks: atol=rtol=2e-5; float64 1e-12",
-    "softmax": "the attention's softmax over the key axis: atol=rtol=1e-5; float64 1e-13",
-    "gelu": "GELU (tanh form), float32 only: forward atol=rtol=1e-6, backward 5e-6 * |g| + 1e-6 * |dx|",
+    "softmax": (
+        "the attention's softmax over the key axis and its backward chain "
+        "(dS = P * (dP - rowsum(g * out))): atol=rtol=1e-5; float64 1e-13"
+    ),
+    "gelu": (
+        "GELU (tanh form), float32 only: forward atol=rtol=1e-6, backward 5e-6 * |g| + 1e-6 * |dx|"
+    ),
     "optimizer": "flat AdamW / Adam / SGD (momentum) updates: bit for bit (tolerance 0)",
 }
 
 
 def available() -> bool:
-    """numba imports, so the kernels can run (each may still be switched off)."""
+    """Numba imports, so the kernels can run (each may still be switched off)."""
     return not numba_error

@@ -2,8 +2,9 @@
 
 sadl-layers evaluates ``gelu(x, approximate="tanh")`` in cache-sized blocks of eight in-place
 ufunc calls (fifteen for the gradient) and the attention's softmax over the key axis as seven
-(``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale). Each kernel does one
-pass, element by element, and writes what the calls would have left in every array (the
+(``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale), and the backward's
+``dS^T = P^T * ((g v^T)^T - rowsum(g * out))`` as an einsum and two in-place ufuncs. Each kernel
+does one pass, element by element, and writes what the calls would have left in every array (the
 scratch blocks included), so the rest of the step reads the same memory.
 
 Tolerance (tested in ``tests/test_elementwise.py``): the arithmetic is NumPy's, in the same
@@ -45,7 +46,12 @@ _A = tuple(
 )
 _B = tuple(
     np.float32(b)
-    for b in (4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04, 1.19825839466702e-06)
+    for b in (
+        4.89352518554385e-03,
+        2.26843463243900e-03,
+        1.18534705686654e-04,
+        1.19825839466702e-06,
+    )
 )
 
 
@@ -87,7 +93,13 @@ def gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
 
 @jit
 def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
-    x1, g1, a1, b1, o1 = x.reshape(-1), g.reshape(-1), s1.reshape(-1), s2.reshape(-1), out.reshape(-1)
+    x1, g1, a1, b1, o1 = (
+        x.reshape(-1),
+        g.reshape(-1),
+        s1.reshape(-1),
+        s2.reshape(-1),
+        out.reshape(-1),
+    )
     dt = x1.dtype.type
     ac, c, ac3, c2 = dt(ac), dt(c), dt(ac3), dt(c2)
     one, half = dt(1.0), dt(0.5)
@@ -216,7 +228,8 @@ def _softmax_scale(st, den):  # type: ignore[no-untyped-def]
 
 def softmax_keys(bias, st, mx, den):  # type: ignore[no-untyped-def]
     """In place: ``st`` (lead, Tk, Tq) <- softmax over axis -2 of ``st + bias``; leaves the
-    column maxima in ``mx`` and the reciprocal sums in ``den`` as the NumPy calls do."""
+    column maxima in ``mx`` and the reciprocal sums in ``den`` as the NumPy calls do.
+    """
     if bias is None:
         _softmax_shift(st, st, False, mx)
     else:
@@ -264,4 +277,56 @@ SOFTMAX = Pattern(
     _softmax_check,
 )
 
-SOFTMAX_PATTERNS = (SOFTMAX,)
+
+@jit_sums
+def _softmax_backward(g, o, pt, e, dst):  # type: ignore[no-untyped-def]
+    n0, n1, nk, nq = dst.shape
+    d = g.shape[3]
+    for a in range(n0):
+        for h in range(n1):
+            for q in range(nq):
+                s = 0.0
+                for j in range(d):
+                    s += g[a, h, q, j] * o[a, h, q, j]
+                e[a, h, q] = s
+            for k in range(nk):
+                for q in range(nq):
+                    dst[a, h, k, q] = (dst[a, h, k, q] - e[a, h, q]) * pt[a, h, k, q]
+
+
+def softmax_backward(g, o, pt, e, dst):  # type: ignore[no-untyped-def]
+    """In place: ``dst`` (lead, Tk, Tq) <- ``(dst - rowsum(g * o)) * pt``, the attention's
+    ``dS^T / scale`` from ``dP^T`` and the probabilities ``pt``; ``e`` gets the row sums."""
+    _softmax_backward(g, o, pt, e, dst)
+
+
+def _softmax_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
+    dst, g, o, e, e2, pt = b["DST"], b["G"], b["O"], b["E"], b["E2"], b["PT"]
+    if len(dst.shape) != 4 or not contiguous(dst) or 0 in dst.shape:
+        return None
+    lead, nq = dst.shape[:2], dst.shape[3]
+    if g.shape != o.shape or len(g.shape) != 4 or g.shape[:3] != (*lead, nq):
+        return None
+    if e.shape != (*lead, nq) or e2.shape != (*lead, 1, nq) or e2.storage is not e.storage:
+        return None
+    if pt.shape != dst.shape or len({v.dtype for v in (dst, g, o, e, pt)}) != 1:
+        return None
+    if dst.storage in (g.storage, o.storage, pt.storage, e.storage):
+        return None
+    return ()
+
+
+SOFTMAX_BACKWARD = Pattern(
+    "softmax_backward",
+    (
+        Step("einsum", (Lit("...qd,...qd->...q"), "G", "O"), result="E"),
+        Step("subtract", ("DST", "E2"), out="DST"),
+        Step("multiply", ("DST", "PT"), out="DST"),
+    ),
+    ("G", "O", "PT"),
+    ("E", "DST"),
+    softmax_backward,
+    _softmax_backward_check,
+)
+
+SOFTMAX_PATTERNS = (SOFTMAX, SOFTMAX_BACKWARD)

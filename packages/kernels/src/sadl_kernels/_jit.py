@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = ["enabled", "jit", "jit_sums", "numba_error"]
 
+numba: Any
 try:
     import numba
 
@@ -26,7 +27,8 @@ except Exception as exc:  # pragma: no cover - exercised by monkeypatching in th
 
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``numba.njit(cache=True)`` (compiled once per dtype, cached on disk); ``fn`` itself
-    when numba is missing (then nothing calls it: the passes do not run)."""
+    when numba is missing (then nothing calls it: the passes do not run).
+    """
     if numba is None:  # pragma: no cover
         return fn
     return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)  # type: ignore[no-any-return]
@@ -34,7 +36,8 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def jit_sums(fn: Callable[..., Any]) -> Callable[..., Any]:
     """:func:`jit` allowing sums to be reassociated (so their loops vectorize): only the order
-    of additions changes, never an elementwise operation."""
+    of additions changes, never an elementwise operation.
+    """
     if numba is None:  # pragma: no cover
         return fn
     flags = {"reassoc", "nsz"}

@@ -182,7 +182,9 @@ def match(
     return (bound, taken) if taken else None
 
 
-def _qualifies(pattern: Pattern, nodes: Sequence[Node], taken: list[int], bound: dict[str, Any]):
+def _qualifies(
+    pattern: Pattern, nodes: Sequence[Node], taken: list[int], bound: dict[str, Any]
+) -> tuple[Any, ...] | None:
     """The kernel's parameters, or None when the match cannot be replaced."""
     provided = {id(bound[n]) for n in pattern.provides if n in bound}
     for k in taken:

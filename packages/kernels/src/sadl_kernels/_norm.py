@@ -58,7 +58,8 @@ def _forward(x, w, b, mean, xhat, rstd, y, centered, affine, inv, eps):  # type:
 
 def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, eps):  # type: ignore[no-untyped-def]
     """The forward block: writes ``mean`` (centered), ``xhat``, ``rstd`` (a view of ``var``)
-    and ``y`` (``xhat * w [+ b]`` when ``w`` is given), from ``x`` of shape (rows, D)."""
+    and ``y`` (``xhat * w [+ b]`` when ``w`` is given), from ``x`` of shape (rows, D).
+    """
     affine = 0 if w is None else (1 if b is None else 2)
     dummy = xhat[0] if xhat.shape[0] else np.empty(xhat.shape[1], xhat.dtype)
     _forward(
@@ -123,7 +124,8 @@ def layer_norm_backward(  # type: ignore[no-untyped-def]
     g, w, x, mean, rstd, ones_r, ones, dbias, dweight, gx, xhat, a, bvec, bcol, p, db1, dw1, inv
 ):
     """The backward block: ``gx`` (dx), and ``dbias``/``dweight`` accumulated, as
-    sadl-layers' ``_layer_norm_backward`` computes them for one block."""
+    sadl-layers' ``_layer_norm_backward`` computes them for one block.
+    """
     d = g.shape[1]
     spare = np.empty((g.shape[0], 1), g.dtype) if a is None else a
     vec = np.empty(d, g.dtype)
@@ -250,7 +252,9 @@ def _backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
         return None
     if b["BB"].storage is not b["BV"].storage or b["inv2"] != inv or not _vector(b["W"], d):
         return None
-    if ("X" in b) != ("MEAN" in b) or ("X" in b and not (_rows(b["X"], n, d) and _column(b["MEAN"], n))):
+    if ("X" in b) != ("MEAN" in b) or (
+        "X" in b and not (_rows(b["X"], n, d) and _column(b["MEAN"], n))
+    ):
         return None
     if ("A" in b) != ("ONES" in b) or ("A" in b and (b["inv1"] != inv or not _column(b["A"], n))):
         return None

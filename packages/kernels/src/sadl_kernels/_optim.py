@@ -35,7 +35,17 @@ UPDATES = {
 @jit
 def _adam(data, grad, m, v, vmax, s):  # type: ignore[no-untyped-def]
     # s: decay, wd, 1-b1, b1, 1-b2, b2, sqrt(bc2), eps, lr/bc1, decoupled, l2, amsgrad
-    decay, wd, c1, b1, c2, b2, sbc2, eps, step = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8]
+    decay, wd, c1, b1, c2, b2, sbc2, eps, step = (
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[4],
+        s[5],
+        s[6],
+        s[7],
+        s[8],
+    )
     decoupled, l2, ams = s[9] != 0, s[10] != 0, s[11] != 0
     for i in range(data.size):
         p = data[i]
@@ -171,7 +181,7 @@ def flat_kernels(graph: Graph, context: Any) -> None:
         return
     replaced: list[str] = []
     for node in graph.nodes:
-        runner = node.meta.get("runner") if node.kind == "optimizer" else None
+        runner: Any = node.meta.get("runner") if node.kind == "optimizer" else None
         optimizer = getattr(runner, "optimizer", None)
         if optimizer is None or isinstance(optimizer, KernelUpdate):
             continue
