@@ -296,7 +296,8 @@ def _softmax_backward(g, o, pt, e, dst):  # type: ignore[no-untyped-def]
 
 def softmax_backward(g, o, pt, e, dst):  # type: ignore[no-untyped-def]
     """In place: ``dst`` (lead, Tk, Tq) <- ``(dst - rowsum(g * o)) * pt``, the attention's
-    ``dS^T / scale`` from ``dP^T`` and the probabilities ``pt``; ``e`` gets the row sums."""
+    ``dS^T / scale`` from ``dP^T`` and the probabilities ``pt``; ``e`` gets the row sums.
+    """
     _softmax_backward(g, o, pt, e, dst)
 
 
