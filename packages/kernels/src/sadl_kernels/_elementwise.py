@@ -3,14 +3,16 @@
 sadl-layers evaluates ``gelu(x, approximate="tanh")`` in cache-sized blocks of eight in-place
 ufunc calls (fifteen for the gradient) and the attention's softmax over the key axis as seven
 (``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale), and the backward's
-``dS^T = P^T * ((g v^T)^T - rowsum(g * out))`` as an einsum and two in-place ufuncs. Each kernel
+``dS^T = P^T * ((g v^T)^T - rowsum(g * out))``, whose two in-place ufuncs after the einsum
+become one pass. Each kernel
 does one pass, element by element, and writes what the calls would have left in every array (the
 scratch blocks included), so the rest of the step reads the same memory.
 
 Tolerance (tested in ``tests/test_elementwise.py``): the arithmetic is NumPy's, in the same
 order and dtype, except ``tanh``, a float32 rational approximation that vectorizes (within
 3.5e-7 of the exact value; GELU is therefore float32 only, float64 stays with NumPy), and the
-softmax's denominator, summed in float64 (its ``exp`` is still NumPy's). GELU agrees with eager
+softmax's denominator, summed in float64 (its ``exp`` is still NumPy's); the backward chain
+is bit for bit. GELU agrees with eager
 to ``atol=rtol=1e-6`` forward and ``5e-6 * |g| + 1e-6 * |dx|`` backward (GELU' multiplies the
 tanh error by up to ``|x|^3 / 10`` where tanh is near +-1); the attention's softmax to
 ``atol=rtol=1e-5`` in float32 and ``1e-13`` in float64.
@@ -278,41 +280,32 @@ SOFTMAX = Pattern(
 )
 
 
-@jit_sums
-def _softmax_backward(g, o, pt, e, dst):  # type: ignore[no-untyped-def]
+@jit
+def _softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
     n0, n1, nk, nq = dst.shape
-    d = g.shape[3]
     for a in range(n0):
         for h in range(n1):
-            for q in range(nq):
-                s = 0.0
-                for j in range(d):
-                    s += g[a, h, q, j] * o[a, h, q, j]
-                e[a, h, q] = s
             for k in range(nk):
                 for q in range(nq):
-                    dst[a, h, k, q] = (dst[a, h, k, q] - e[a, h, q]) * pt[a, h, k, q]
+                    dst[a, h, k, q] = (dst[a, h, k, q] - e2[a, h, 0, q]) * pt[a, h, k, q]
 
 
-def softmax_backward(g, o, pt, e, dst):  # type: ignore[no-untyped-def]
-    """In place: ``dst`` (lead, Tk, Tq) <- ``(dst - rowsum(g * o)) * pt``, the attention's
-    ``dS^T / scale`` from ``dP^T`` and the probabilities ``pt``; ``e`` gets the row sums.
-    """
-    _softmax_backward(g, o, pt, e, dst)
+def softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
+    """In place: ``dst`` (lead, Tk, Tq) <- ``(dst - e2) * pt``, the attention's ``dS^T / scale``
+    from ``dP^T``, the row sums ``e2 = rowsum(g * out)`` (lead, 1, Tq) and the probabilities
+    ``pt``: the same two float operations per element as NumPy's, bit for bit."""
+    _softmax_backward(e2, pt, dst)
 
 
 def _softmax_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    dst, g, o, e, e2, pt = b["DST"], b["G"], b["O"], b["E"], b["E2"], b["PT"]
+    dst, e2, pt = b["DST"], b["E2"], b["PT"]
     if len(dst.shape) != 4 or not contiguous(dst) or 0 in dst.shape:
         return None
-    lead, nq = dst.shape[:2], dst.shape[3]
-    if g.shape != o.shape or len(g.shape) != 4 or g.shape[:3] != (*lead, nq):
+    if e2.shape != (*dst.shape[:2], 1, dst.shape[3]) or pt.shape != dst.shape:
         return None
-    if e.shape != (*lead, nq) or e2.shape != (*lead, 1, nq) or e2.storage is not e.storage:
+    if len({v.dtype for v in (dst, e2, pt)}) != 1:
         return None
-    if pt.shape != dst.shape or len({v.dtype for v in (dst, g, o, e, pt)}) != 1:
-        return None
-    if dst.storage in (g.storage, o.storage, pt.storage, e.storage):
+    if dst.storage in (e2.storage, pt.storage):
         return None
     return ()
 
@@ -320,12 +313,11 @@ def _softmax_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
 SOFTMAX_BACKWARD = Pattern(
     "softmax_backward",
     (
-        Step("einsum", (Lit("...qd,...qd->...q"), "G", "O"), result="E"),
         Step("subtract", ("DST", "E2"), out="DST"),
         Step("multiply", ("DST", "PT"), out="DST"),
     ),
-    ("G", "O", "PT"),
-    ("E", "DST"),
+    ("E2", "PT"),
+    ("DST",),
     softmax_backward,
     _softmax_backward_check,
 )

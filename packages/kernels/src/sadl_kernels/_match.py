@@ -24,7 +24,7 @@ import numpy as np
 
 from sadl_kernels._api import Graph, Node, Value, new_node
 
-__all__ = ["Cap", "Lit", "Pattern", "Step", "contiguous", "rewrite_all"]
+__all__ = ["Cap", "Lit", "Pattern", "Step", "contiguous", "disjoint", "rewrite_all"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,48 @@ def contiguous(v: Value) -> bool:
         if n != 1 and s != stride:
             return False
         stride *= n
+    return True
+
+
+def extent(v: Value) -> tuple[int, int] | None:
+    """The elements ``[start, stop)`` of its storage that contiguous ``v`` spans, when its chain
+    of views (reshapes, row slices) says; None when unknown."""
+    if not contiguous(v):
+        return None
+    node = v.producer
+    size = math.prod(v.shape)
+    if node is None:
+        return (0, size) if v.storage.root is v else None
+    if not is_view(node):
+        return (0, size)  # a call's new array: a storage of its own
+    src = node.args[0] if node.args and _is_value(node.args[0]) else None
+    base = None if src is None else extent(src)
+    if base is None or src is None:
+        return None
+    name = func_name(node)
+    if name in ("reshape", "ravel") and math.prod(src.shape) == size:
+        return base
+    if name == "__getitem__" and len(node.args) == 2:
+        index = node.args[1]
+        if index in ((), Ellipsis, (Ellipsis,)):
+            return base
+        if isinstance(index, slice) and index.step in (None, 1) and src.shape:
+            start, stop, _ = index.indices(src.shape[0])
+            row = math.prod(src.shape[1:])
+            return (base[0] + start * row, base[0] + max(start, stop) * row)
+    return None
+
+
+def disjoint(*values: Value | None) -> bool:
+    """No two of ``values`` (None ignored) can share an element of memory."""
+    vs = [v for v in values if v is not None]
+    for i, a in enumerate(vs):
+        for b in vs[i + 1 :]:
+            if a.storage is not b.storage:
+                continue
+            ea, eb = extent(a), extent(b)
+            if ea is None or eb is None or (ea[0] < eb[1] and eb[0] < ea[1]):
+                return False
     return True
 
 

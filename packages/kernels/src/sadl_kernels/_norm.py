@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sadl_kernels._jit import jit_sums
-from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous
+from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous, disjoint
 
 __all__ = ["PATTERNS", "layer_norm_backward", "layer_norm_forward"]
 
@@ -167,11 +167,6 @@ def _ones(v: Any, shape: tuple[int, ...]) -> bool:
     return v is not None and v.shape == shape and array is not None and bool(np.all(array == 1))
 
 
-def _distinct(*values: Any) -> bool:
-    storages = [v.storage for v in values if v is not None]
-    return len(set(map(id, storages))) == len(storages)
-
-
 def _forward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
     x, xhat = b["X"], b["XH"]
     if len(x.shape) != 2:
@@ -192,7 +187,8 @@ def _forward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
         return None
     if y is not None and not (_rows(y, n, d) and _vector(b["W"], d) and _vector(b.get("B"), d)):
         return None
-    if not _distinct(x, xhat, b["VAR"], b.get("MEAN"), y):
+    outs = (xhat, b["VAR"], b.get("MEAN"), y)
+    if not all(disjoint(i, *outs) for i in (x, b.get("W"), b.get("B"))):
         return None
     if len({v.dtype for v in (x, xhat, b["VAR"], b.get("W"), b.get("B"), y) if v is not None}) != 1:
         return None
@@ -267,9 +263,8 @@ def _backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
     if "DW1" in b and not _vector(b["DWEIGHT"], d):
         return None
     outs = (b["GX"], b["P"], b["BV"], b.get("A"), b.get("DBIAS"), b.get("DWEIGHT"))
-    if not _distinct(g, xhat, *outs) or not _distinct(b.get("X"), xhat, b["GX"], b["P"]):
-        return None
-    if b["RSTD"].storage in {v.storage for v in outs if v is not None}:
+    ins = (g, b["W"], b.get("X"), b.get("MEAN"), b["RSTD"])
+    if not disjoint(xhat, *outs) or not all(disjoint(i, xhat, *outs) for i in ins):
         return None
     if len({v.dtype for v in (g, xhat, *outs, b["W"]) if v is not None}) != 1:
         return None
