@@ -3,6 +3,9 @@ eager in float32 and 1e-12 in float64, forward and backward, and gradient-checke
 
 from __future__ import annotations
 
+import collections
+import re
+
 import numpy as np
 import pytest
 import sadl
@@ -29,6 +32,12 @@ def rms_norm_step(x, w, g):
     return y
 
 
+def _calls_from(compiled, source):
+    """What the graph calls on the lines made by ``source`` (a file name), with counts."""
+    lines = [line for line in str(compiled.graph).splitlines() if source in line]
+    return collections.Counter(re.sub(r"^\s*(%\d+ = )?", "", ln).split("(")[0] for ln in lines)
+
+
 def _data(rows, width, dtype, seed=0):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((rows, width)) * 3 + 1).astype(dtype)
@@ -46,6 +55,15 @@ def test_layer_norm_forward_and_backward_match_eager(dtype, rows):
     per_block = (1 << 18) // (32 * np.dtype(dtype).itemsize)  # sadl-layers' 256 KiB of rows
     blocks = -(-rows // per_block)
     assert kernels_in(compiled, "layer_norm") == 2 * blocks
+    # every computing call of the norm is in a kernel (the statistics, the backward's recomputed
+    # rows, dweight and dbias included): only views, zeroing and allocation stay
+    assert set(_calls_from(compiled, "normalization.py")) <= {
+        "kernel[layer_norm]",
+        "reshape",
+        "__getitem__",
+        "__setitem__",
+        "empty",
+    }
     assert out_c.dtype == dtype
     assert_close(out_c, out_e, TOL[dtype])
     for e, c in zip(ge[:3], gc[:3]):

@@ -33,6 +33,7 @@ def test_the_passes_are_registered_through_the_entry_point():
         "layer_norm",
         "softmax",
         "gelu",
+        "bias",
         "optimizer",
     }
 

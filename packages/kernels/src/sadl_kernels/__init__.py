@@ -28,6 +28,7 @@ KERNELS: dict[str, str] = {
     "gelu": (
         "GELU (tanh form), float32 only: forward atol=rtol=1e-6, backward 5e-6 * |g| + 1e-6 * |dx|"
     ),
+    "bias": "a Linear's bias-add folded into the GELU kernel that follows: bit for bit",
     "optimizer": "flat AdamW / Adam / SGD (momentum) updates: bit for bit (tolerance 0)",
 }
 

@@ -293,7 +293,8 @@ def _softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
 def softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
     """In place: ``dst`` (lead, Tk, Tq) <- ``(dst - e2) * pt``, the attention's ``dS^T / scale``
     from ``dP^T``, the row sums ``e2 = rowsum(g * out)`` (lead, 1, Tq) and the probabilities
-    ``pt``: the same two float operations per element as NumPy's, bit for bit."""
+    ``pt``: the same two float operations per element as NumPy's, bit for bit.
+    """
     _softmax_backward(e2, pt, dst)
 
 

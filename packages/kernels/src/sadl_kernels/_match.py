@@ -104,7 +104,8 @@ def contiguous(v: Value) -> bool:
 
 def extent(v: Value) -> tuple[int, int] | None:
     """The elements ``[start, stop)`` of its storage that contiguous ``v`` spans, when its chain
-    of views (reshapes, row slices) says; None when unknown."""
+    of views (reshapes, row slices) says; None when unknown.
+    """
     if not contiguous(v):
         return None
     node = v.producer

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sadl_kernels._api import Graph
+from sadl_kernels._bias import fold_bias_into_gelu
 from sadl_kernels._elementwise import GELU_PATTERNS, SOFTMAX_PATTERNS
 from sadl_kernels._jit import enabled, numba_error
 from sadl_kernels._match import Pattern, rewrite_all
@@ -27,6 +28,10 @@ def pattern_kernels(graph: Graph, context: Any) -> None:
         return
     chosen = [p for name, group in PATTERNS.items() if enabled(name) for p in group]
     counts = rewrite_all(graph, chosen)
+    if enabled("gelu") and enabled("bias"):
+        folded = fold_bias_into_gelu(graph)
+        if folded:
+            counts["bias-add into gelu"] = folded
     if counts:
         done = ", ".join(f"{n} x{k}" for n, k in counts.items())
         graph.notes.append(f"sadl_kernels: fused kernels {done}")
