@@ -107,7 +107,7 @@ def fold_bias_into_gelu(graph: Graph) -> int:
         if found is None or blocks is None:
             i += 1
             continue
-        h, bias = found
+        bias = found[1]
         width = bias.shape[0]
         for j, offset in blocks:
             node = graph.nodes[j]
