@@ -4,6 +4,7 @@ found through its entry point."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,16 @@ from test_norm import _data, layer_norm_step
 def _gelu_data():
     rng = np.random.default_rng(0)
     return [rng.standard_normal((32, 64)).astype(np.float32) for _ in range(2)]
+
+
+def test_loading_the_plugin_does_not_import_numba():
+    code = (
+        "import sys, sadl; sadl.nn.Linear; "
+        "assert 'sadl_kernels.plugin' in sys.modules and 'numba' not in sys.modules"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env={**os.environ, "SADL_PLUGINS_STRICT": "1"}
+    )
 
 
 def test_the_passes_are_registered_through_the_entry_point():
@@ -67,10 +78,9 @@ def test_fusion_false_and_passes_skip_the_kernels():
 
 
 def test_without_numba_the_graph_is_left_as_it_is(monkeypatch):
-    from sadl_kernels import _jit, _passes
+    from sadl_kernels import _jit
 
-    monkeypatch.setattr(_jit, "numba_error", "numba is not available (ImportError: test)")
-    monkeypatch.setattr(_passes, "numba_error", _jit.numba_error)
+    monkeypatch.setitem(_jit.STATE, "error", "numba is not available (ImportError: test)")
     out_e, out_c, ge, gc, compiled = eager_and_compiled(gelu_step, _gelu_data())
     assert kernels_in(compiled, "gelu") == 0
     assert "sadl_kernels: off, numba is not available" in str(compiled.graph)

@@ -35,4 +35,4 @@ KERNELS: dict[str, str] = {
 
 def available() -> bool:
     """Numba imports, so the kernels can run (each may still be switched off)."""
-    return not numba_error
+    return not numba_error()

@@ -23,8 +23,8 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
 
 def pattern_kernels(graph: Graph, context: Any) -> None:
     """Replace layer/RMS norm, softmax and GELU call sequences with fused numba kernels."""
-    if numba_error:
-        graph.notes.append(f"sadl_kernels: off, {numba_error}")
+    if numba_error():
+        graph.notes.append(f"sadl_kernels: off, {numba_error()}")
         return
     chosen = [p for name, group in PATTERNS.items() if enabled(name) for p in group]
     counts = rewrite_all(graph, chosen)
