@@ -4,15 +4,16 @@ NumPy's ``matmul`` has no epilogue (BLAS's ``beta=1`` is not exposed, and a numb
 slower than OpenBLAS), so sadl-layers adds the bias after the product, one in-place pass over
 the whole output, ``add(h, bias, out=h)``; the MLP's GELU then reads ``h`` again block by block.
 When every block of ``h`` goes to a GELU kernel right after (nothing else reads ``h`` in between
-but views of it), the bias is added in the GELU kernel instead, which also stores the biased
-``h`` back (the GELU's backward reads it): one pass over ``h`` less. Bit for bit the same
+but views of it), the bias is added block by block just before each GELU kernel, on the block
+while it is in the cache, and stored back (the GELU's backward reads the biased ``h``): ``h``
+crosses memory once less and the separate call is gone. Bit for bit the same
 ``h``: the kernel adds in the array's dtype, as NumPy does.
 """
 
 from __future__ import annotations
 
 from sadl_kernels._api import Graph, Node, Value, new_node
-from sadl_kernels._elementwise import _tanh32, gelu_forward
+from sadl_kernels._elementwise import _gelu_forward, gelu_forward
 from sadl_kernels._jit import jit
 from sadl_kernels._match import contiguous, extent, func_name, is_view
 
@@ -20,22 +21,14 @@ __all__ = ["fold_bias_into_gelu", "gelu_forward_bias"]
 
 
 @jit
-def _gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untyped-def]
-    x1, s1, o1 = x.reshape(-1), s.reshape(-1), out.reshape(-1)
-    ac = x1.dtype.type(ac)
-    c = x1.dtype.type(c)
-    one = x1.dtype.type(1.0)
-    half = x1.dtype.type(0.5)
+def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
+    x1 = x.reshape(-1)
     n, nb = x1.size, bias.size
     i, j = 0, offset
     while i < n:
         m = min(nb - j, n - i)
         for k in range(m):
-            v = x1[i + k] + bias[j + k]
-            x1[i + k] = v
-            t = _tanh32((v * v * ac + c) * v) + one
-            s1[i + k] = t
-            o1[i + k] = t * v * half
+            x1[i + k] = x1[i + k] + bias[j + k]
         i += m
         j = 0
 
@@ -44,7 +37,8 @@ def gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untype
     """``x += bias`` (``bias`` repeating along ``x``'s flat elements from ``offset``), then
     :func:`sadl_kernels._elementwise.gelu_forward`.
     """
-    _gelu_forward_bias(x, bias, s, out, ac, c, offset)
+    _add_bias(x, bias, offset)  # in the cache: the block is read once from memory
+    _gelu_forward(x, s, out, ac, c)
 
 
 def _bias_add(node: Node) -> tuple[Value, Value] | None:
