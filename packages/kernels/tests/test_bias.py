@@ -77,3 +77,15 @@ def test_the_add_stays_when_h_is_read_first_or_bias_is_switched_off(monkeypatch)
     *_, compiled = eager_and_compiled(mlp_step, data)
     assert "kernel[gelu+bias]" not in str(compiled.graph)
     assert kernels_in(compiled, "gelu") == 2
+
+
+def test_the_bias_loop_adds_bit_for_bit_from_any_offset():
+    from sadl_kernels._bias import _add_bias
+
+    bias = RNG.standard_normal(96).astype(np.float32)
+    for offset in (0, 5, 95):
+        for n in (3, 200, 4096):
+            x = RNG.standard_normal(n).astype(np.float32)
+            expected = x + bias[(offset + np.arange(n)) % 96]
+            _add_bias(x, bias, offset)
+            np.testing.assert_array_equal(x, expected)

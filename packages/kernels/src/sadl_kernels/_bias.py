@@ -24,13 +24,18 @@ __all__ = ["fold_bias_into_gelu", "gelu_forward_bias"]
 def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
     x1 = x.reshape(-1)
     n, nb = x1.size, bias.size
-    i, j = 0, offset
-    while i < n:
-        m = min(nb - j, n - i)
-        for k in range(m):
-            x1[i + k] = x1[i + k] + bias[j + k]
-        i += m
-        j = 0
+    head = min(nb - offset, n) if offset else 0
+    for k in range(head):
+        x1[k] = x1[k] + bias[offset + k]
+    rows = (n - head) // nb
+    body = x1[head : head + rows * nb].reshape(rows, nb)
+    for r in range(rows):
+        row = body[r]
+        for k in range(nb):
+            row[k] = row[k] + bias[k]
+    start = head + rows * nb
+    for k in range(n - start):
+        x1[start + k] = x1[start + k] + bias[k]
 
 
 def gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untyped-def]
