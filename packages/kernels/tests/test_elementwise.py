@@ -95,3 +95,14 @@ def test_softmax_with_extreme_scores_stays_finite():
     assert kernels_in(compiled, "softmax") >= 1
     assert np.isfinite(out_c.numpy()).all()
     assert_close(out_c, out_e, 1e-5)
+
+
+def test_attention_without_a_head_axis_does_not_qualify_and_stays_numpy():
+    """3-D scores (batch, Tk, Tq): the softmax kernel wants 4-D; the NumPy calls stay, exact."""
+    rng = np.random.default_rng(3)
+    q, k, v, g = (rng.standard_normal((2, 16, 8)).astype(np.float32) for _ in range(4))
+    out_e, out_c, ge, gc, compiled = eager_and_compiled(attention_step, [q, k, v, g])
+    assert kernels_in(compiled, "softmax") == 0
+    np.testing.assert_array_equal(out_c.numpy(), out_e.numpy())
+    for e, c in zip(ge[:3], gc[:3]):
+        np.testing.assert_array_equal(c, e)
