@@ -182,14 +182,17 @@ def flat_kernels(graph: Graph, context: Any) -> None:
     replaced: list[str] = []
     for node in graph.nodes:
         runner: Any = node.meta.get("runner") if node.kind == "optimizer" else None
+        # flat_optimizer's runner: ``.optimizer`` (called for ``update``) and ``.flat`` (the flat
+        # groups, each with its flat ``.param``); anything else is left alone
         optimizer = getattr(runner, "optimizer", None)
-        if optimizer is None or isinstance(optimizer, KernelUpdate):
+        groups = getattr(runner, "flat", None)
+        if optimizer is None or groups is None or isinstance(optimizer, KernelUpdate):
             continue
         update = type(optimizer).update
         kind = UPDATES.get((update.__module__, update.__qualname__))
         if kind is None:
             continue
-        params = [fg.param for fg in runner.flat]
+        params = [fg.param for fg in groups]
         runner.optimizer = KernelUpdate(optimizer, kind, params)
         replaced.append(f"{type(optimizer).__name__} ({len(params)} flat groups)")
     if replaced:
