@@ -30,6 +30,8 @@ PACKAGES = {
     "compile": ["core"],
     "models": ["core", "layers", "optim", "serialize", "compile"],
     "distributed": ["core", "serialize"],
+    # Its tests train sadl-models' GPT (with sadl-layers' ops and sadl-optim's AdamW).
+    "kernels": ["core", "compile", "layers", "optim", "serialize", "models"],
 }
 # Siblings a package's tests also run against, beyond what it declares: sadl.compile's
 # differential test traces sadl-layers' layers and sadl-optim's optimizers too.

@@ -5,6 +5,10 @@ include another's). On a shared, loaded machine that makes a ratio depend on whe
 ran, so this script times sadl compiled, sadl eager and PyTorch eager in ONE process, round by
 round in turn (one machine load for all of them), and keeps each one's best round.
 
+With sadl-kernels installed (``nox -s bench`` installs it) a column "sadl compiled + kernels"
+is added: the same compiled step with sadl-kernels' fused numba passes, beside "sadl compiled"
+traced with ``SADL_KERNELS=0`` (core's passes only, the figure without the plugin).
+
 ``--blas`` times the step's matrix products alone through NumPy's BLAS and through PyTorch's
 (``bench/blas.py``): how much of the gap to PyTorch is the BLAS each links.
 
@@ -83,6 +87,27 @@ def profile(compiled: Any, data: list[Any], calls: int) -> None:
             print(f"    {seconds * 1e3:8.2f} ms  {key}")
 
 
+def _kernels_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("sadl_kernels") is not None
+
+
+def _traced(step: Any, kernels: bool) -> Any:
+    """``step`` after its first call (the trace, when the passes run) with sadl-kernels' passes
+    on or off (``SADL_KERNELS``, read while tracing)."""
+    before = os.environ.get("SADL_KERNELS")
+    os.environ["SADL_KERNELS"] = "1" if kernels else "0"
+    try:
+        step()
+    finally:
+        if before is None:
+            del os.environ["SADL_KERNELS"]
+        else:
+            os.environ["SADL_KERNELS"] = before
+    return step
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=1)
@@ -105,11 +130,13 @@ def main() -> int:
         cfg = CONFIGS[name]
         data = _batches(cfg, 4)
         compiled_step, compiled = _sadl_train_step(cfg, data, compiled=True)
-        steps = {
-            "sadl compiled": compiled_step,
-            "sadl eager": _sadl_train_step(cfg, data)[0],
-            "torch eager": _torch_step(cfg, data),
-        }
+        steps = {"sadl compiled": _traced(compiled_step, kernels=False)}
+        with_kernels = _kernels_installed()
+        if with_kernels:
+            kernel_step, kernel_compiled = _sadl_train_step(cfg, data, compiled=True)
+            steps["sadl compiled + kernels"] = _traced(kernel_step, kernels=True)
+        steps["sadl eager"] = _sadl_train_step(cfg, data)[0]
+        steps["torch eager"] = _torch_step(cfg, data)
         number = (10 if name == "S" else 3) // (2 if args.quick else 1)
         times = best_times(list(steps.values()), number=number, repeat=2 if args.quick else 7)
         best = dict(zip(steps, times))
@@ -119,9 +146,19 @@ def main() -> int:
             + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in best.items())
             + f"; compiled/torch {best['sadl compiled'] / torch_s:.3f}"
             + f", eager/torch {best['sadl eager'] / torch_s:.3f}"
+            + (
+                f", compiled+kernels/torch {best['sadl compiled + kernels'] / torch_s:.3f}"
+                f", compiled+kernels/compiled "
+                f"{best['sadl compiled + kernels'] / best['sadl compiled']:.3f}"
+                if with_kernels
+                else " (sadl-kernels not installed)"
+            )
         )
         if args.profile:
             profile(compiled, data, 10 if name == "S" else 5)
+            if with_kernels:
+                print("  with sadl-kernels:")
+                profile(kernel_compiled, data, 10 if name == "S" else 5)
         if args.blas:
             from blas import blas_floor
 

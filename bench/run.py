@@ -24,6 +24,7 @@ AREAS = [
     "serialize",
     "models",
     "compiled",
+    "kernels",
     "distributed",
     "threads",
 ]

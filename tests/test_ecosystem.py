@@ -19,6 +19,7 @@ FIRST_PARTY = {
     "serialize": "sadl-serialize",
     "models": "sadl-models",
     "distributed": "sadl-distributed",
+    "kernels": "sadl-kernels",
 }
 
 

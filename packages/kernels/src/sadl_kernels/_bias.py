@@ -1,0 +1,124 @@
+"""A Linear's bias-add folded into the GELU kernel that follows its product.
+
+NumPy's ``matmul`` has no epilogue (BLAS's ``beta=1`` is not exposed, and a numba GEMM is far
+slower than OpenBLAS), so sadl-layers adds the bias after the product, one in-place pass over
+the whole output, ``add(h, bias, out=h)``; the MLP's GELU then reads ``h`` again block by block.
+When every block of ``h`` goes to a GELU kernel right after (nothing else reads ``h`` in between
+but views of it), the bias is added block by block just before each GELU kernel, on the block
+while it is in the cache, and stored back (the GELU's backward reads the biased ``h``): ``h``
+crosses memory once less and the separate call is gone. Bit for bit the same
+``h``: the kernel adds in the array's dtype, as NumPy does.
+"""
+
+from __future__ import annotations
+
+from sadl_kernels._api import Graph, Node, Value, new_node
+from sadl_kernels._elementwise import _gelu_forward, gelu_forward
+from sadl_kernels._jit import jit
+from sadl_kernels._match import contiguous, extent, func_name, is_view
+
+__all__ = ["fold_bias_into_gelu", "gelu_forward_bias"]
+
+
+@jit
+def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
+    x1 = x.reshape(-1)
+    n, nb = x1.size, bias.size
+    head = min(nb - offset, n) if offset else 0
+    for k in range(head):
+        x1[k] = x1[k] + bias[offset + k]
+    rows = (n - head) // nb
+    body = x1[head : head + rows * nb].reshape(rows, nb)
+    for r in range(rows):
+        row = body[r]
+        for k in range(nb):
+            row[k] = row[k] + bias[k]
+    start = head + rows * nb
+    for k in range(n - start):
+        x1[start + k] = x1[start + k] + bias[k]
+
+
+def gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untyped-def]
+    """``x += bias`` (``bias`` repeating along ``x``'s flat elements from ``offset``), then
+    :func:`sadl_kernels._elementwise.gelu_forward`.
+    """
+    _add_bias(x, bias, offset)  # in the cache: the block is read once from memory
+    _gelu_forward(x, s, out, ac, c)
+
+
+def _bias_add(node: Node) -> tuple[Value, Value] | None:
+    """``(h, bias)`` when ``node`` is ``add(h, bias, out=h)`` with a 1-D float32 bias."""
+    if node.kind != "call" or func_name(node) != "add" or len(node.args) != 2:
+        return None
+    h, bias = node.args
+    out = node.kwargs.get("out")
+    if set(node.kwargs) != {"out"} or not isinstance(out, tuple) or len(out) != 1:
+        return None
+    if out[0] is not h or not hasattr(bias, "storage") or not hasattr(h, "storage"):
+        return None
+    if len(bias.shape) != 1 or not h.shape or h.shape[-1] != bias.shape[0]:
+        return None
+    if h.dtype != bias.dtype or str(h.dtype) != "float32" or bias.storage is h.storage:
+        return None
+    if h.storage.device is not None or not contiguous(h) or not contiguous(bias):
+        return None
+    return h, bias
+
+
+def _gelu_blocks(graph: Graph, start: int, h: Value) -> list[tuple[int, int]] | None:
+    """``(node index, element offset in h)`` of the GELU kernels that cover ``h`` right after
+    ``start``, with nothing but views of ``h`` in between; None when that is not so.
+    """
+    span = extent(h)
+    if span is None:
+        return None
+    found: list[tuple[int, int]] = []
+    covered = span[0]
+    for j in range(start + 1, len(graph.nodes)):
+        node = graph.nodes[j]
+        if node.func is gelu_forward and node.args[0].storage is h.storage:
+            part = extent(node.args[0])
+            if part is None or part[0] != covered:
+                return None
+            found.append((j, part[0] - span[0]))
+            covered = part[1]
+            if covered == span[1]:
+                return found
+            continue
+        if is_view(node):
+            continue
+        touched = (*node.reads, *node.writes, *node.outputs)
+        if any(v.storage is h.storage for v in touched):
+            return None
+        source = node.meta.get("source")
+        if source is not None and any(v.storage is h.storage for v in source.reads):
+            return None
+    return None
+
+
+def fold_bias_into_gelu(graph: Graph) -> int:
+    """Fold each qualifying ``add(h, bias, out=h)`` into the GELU kernels of ``h``; the count."""
+    folded = 0
+    i = 0
+    while i < len(graph.nodes):
+        found = _bias_add(graph.nodes[i])
+        blocks = None if found is None else _gelu_blocks(graph, i, found[0])
+        if found is None or blocks is None:
+            i += 1
+            continue
+        bias = found[1]
+        width = bias.shape[0]
+        for j, offset in blocks:
+            node = graph.nodes[j]
+            x, s, out, ac, c = node.args
+            graph.nodes[j] = new_node(
+                node,
+                func=gelu_forward_bias,
+                args=(x, bias, s, out, ac, c, offset % width),
+                reads=(*node.reads, bias),
+                writes=(*node.writes, x),
+                label="kernel[gelu+bias]",
+            )
+        del graph.nodes[i]
+        folded += 1
+    return folded

@@ -1,0 +1,37 @@
+"""The compile passes of sadl-kernels: pattern kernels (norms, softmax, GELU) and flat updates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sadl_kernels._api import Graph
+from sadl_kernels._bias import fold_bias_into_gelu
+from sadl_kernels._elementwise import GELU_PATTERNS, SOFTMAX_PATTERNS
+from sadl_kernels._jit import enabled, numba_error
+from sadl_kernels._match import Pattern, rewrite_all
+from sadl_kernels._norm import PATTERNS as NORM_PATTERNS
+
+__all__ = ["pattern_kernels"]
+
+#: The pattern kernels by switch name (``SADL_KERNELS_DISABLE``), in the order they are tried.
+PATTERNS: dict[str, tuple[Pattern, ...]] = {
+    "layer_norm": NORM_PATTERNS,
+    "softmax": SOFTMAX_PATTERNS,
+    "gelu": GELU_PATTERNS,
+}
+
+
+def pattern_kernels(graph: Graph, context: Any) -> None:
+    """Replace layer/RMS norm, softmax and GELU call sequences with fused numba kernels."""
+    if numba_error():
+        graph.notes.append(f"sadl_kernels: off, {numba_error()}")
+        return
+    chosen = [p for name, group in PATTERNS.items() if enabled(name) for p in group]
+    counts = rewrite_all(graph, chosen)
+    if enabled("gelu") and enabled("bias"):
+        folded = fold_bias_into_gelu(graph)
+        if folded:
+            counts["bias-add into gelu"] = folded
+    if counts:
+        done = ", ".join(f"{n} x{k}" for n, k in counts.items())
+        graph.notes.append(f"sadl_kernels: fused kernels {done}")

@@ -1,0 +1,110 @@
+"""Layer norm and RMS norm kernels: used where sadl-layers' sequence appears, within 2e-5 of
+eager in float32 and 1e-12 in float64, forward and backward, and gradient-checked."""
+
+from __future__ import annotations
+
+import collections
+import re
+
+import numpy as np
+import pytest
+import sadl
+from kernel_cases import assert_close, eager_and_compiled, kernels_in, numerical_gradient
+
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+def layer_norm_step(x, w, b, g):
+    y = sadl.ops.layer_norm(x, w, b)
+    (y * g).sum().backward()
+    return y
+
+
+def layer_norm_weight_only(x, w, g):
+    y = sadl.ops.layer_norm(x, w, None)
+    (y * g).sum().backward()
+    return y
+
+
+def rms_norm_step(x, w, g):
+    y = sadl.ops.rms_norm(x, w)
+    (y * g).sum().backward()
+    return y
+
+
+def _calls_from(compiled, source):
+    """What the graph calls on the lines made by ``source`` (a file name), with counts."""
+    lines = [line for line in str(compiled.graph).splitlines() if source in line]
+    return collections.Counter(re.sub(r"^\s*(%\d+ = )?", "", ln).split("(")[0] for ln in lines)
+
+
+def _data(rows, width, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, width)) * 3 + 1).astype(dtype)
+    w = (1 + 0.1 * rng.standard_normal(width)).astype(dtype)
+    b = (0.1 * rng.standard_normal(width)).astype(dtype)
+    g = rng.standard_normal((rows, width)).astype(dtype)
+    return x, w, b, g
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [48, 2500])  # one block; several, the last one partial
+def test_layer_norm_forward_and_backward_match_eager(dtype, rows):
+    x, w, b, g = _data(rows, 32, dtype)
+    out_e, out_c, ge, gc, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
+    per_block = (1 << 18) // (32 * np.dtype(dtype).itemsize)  # sadl-layers' 256 KiB of rows
+    blocks = -(-rows // per_block)
+    assert kernels_in(compiled, "layer_norm") == 2 * blocks
+    # every computing call of the norm is in a kernel (the statistics, the backward's recomputed
+    # rows, dweight and dbias included): only views, zeroing and allocation stay
+    assert set(_calls_from(compiled, "normalization.py")) <= {
+        "kernel[layer_norm]",
+        "reshape",
+        "__getitem__",
+        "__setitem__",
+        "empty",
+    }
+    assert out_c.dtype == dtype
+    assert_close(out_c, out_e, TOL[dtype])
+    for e, c in zip(ge[:3], gc[:3]):
+        assert_close(c, e, TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_without_bias_and_rms_norm_match_eager(dtype):
+    x, w, _, g = _data(40, 24, dtype, seed=1)
+    for step in (layer_norm_weight_only, rms_norm_step):
+        out_e, out_c, ge, gc, compiled = eager_and_compiled(step, [x, w, g])
+        assert kernels_in(compiled, "layer_norm") >= 1, step.__name__
+        assert_close(out_c, out_e, TOL[dtype])
+        for e, c in zip(ge[:2], gc[:2]):
+            assert_close(c, e, TOL[dtype])
+
+
+def test_layer_norm_kernel_gradients_pass_a_numerical_gradcheck():
+    """float64: the kernels' dx and dweight against central differences of the loss."""
+    x, w, b, g = _data(16, 12, np.float64, seed=2)
+    _, _, _, grads, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
+    assert kernels_in(compiled, "layer_norm") == 2
+
+    def loss_x(xv):
+        return float(
+            (sadl.ops.layer_norm(sadl.tensor(xv), sadl.tensor(w), sadl.tensor(b)).numpy() * g).sum()
+        )
+
+    def loss_w(wv):
+        return float(
+            (sadl.ops.layer_norm(sadl.tensor(x), sadl.tensor(wv), sadl.tensor(b)).numpy() * g).sum()
+        )
+
+    for loss, arg, grad in ((loss_x, x, grads[0]), (loss_w, w, grads[1])):
+        for idx, value in numerical_gradient(loss, arg).items():
+            assert abs(grad[idx] - value) <= 1e-7 * max(1.0, abs(value)), idx
+
+
+def test_shapes_that_do_not_qualify_stay_numpy():
+    """float16 is not a dtype the kernels handle: the NumPy calls stay, results bit for bit."""
+    x, w, b, g = (a.astype(np.float16) for a in _data(8, 16, np.float32))
+    out_e, out_c, _, _, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
+    assert kernels_in(compiled, "layer_norm") == 0
+    np.testing.assert_array_equal(out_c.numpy(), out_e.numpy())
