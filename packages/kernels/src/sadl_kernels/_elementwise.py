@@ -8,7 +8,7 @@ become one pass. Each kernel
 does one pass, element by element, and writes what the calls would have left in every array (the
 scratch blocks included), so the rest of the step reads the same memory.
 
-Tolerance (tested in ``tests/test_elementwise.py``): the arithmetic is NumPy's, in the same
+Tolerance (tested in ``tests/test_kernels_elementwise.py``): the arithmetic is NumPy's, in the same
 order and dtype, except ``tanh``, a float32 rational approximation that vectorizes (within
 3.5e-7 of the exact value; GELU is therefore float32 only, float64 stays with NumPy), and the
 softmax's denominator, summed in float64 (its ``exp`` is still NumPy's); the backward chain

@@ -7,7 +7,7 @@ with the row sums accumulated in float64 (the NumPy path sums in the array's dty
 every array the calls would have left behind (the mean, the 1/std column, the normalized rows,
 the scratch products), so later calls that read them see the same contents.
 
-Tolerance (tested in ``tests/test_norm.py``): the row statistics differ from NumPy's by the
+Tolerance (tested in ``tests/test_kernels_norm.py``): the row statistics differ from NumPy's by the
 rounding of a float32 sum, so float32 results agree to ``atol=rtol=2e-5`` (about 1e-6 typical);
 float64 to ``1e-12``. The elementwise parts (centering, scaling, the affine map) are the same
 float operations in the same order as NumPy's.

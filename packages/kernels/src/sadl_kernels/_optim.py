@@ -5,7 +5,7 @@ optimizer's own ``update`` on the flat arrays: about ten NumPy calls over the wh
 reading and writing full-size arrays. The kernel does the same arithmetic element by element,
 with every scalar rounded to the parameters' dtype first, as NumPy does for a Python float
 (NEP 50): the result is the same float operations in the same order, **bit for bit equal** to
-eager (tested in ``tests/test_optim.py``, tolerance 0).
+eager (tested in ``tests/test_kernels_optim.py``, tolerance 0).
 
 Only the exact ``update`` methods of core's ``Adam`` and ``SGD`` and sadl-optim's ``AdamW`` are
 replaced (a subclass that overrides ``update`` keeps its own); a group whose arrays are not
