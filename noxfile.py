@@ -28,14 +28,16 @@ PACKAGES = {
     "optim": ["core"],
     "serialize": ["core"],
     "compile": ["core"],
+    "check": ["core"],
     "models": ["core", "layers", "optim", "serialize", "compile"],
     "distributed": ["core", "serialize"],
 }
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # The strict CuPy stand-in (a test-only backend, "strict") and the device-matrix pytest plugin:
-# every test venv gets it, so every package's device-matrix rows run without a GPU.
-STAND_IN = "tests/fixtures/plugins/sadl-strictcuda"
+# every test venv gets it, so every package's device-matrix rows run without a GPU. It uses
+# sadl-check's device helpers, so sadl-check (check_op & co.) is in every test venv too.
+STAND_IN = ["packages/check", "tests/fixtures/plugins/sadl-strictcuda"]
 
 
 def _torch_wheel() -> str | None:
@@ -66,7 +68,7 @@ def tests(session: nox.Session, package: str) -> None:
     """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
     deps = [f"packages/{p}" for p in PACKAGES[package]]
-    session.install(*deps, f"packages/{package}", STAND_IN, *_test_group(package))
+    session.install(*deps, f"packages/{package}", *STAND_IN, *_test_group(package))
     _install_torch(session)
     session.run(
         "pytest", f"packages/{package}/tests", "-m", "not mpi", *session.posargs, env=STRICT
@@ -77,7 +79,7 @@ def tests(session: nox.Session, package: str) -> None:
 def ecosystem(session: nox.Session) -> None:
     """All packages installed; tests/ reaches them only through their entry points."""
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(*ALL, STAND_IN, *groups)
+    session.install(*ALL, *STAND_IN, *groups)
     _install_torch(session)
     session.run("pytest", "tests", "--ignore=tests/thirdparty", *session.posargs, env=STRICT)
 
@@ -188,7 +190,7 @@ def distributed(session: nox.Session) -> None:
     The mpich wheel of sadl-distributed's test group brings mpiexec; every package is installed
     because the scenarios train sadl-models' GPT with sadl-optim's AdamW.
     """
-    session.install(*ALL, STAND_IN, *_test_group("distributed"))
+    session.install(*ALL, *STAND_IN, *_test_group("distributed"))
     session.run("pytest", "packages/distributed/tests", "-m", "mpi", *session.posargs, env=STRICT)
 
 
@@ -229,7 +231,7 @@ def gpu(session: nox.Session) -> None:
     """
     extra = "gpu-cuda13" if "cuda13" in session.posargs else "gpu"
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(f"packages/core[{extra}]", *ALL[1:], STAND_IN, *groups)
+    session.install(f"packages/core[{extra}]", *ALL[1:], *STAND_IN, *groups)
     _install_torch(session)
     session.run("python", "-c", "import sadl; assert sadl.cuda.is_available(), 'no CUDA device'")
     tests = [f"packages/{p}/tests" for p in PACKAGES]

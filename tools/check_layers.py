@@ -37,17 +37,15 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_sgd",
             "_adam",
             "_checkpoint",
-            "_gradcheck",
-            "_variants",
-            "_devicecheck",
-            "testing",
-            "viz",
             "_pysadl",
             "_builtin",
         ],
     ),
     ("plugin host", ["_host"]),
-    ("namespaces", ["_namespace", "plugins", "ops", "nn", "optim", "models", "io"]),
+    (
+        "namespaces",
+        ["_namespace", "plugins", "ops", "nn", "optim", "models", "io", "testing", "viz"],
+    ),
     ("command line and package", ["_commands", "cli", "__main__", ""]),
 ]
 

@@ -52,6 +52,7 @@ KNOWN_ATTRIBUTES = {
 
 #: Subcommands of ``sadl`` that first-party plugins add.
 KNOWN_COMMANDS = {
+    "check-plugins": "sadl-check",
     "train": "sadl-models",
     "generate": "sadl-models",
     "inspect": "sadl-serialize",
@@ -70,6 +71,7 @@ CHECKOUT_DIRS = {
     "sadl-models": "packages/models",
     "sadl-distributed": "packages/distributed",
     "sadl-compile": "packages/compile",
+    "sadl-check": "packages/check",
 }
 
 

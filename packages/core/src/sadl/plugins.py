@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_VERSION",
     "BackendDef",
+    "command_registrations",
     "Example",
     "FormatDef",
     "IncompatiblePluginError",
@@ -68,6 +69,7 @@ __all__ = [
     "hookspecs",
     "install_command",
     "known_providers",
+    "lookup",
     "plugins",
     "records",
     "records_hookspec",
@@ -146,3 +148,15 @@ def version_counter(tensor: Tensor) -> list[int]:
     memory apart.
     """
     return tensor._version
+
+
+def lookup(kind: str, name: str) -> Any:
+    """The record ``name`` of ``kind``; raises naming the provider when it is missing or claimed
+    by two plugins (``sadl check-plugins`` reports such a name as not served).
+    """
+    return registry().lookup(kind, name)
+
+
+def command_registrations() -> dict[str, Any]:
+    """Each loaded plugin's ``register_commands`` implementation, by plugin name."""
+    return {plugin.name: function for plugin, function in registry().command_impls()}
