@@ -2,7 +2,8 @@
 
 Public in ``sadl_check`` (served as ``sadl.testing.*`` too): ``available_devices``, ``move``,
 ``project``, ``assert_close``, ``serve_device_as``, and the per-example checks
-``check_op(op, device=...)`` runs. A device result must stay on its device and equal the CPU's within ``DEVICE_RTOL``/``DEVICE_ATOL`` (float64).
+``check_op(op, device=...)`` runs. A device result must stay on its device and equal the CPU's
+within ``DEVICE_RTOL``/``DEVICE_ATOL`` (float64).
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from sadl._ops import (
     activations,
     arithmetic,
     elementwise,
-    erf,
     indexing,
     linalg,
     nondifferentiable,
@@ -33,7 +32,6 @@ from sadl.cuda import CUDA_BACKEND
 CORE_OPS: tuple[OpDef, ...] = (
     *arithmetic.OPS,
     *elementwise.OPS,
-    *erf.OPS,
     *activations.OPS,
     *reductions.OPS,
     *shapes.OPS,

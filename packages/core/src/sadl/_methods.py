@@ -19,7 +19,6 @@ from sadl._engine import constant_param, is_tensor
 from sadl._ops import activations as _act
 from sadl._ops import arithmetic as _ar
 from sadl._ops import elementwise as _el
-from sadl._ops import erf as _erf
 from sadl._ops import indexing as _ix
 from sadl._ops import linalg as _la
 from sadl._ops import nondifferentiable as _nd
@@ -29,7 +28,7 @@ from sadl._ops import selection as _sel
 from sadl._ops import shapes as _sh
 from sadl._ops import special as _sp
 from sadl._records import OpDef
-from sadl.backends import Device, device_of, parse_device
+from sadl.backends import Device, device_of, parse_device, plugin_op
 
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
@@ -103,6 +102,14 @@ def _shape_args(shape: tuple[Any, ...]) -> tuple[Any, ...]:
 def _unary(op: OpDef, doc: str) -> Callable[[TensorLike], Tensor]:
     def method(self: TensorLike) -> Tensor:
         return _apply(op, (self,), {})
+
+    method.__doc__ = doc
+    return method
+
+
+def _plugin_unary(name: str, doc: str) -> Callable[[TensorLike], Tensor]:
+    def method(self: TensorLike) -> Tensor:
+        return cast("Tensor", plugin_op(name)(self))
 
     method.__doc__ = doc
     return method
@@ -251,9 +258,9 @@ class ElementwiseMethods:
     floor = _unary(_el.FLOOR, "Elementwise floor (zero gradient).")
     ceil = _unary(_el.CEIL, "Elementwise ceiling (zero gradient).")
     trunc = _unary(_el.TRUNC, "Elementwise rounding toward zero (zero gradient).")
-    erf = _unary(_erf.ERF, "Elementwise error function.")
-    erfc = _unary(_erf.ERFC, "Elementwise 1 - erf(x), accurate where it is tiny.")
-    erfinv = _unary(_erf.ERFINV, "Elementwise inverse of erf on [-1, 1].")
+    erf = _plugin_unary("erf", "Elementwise error function (sadl-layers' op).")
+    erfc = _plugin_unary("erfc", "Elementwise 1 - erf(x), accurate where tiny (sadl-layers).")
+    erfinv = _plugin_unary("erfinv", "Elementwise inverse of erf on [-1, 1] (sadl-layers).")
     isfinite = _unary(_nd.ISFINITE, "Elementwise finiteness test (no gradient).")
     isnan = _unary(_nd.ISNAN, "Elementwise NaN test (no gradient).")
     softmax = _along(_act.SOFTMAX, "Softmax along ``axis`` (default: last), stable.", -1)

@@ -216,6 +216,12 @@ def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
     return copy(data, *args) if observer is None else observer(copy, data, args)
 
 
+def plugin_op(name: str) -> Any:
+    """The op ``name`` a plugin registers (loading plugins): ``Tensor.erf`` calls sadl-layers'."""
+    registry: Any = _load_plugins()
+    return registry.lookup("ops", name)
+
+
 def install_plugin_loader(loader: Callable[[], object]) -> None:
     """Called once by the plugin host: ``loader()`` discovers plugins (which fills the table)."""
     global _load_plugins

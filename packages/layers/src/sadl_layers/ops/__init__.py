@@ -21,6 +21,7 @@ from sadl_layers.ops import (
     classification,
     conv,
     dense,
+    erf_family,
     losses,
     normalization,
     piecewise,
@@ -33,6 +34,7 @@ from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.erf_family import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
@@ -43,6 +45,7 @@ from sadl_layers.ops.resize import *  # noqa: F403
 _TABLES = (
     classification,
     losses,
+    erf_family,
     activations,
     piecewise,
     normalization,
