@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sadl._engine import Node, apply, new_tensor
+from sadl._engine import Node, apply
 from sadl._grad_mode import enable_grad
 from sadl._ops.special import NO_DOUBLE_BACKWARD
 from sadl._records import OpDef
+from sadl._tensor_base import TensorBase, new_tensor
 from sadl.backends import array_module, is_array
 
 if TYPE_CHECKING:
@@ -32,20 +33,10 @@ __all__ = [
     "RemovableHandle",
     "backward",
     "grad",
-    "install_tensor_class",
     "queue_backward_callback",
     "register_post_accumulate_grad_hook",
     "run_backward",
 ]
-
-_Tensor: Any = None  # the Tensor class, handed down by sadl._tensor
-
-
-def install_tensor_class(cls: type) -> None:
-    """Called once by ``sadl._tensor`` (which imports this module): the class of gradients."""
-    global _Tensor
-    _Tensor = cls
-
 
 # --------------------------------------------------------------------------------------------
 # Backward
@@ -194,12 +185,12 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             return _no_double_backward(node, g)
         inputs: tuple[Any, ...] = tuple(_saved_input(d, p) for d, p in zip(datas, node.parents))
         out = new_tensor(node.out, node)
-        if not isinstance(g, _Tensor):
+        if not isinstance(g, TensorBase):
             g = new_tensor(g)
         with enable_grad():
             raw = _call_rule(op, node, g, out, inputs, wanted)
     else:
-        if isinstance(g, _Tensor):
+        if isinstance(g, TensorBase):
             g = g.data
         raw = _call_rule(op, node, g, node.out, datas, wanted)
 
@@ -219,7 +210,7 @@ def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
     input's shape or a shape that broadcasting the input produced (summed back here). A gradient
     of lower rank or a bare scalar is a bug in the rule: it is never broadcast up.
     """
-    arr = gi.data if isinstance(gi, _Tensor) else gi
+    arr = gi.data if isinstance(gi, TensorBase) else gi
     if type(arr) is not type(data):
         if isinstance(arr, np.generic):
             # NumPy turns 0-d results into scalars; gradients stay arrays.
@@ -314,7 +305,7 @@ def _version_message(node: Node) -> str:
 
 def _saved_input(data: Any, parent: Any) -> Any:
     """An input as a Tensor on the original graph (for create_graph), or the constant itself."""
-    if isinstance(parent, _Tensor):
+    if isinstance(parent, TensorBase):
         return parent
     if type(parent) is Node:
         return new_tensor(data, parent)
@@ -346,15 +337,14 @@ def _store_retained(node: Node, g: Any) -> None:
 
 
 def _accumulate_into_leaves(grads: dict[Any, Any], copied: set[int]) -> None:
-    Tensor = _Tensor
     for leaf, g in grads.items():
-        if isinstance(leaf, Tensor):
+        if isinstance(leaf, TensorBase):
             _accumulate(leaf, g, copied)
 
 
-def _accumulate(leaf: Tensor, g: Any, copied: set[int]) -> None:
+def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
-    if not isinstance(g, _Tensor):
+    if not isinstance(g, TensorBase):
         # A rule may hand the same array to several inputs, or a read-only broadcast view:
         # give each leaf its own writable array, as optimizers update .grad in place.
         if id(g) in copied or not _owns_writable_memory(g):
@@ -509,7 +499,7 @@ def grad(
     differentiated again. An input that the outputs do not depend on raises, unless
     ``allow_unused=True`` (then its gradient is None).
     """
-    Tensor = _Tensor
+    Tensor = TensorBase
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for i, t in enumerate(ins):
@@ -548,7 +538,7 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
                 f"this one has shape {out.shape}, so pass a gradient of that shape"
             )
         return array_module(out.data).ones_like(out.data)
-    if isinstance(g, _Tensor):
+    if isinstance(g, TensorBase):
         seed = g if create_graph else g.data
     elif is_array(g):
         seed = g
@@ -559,6 +549,6 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
         raise RuntimeError(
             f"{where}: gradient has shape {tuple(shape)} but the output has shape {out.shape}"
         )
-    if not isinstance(seed, _Tensor) and seed.dtype != out.dtype:
+    if not isinstance(seed, TensorBase) and seed.dtype != out.dtype:
         seed = seed.astype(out.dtype)
     return seed

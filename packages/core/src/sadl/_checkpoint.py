@@ -93,8 +93,9 @@ class _Frame:
         """Keep fn's outputs (alive anyway downstream) to compare a recomputation with."""
         if self.check:
             for t in _tensors_in(outputs):
-                k = self.position.get(id(t._node)) if t._node is not None else None
-                if k is not None and t._node.refill is not None:
+                node = t._node
+                k = self.position.get(id(node)) if node is not None else None
+                if k is not None and node is not None and node.refill is not None:
                     self.outputs.append((k, t.data))
         self.position = {}
 

@@ -4,9 +4,8 @@
 a :class:`Node` (which op, what it saw, who its parents are). ``sadl._backward`` walks those
 records back. All per-op knowledge lives in the ``OpDef`` records, none of it here.
 
-This module sits below ``sadl._tensor`` in the import order: it does not import the Tensor class,
-it is handed it (``install_tensor_class``) when ``sadl._tensor`` is imported, and it hands
-``OpDef.__call__`` its implementation (``call_op``) in turn.
+Tensors are ``sadl._tensor_base.TensorBase`` here (the class below this module; results are
+made by ``new_tensor``). This module hands ``OpDef.__call__`` its implementation (``call_op``).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from sadl._errors import MissingGradientError
 from sadl._grad_mode import _state as _grad_state
 from sadl._known import KNOWN_PROVIDERS
 from sadl._records import OpDef
+from sadl._tensor_base import TensorBase, new_tensor
 from sadl.backends import array_module, ensure_same_device, is_array
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ __all__ = [
     "apply",
     "call_op",
     "constant_param",
-    "install_tensor_class",
     "is_tensor",
     "new_tensor",
     "rebase_inplace",
@@ -45,36 +44,11 @@ __all__ = [
 ]
 
 _ndarray = np.ndarray
-_Tensor: Any = None  # the Tensor class, handed down by sadl._tensor
-_new = object.__new__
-
-
-def install_tensor_class(cls: type) -> None:
-    """Called once by ``sadl._tensor``: the class whose instances the engine creates and reads."""
-    global _Tensor
-    _Tensor = cls
-
-
-def new_tensor(
-    data: Any, node: Node | None = None, version: list[int] | None = None, cls: type | None = None
-) -> Tensor:
-    """The one way a Tensor's slots are filled: its data, its producer node, its version counter.
-
-    A tensor with a node requires grad (it is on the graph); ``version`` is shared between
-    tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``).
-    """
-    t = _new(_Tensor if cls is None else cls)
-    t.data = data
-    t.grad = None
-    t._node = node
-    t._requires_grad = node is not None
-    t._version = [0] if version is None else version
-    return t  # type: ignore[no-any-return]
 
 
 def is_tensor(value: Any) -> bool:
-    """True for a Tensor (for modules below ``sadl._tensor``, which cannot import the class)."""
-    return isinstance(value, _Tensor)
+    """True for a Tensor."""
+    return isinstance(value, TensorBase)
 
 
 class Node:
@@ -136,9 +110,8 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     datas = []
     record = False
     off_cpu = False
-    Tensor = _Tensor
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, TensorBase):
             d = a.data
             if a._requires_grad:
                 record = True
@@ -167,7 +140,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     counters: list[Any] = []
     versions: list[Any] = []
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, TensorBase):
             n = a._node
             parents.append(n if n is not None else (a if a._requires_grad else None))
             c = a._version
@@ -213,11 +186,10 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
     """Apply ``op`` the way user code calls it: Tensors in, Tensor out; arrays in, array out."""
     if op.composite:
         return op.forward(*args, **params)
-    Tensor = _Tensor
     if params:
         params = {k: constant_param(v, op, k) for k, v in params.items()}
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, TensorBase):
             return apply(op, args, params)
     return op.forward(*args, **params)
 
@@ -228,11 +200,11 @@ def constant_param(value: Any, op: OpDef, name: str) -> Any:
     A Tensor that requires grad given as a param would silently get no gradient, so it is
     refused (as a tuple or list item too); pass it as an input, or ``.detach()`` it.
     """
-    if isinstance(value, _Tensor):
+    if isinstance(value, TensorBase):
         if value._requires_grad and _grad_state.enabled:
             raise TypeError(_constant_message(op, name))
         return value.data
-    if isinstance(value, tuple | list) and any(isinstance(v, _Tensor) for v in value):
+    if isinstance(value, tuple | list) and any(isinstance(v, TensorBase) for v in value):
         return type(value)(constant_param(v, op, name) for v in value)
     return value
 
@@ -281,8 +253,8 @@ def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
     # An output that views an input's memory shares that input's version counter, so an
     # in-place write through either one is seen by every node that saved the other.
     for a in args:
-        if isinstance(a, _Tensor) and (a.data is base or a.data.base is base):
-            return a._version  # type: ignore[no-any-return]
+        if isinstance(a, TensorBase) and (a.data is base or a.data.base is base):
+            return a._version
     return [0]
 
 

@@ -9,9 +9,9 @@ from built-in plugins imported by name (``BUILTIN_PLUGINS``, as pytest loads its
 cannot be blocked.
 
 Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
-published. The host hands the NumPy dispatch its op table (``sadl._dispatch.install_op_source``)
-and the array layer its device backends (``sadl.backends.install_backends``), and lets the array
-layer trigger discovery when it meets a device type it does not know yet.
+published. The host hands the array layer its device backends (``sadl.backends.install_backends``) and
+itself (``sadl.backends.install_plugin_loader``): the array layer then triggers discovery when it
+meets a device type it does not know yet, and the NumPy dispatch reads its op table there.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import pluggy
 
-from sadl import _dispatch, _hookspecs, backends
+from sadl import _hookspecs, backends
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -485,12 +485,5 @@ def _publish(reg: Registry) -> None:
     _registry = reg
     backends.install_backends(reg.records("backends"))
 
-
-def _op_source() -> tuple[int, Mapping[str, OpDef]]:
-    reg = registry()
-    return reg.generation, reg.records("ops")
-
-
-_dispatch.install_op_source(_op_source)
 
 backends.install_plugin_loader(registry)

@@ -1,10 +1,10 @@
 """``Tensor``: an array with a gradient, reachable through NumPy functions and torch-like methods.
 
-This file holds the Tensor's state (six slots), its protocols (NumPy's dispatch, Python's
-conversions), the autograd entry (``backward``) and the in-place machinery. The method vocabulary
-(``t.exp()``, ``t.sum(axis)``, ``t + u``, ...) comes from the mixins of ``sadl._methods``; the
-graph work from ``sadl._engine``; NumPy's ``__array_ufunc__``/``__array_function__`` land in
-``sadl._dispatch``, which installs itself here (it is imported after this module).
+Its state (six slots) is ``sadl._tensor_base.TensorBase``'s; this file adds the protocols
+(NumPy's dispatch, Python's conversions), the autograd entry (``backward``) and the in-place
+machinery. The method vocabulary (``t.exp()``, ``t.sum(axis)``, ``t + u``, ...) comes from the
+mixins of ``sadl._methods``; the graph work from ``sadl._engine``; NumPy's
+``__array_ufunc__``/``__array_function__`` land in ``sadl._dispatch``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from sadl import _backward, _engine
+from sadl import _backward, _dispatch, _engine
 from sadl._defaults import get_default_dtype
-from sadl._engine import new_tensor
 from sadl._grad_mode import _state as _grad_state
 from sadl._methods import (
     ArithmeticMethods,
@@ -29,18 +28,21 @@ from sadl._methods import (
     _index_key,
 )
 from sadl._ops import indexing as _ix
-from sadl.backends import Device, device_of, install_tensor_type, is_array, to_device
+from sadl._tensor_base import TensorBase, new_tensor
+from sadl.backends import Device, device_of, is_array, to_device
 
-__all__ = ["Parameter", "Tensor", "install_numpy_dispatch"]
+__all__ = ["Parameter", "Tensor"]
 
 
 class Tensor(
+    TensorBase,
     ArithmeticMethods,
     ElementwiseMethods,
     ReductionMethods,
     ShapeMethods,
     ConversionMethods,
     NDArrayOperatorsMixin,
+    result=True,
 ):
     """An n-dimensional array that can record the operations applied to it and differentiate them.
 
@@ -48,23 +50,8 @@ class Tensor(
     used as is, other data is converted; Python floats become the default dtype, float32).
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_grad_hooks",
-        "_node",
-        "_requires_grad",
-        "_version",
-        "data",
-        "grad",
-    )
+    __slots__ = ()  # the state is TensorBase's: data, grad, _node, _requires_grad, _version
     __array_priority__ = 1000
-
-    data: Any  #: the NumPy or CuPy array
-    grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
-    _requires_grad: builtins.bool  #: read by the engine directly; set through the property
-    _node: Any  #: the engine's record of the op that produced this tensor (None for leaves)
-    _version: list[builtins.int]  #: bumped by every in-place write; shared by views
-    _grad_hooks: dict[builtins.int, Any]  #: post-accumulate-grad hooks (unset until one is added)
 
     def __new__(
         cls,
@@ -80,39 +67,9 @@ class Tensor(
 
     # ---------------------------------------------------------------- attributes
     @property
-    def shape(self) -> tuple[builtins.int, ...]:
-        """The shape of the data."""
-        return self.data.shape  # type: ignore[no-any-return]
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        """The dtype of the data."""
-        return self.data.dtype  # type: ignore[no-any-return]
-
-    @property
-    def ndim(self) -> builtins.int:
-        """Number of axes."""
-        return self.data.ndim  # type: ignore[no-any-return]
-
-    @property
-    def size(self) -> builtins.int:
-        """Number of elements."""
-        return self.data.size  # type: ignore[no-any-return]
-
-    @property
     def device(self) -> Device:
         """Where the data lives (``cpu`` or ``cuda:N``)."""
         return device_of(self.data)
-
-    @property
-    def is_leaf(self) -> builtins.bool:
-        """True unless the tensor is the recorded result of an op."""
-        return self._node is None
-
-    @property
-    def grad_fn(self) -> Any:
-        """The graph node that produced this tensor (None for leaves)."""
-        return self._node
 
     # ---------------------------------------------------------------- autograd
     @property
@@ -268,10 +225,10 @@ class Tensor(
         return self.data if dtype is None else self.data.astype(dtype, copy=False)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return _numpy_dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+        return _dispatch.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _numpy_dispatch.array_function(func, types, args, kwargs)
+        return _dispatch.array_function(func, types, args, kwargs)
 
     def __len__(self) -> builtins.int:
         if self.data.ndim == 0:
@@ -403,31 +360,3 @@ def _rebuild(cls: type, data: Any, requires_grad: builtins.bool) -> Tensor:
     if cls is Parameter:
         return Parameter(data)
     return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]
-
-
-class _NumpyDispatch:
-    """Where ``__array_ufunc__``/``__array_function__`` go; filled by ``sadl._dispatch``."""
-
-    def __init__(self) -> None:
-        self.array_ufunc: Callable[..., Any] = _dispatch_missing
-        self.array_function: Callable[..., Any] = _dispatch_missing
-
-
-def _dispatch_missing(*args: Any) -> Any:
-    raise RuntimeError("sadl's NumPy dispatch is not loaded; import sadl first")
-
-
-_numpy_dispatch = _NumpyDispatch()
-
-
-def install_numpy_dispatch(
-    array_ufunc: Callable[..., Any], array_function: Callable[..., Any]
-) -> None:
-    """Called once by ``sadl._dispatch`` (imported after this module)."""
-    _numpy_dispatch.array_ufunc = array_ufunc
-    _numpy_dispatch.array_function = array_function
-
-
-_engine.install_tensor_class(Tensor)
-_backward.install_tensor_class(Tensor)
-install_tensor_type(Tensor)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from sadl._records import BackendDef
+from sadl._tensor_base import TensorBase
 
 __all__ = [
     "CPU_BACKEND",
@@ -39,7 +40,8 @@ __all__ = [
     "ensure_same_device",
     "install_backends",
     "install_plugin_loader",
-    "install_tensor_type",
+    "plugin_op",
+    "plugin_registry",
     "install_traced_array",
     "install_transfer_observer",
     "is_array",
@@ -152,13 +154,6 @@ def _no_loader() -> None:
 
 
 _load_plugins: Callable[[], object] = _no_loader
-_tensor_type: Any = type(None)  # sadl.Tensor, handed down by sadl._tensor
-
-
-def install_tensor_type(cls: type) -> None:
-    """Called once by ``sadl._tensor``: ``array_module(tensor)`` then looks at its data."""
-    global _tensor_type
-    _tensor_type = cls
 
 
 class _NoTracedArrays:
@@ -216,10 +211,16 @@ def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
     return copy(data, *args) if observer is None else observer(copy, data, args)
 
 
+def plugin_registry() -> Any:
+    """The plugin registry (discovering plugins on first use): its ``records(kind)`` and
+    ``generation`` (bumped by every reload); the NumPy dispatch reads its op table here.
+    """
+    return _load_plugins()
+
+
 def plugin_op(name: str) -> Any:
     """The op ``name`` a plugin registers (loading plugins): ``Tensor.erf`` calls sadl-layers'."""
-    registry: Any = _load_plugins()
-    return registry.lookup("ops", name)
+    return plugin_registry().lookup("ops", name)
 
 
 def install_plugin_loader(loader: Callable[[], object]) -> None:
@@ -385,7 +386,7 @@ def array_module(data: Any) -> ModuleType:
     if found is None:
         if type(data) is _traced.kind:
             return _traced.module_of(data)
-        return array_module(data.data) if isinstance(data, _tensor_type) else np
+        return array_module(data.data) if isinstance(data, TensorBase) else np
     return found.module
 
 
@@ -397,7 +398,7 @@ def device_of(data: Any) -> Device:
         data = _traced.array_of(data)
     found = _backend_of_type(type(data))
     if found is None:
-        return device_of(data.data) if isinstance(data, _tensor_type) else CPU
+        return device_of(data.data) if isinstance(data, TensorBase) else CPU
     return found.device(data)
 
 
@@ -461,7 +462,7 @@ def match_key(key: Any, like: Any) -> Any:
     index = int(found.record.device_index(like))
 
     def fit(k: Any) -> Any:
-        if isinstance(k, _tensor_type):
+        if isinstance(k, TensorBase):
             k = k.data  # type: ignore[attr-defined]
         return _transfer(found.record.from_host, k, index) if isinstance(k, _ndarray) else k
 

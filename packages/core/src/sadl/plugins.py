@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
-from sadl._engine import new_tensor
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -45,6 +44,7 @@ from sadl._records import (
     OpDef,
     OptimizerDef,
 )
+from sadl._tensor_base import new_tensor
 from sadl._version import API_VERSION, __version__
 
 if TYPE_CHECKING:
