@@ -9,9 +9,10 @@ from built-in plugins imported by name (``BUILTIN_PLUGINS``, as pytest loads its
 cannot be blocked.
 
 Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
-published. The host hands the array layer its device backends (``sadl.backends.install_backends``) and
-itself (``sadl.backends.install_plugin_loader``): the array layer then triggers discovery when it
-meets a device type it does not know yet, and the NumPy dispatch reads its op table there.
+published. The host hands the array layer its device backends
+(``sadl.backends.install_backends``) and itself (``sadl.backends.install_plugin_loader``): the
+array layer then triggers discovery when it meets a device type it does not know yet, and the
+NumPy dispatch reads its op table there.
 """
 
 from __future__ import annotations
