@@ -14,6 +14,7 @@ and step counts stay live instead of being frozen into the trace.
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -29,9 +30,10 @@ from sadl_compile.tracer import Tracer
 
 __all__ = ["DATA", "GRAD", "Capture"]
 
-#: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing).
-DATA: Any = Tensor.__dict__["data"]
-GRAD: Any = Tensor.__dict__["grad"]
+#: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing;
+#: the slots are those of Tensor's base class, so they are looked up along the class's MRO).
+DATA: Any = inspect.getattr_static(Tensor, "data")
+GRAD: Any = inspect.getattr_static(Tensor, "grad")
 
 
 class _Adopted:

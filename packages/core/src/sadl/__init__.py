@@ -30,7 +30,6 @@ from sadl import (  # noqa: F401
 )
 from sadl._adam import Adam
 from sadl._backward import RemovableHandle, grad, queue_backward_callback
-from sadl._checkpoint import checkpoint
 from sadl._creation import (
     arange,
     empty,
@@ -94,7 +93,6 @@ __all__ = [
     "UnknownNameError",
     "arange",
     "backends",
-    "checkpoint",
     "cuda",
     "data",
     "default_generator",

@@ -47,6 +47,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
 
 #: Attributes of ``sadl`` that a first-party plugin serves: name -> (distribution, module).
 KNOWN_ATTRIBUTES = {
+    "checkpoint": ("sadl-layers", "sadl_layers"),
     "compile": ("sadl-compile", "sadl_compile"),
     "CompiledFunction": ("sadl-compile", "sadl_compile"),
 }

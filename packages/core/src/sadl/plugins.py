@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
+from sadl._engine import recording_hook
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -73,6 +74,7 @@ __all__ = [
     "plugins",
     "records",
     "records_hookspec",
+    "recording_hook",
     "reload_plugins",
     "require_api",
     "tensor_from_array",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
+from sadl_layers.activation_checkpoint import checkpoint
 from sadl_layers.modules import LAYERS
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
@@ -33,6 +34,7 @@ from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.erf_family import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
@@ -46,4 +48,4 @@ except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 # The names of every layer class and op, as their modules list them (one list each).
-__all__ = [*LAYERS, *(op.name for op in OPS)]
+__all__ = [*LAYERS, *(op.name for op in OPS), "checkpoint"]
