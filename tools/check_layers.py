@@ -23,7 +23,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Core's layers, bottom to top (docs/architecture.md shows the same table).
 CORE_LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["_version", "_errors", "_tensor_base", "_records", "_hookspecs", "_known"]),
+    (
+        "foundation",
+        [
+            "_version",
+            "_errors",
+            "_tensor_base",
+            "_records",
+            "_plugin_records",
+            "_hookspecs",
+            "_known",
+        ],
+    ),
     ("arrays and state", ["backends", "cuda", "_grad_mode", "_defaults", "_threads", "random"]),
     ("op tables", ["_ops", "_ops.*"]),
     ("tensor and engine", ["_engine", "_backward", "_methods", "_dispatch", "_tensor"]),

@@ -2,7 +2,6 @@
 
 import numpy as np
 from sadl import backends
-from sadl._ops import selection
 
 
 def test_multiply_at_in_rounds_matches_numpy_multiply_at():
@@ -13,14 +12,3 @@ def test_multiply_at_in_rounds_matches_numpy_multiply_at():
     target = np.ones((3, 4))
     backends._multiply_at_in_rounds(target, key, values)
     np.testing.assert_array_equal(target, expected)
-
-
-def test_doubling_scan_matches_accumulate(monkeypatch):
-    x = np.random.default_rng(0).normal(size=(3, 9))
-    x[1, 4] = np.nan
-    monkeypatch.setattr(selection, "array_module", lambda data: None)  # "not NumPy"
-    for ufunc in (np.maximum, np.minimum):
-        for axis in (0, 1):
-            np.testing.assert_array_equal(
-                selection._scan(ufunc, x, axis), ufunc.accumulate(x, axis=axis)
-            )

@@ -19,12 +19,11 @@ from sadl._ops import (
     linalg,
     nondifferentiable,
     reductions,
-    scatter,
-    selection,
     shapes,
     special,
 )
-from sadl._records import BackendDef, OpDef, OptimizerDef
+from sadl._plugin_records import BackendDef, OptimizerDef
+from sadl._records import OpDef
 from sadl._sgd import SGD
 from sadl.backends import CPU_BACKEND
 from sadl.cuda import CUDA_BACKEND
@@ -36,8 +35,6 @@ CORE_OPS: tuple[OpDef, ...] = (
     *reductions.OPS,
     *shapes.OPS,
     *indexing.OPS,
-    *scatter.OPS,
-    *selection.OPS,
     *linalg.OPS,
     *nondifferentiable.OPS,
     *special.OPS,

@@ -33,7 +33,8 @@ mish softplus_beta logsigmoid elu selu celu hardtanh hardsigmoid hardswish
 layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d conv_transpose2d conv1d
 conv_transpose1d max_pool2d avg_pool2d max_pool1d avg_pool1d interpolate adaptive_avg_pool1d
 adaptive_avg_pool2d rnn_sequence lstm_sequence gru_sequence dropout linear embedding batch_norm
-erf erfc erfinv ndtr
+erf erfc erfinv ndtr gather scatter scatter_add scatter_reduce cummax cummin topk argwhere nonzero
+one_hot
 """
 _OPTIM = "AdamW RMSprop Adagrad Lion LRScheduler StepLR CosineWithWarmup LinearWarmup OneCycle"
 

@@ -23,8 +23,6 @@ from sadl._ops import indexing as _ix
 from sadl._ops import linalg as _la
 from sadl._ops import nondifferentiable as _nd
 from sadl._ops import reductions as _red
-from sadl._ops import scatter as _sc
-from sadl._ops import selection as _sel
 from sadl._ops import shapes as _sh
 from sadl._ops import special as _sp
 from sadl._records import OpDef
@@ -330,18 +328,18 @@ class ReductionMethods:
         sorted: builtins.bool = True,
         *,
         dim: Any = None,
-    ) -> _sel.ValuesIndices:
+    ) -> Any:
         """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) values."""
         axis = axis if dim is None else dim
-        return _sel.TOPK.forward(self, k, axis=axis, largest=largest, sorted=sorted)  # type: ignore[no-any-return]
+        return plugin_op("topk")(self, k, axis=axis, largest=largest, sorted=sorted)
 
-    def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> _sel.ValuesIndices:
+    def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running maximum along ``axis`` (torch's cummax)."""
-        return _sel.CUMMAX.forward(self, axis=_required_axis(axis, dim, "cummax"))  # type: ignore[no-any-return]
+        return plugin_op("cummax")(self, axis=_required_axis(axis, dim, "cummax"))
 
-    def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> _sel.ValuesIndices:
+    def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running minimum along ``axis`` (torch's cummin)."""
-        return _sel.CUMMIN.forward(self, axis=_required_axis(axis, dim, "cummin"))  # type: ignore[no-any-return]
+        return plugin_op("cummin")(self, axis=_required_axis(axis, dim, "cummin"))
 
     def var(
         self: TensorLike,
@@ -520,18 +518,18 @@ class ShapeMethods:
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
         """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""
-        return _sc.GATHER.forward(self, dim, _plain(index))  # type: ignore[no-any-return]
+        return cast("Tensor", plugin_op("gather")(self, dim, _plain(index)))
 
     def scatter(
         self: TensorLike, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None
     ) -> Tensor:
         """Torch's scatter: a copy with ``out[index[i][j]][j] = src[i][j]`` (or ``value``)."""
         source = value if src is None else src
-        return _apply(_sc.SCATTER, (self, dim, _plain(index), source), {})
+        return cast("Tensor", plugin_op("scatter")(self, dim, _plain(index), source))
 
     def scatter_add(self: TensorLike, dim: builtins.int, index: Any, src: Any) -> Tensor:
         """Torch's scatter_add: a copy with ``out[index[i][j]][j] += src[i][j]``."""
-        return _apply(_sc.SCATTER_ADD, (self, dim, _plain(index), src), {})
+        return cast("Tensor", plugin_op("scatter_add")(self, dim, _plain(index), src))
 
     def scatter_reduce(
         self: TensorLike,
@@ -543,18 +541,18 @@ class ShapeMethods:
         include_self: builtins.bool = True,
     ) -> Tensor:
         """Torch's scatter_reduce: ``reduce`` is sum, prod, mean, amax or amin."""
-        params = {"reduce": reduce, "include_self": include_self}
-        return _apply(_sc.SCATTER_REDUCE, (self, dim, _plain(index), src), params)
+        op = plugin_op("scatter_reduce")
+        return cast(
+            "Tensor", op(self, dim, _plain(index), src, reduce=reduce, include_self=include_self)
+        )
 
     def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
-        if as_tuple:
-            return _sel.NONZERO.forward(self)
-        return _apply(_sel.ARGWHERE, (self,), {})
+        return plugin_op("nonzero" if as_tuple else "argwhere")(self)
 
     def argwhere(self: TensorLike) -> Tensor:
         """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""
-        return _apply(_sel.ARGWHERE, (self,), {})
+        return cast("Tensor", plugin_op("argwhere")(self))
 
 
 class ConversionMethods:

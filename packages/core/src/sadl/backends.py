@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl._records import BackendDef
+from sadl._plugin_records import BackendDef
 from sadl._tensor_base import TensorBase
 
 __all__ = [

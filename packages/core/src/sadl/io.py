@@ -15,7 +15,7 @@ from typing import Any
 from sadl._host import registry
 from sadl._known import install_command
 from sadl._namespace import served
-from sadl._records import FormatDef
+from sadl._plugin_records import FormatDef
 
 __all__ = ["load", "save"]
 

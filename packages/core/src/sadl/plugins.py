@@ -36,15 +36,8 @@ from sadl._hookspecs import hookimpl, records_hookspec
 from sadl._host import registry
 from sadl._host import reload_plugins as _reload
 from sadl._known import KNOWN_PROVIDERS, install_command
-from sadl._records import (
-    BackendDef,
-    Example,
-    FormatDef,
-    LayerDef,
-    ModelDef,
-    OpDef,
-    OptimizerDef,
-)
+from sadl._plugin_records import BackendDef, FormatDef, LayerDef, ModelDef, OptimizerDef
+from sadl._records import Example, OpDef
 from sadl._tensor_base import new_tensor
 from sadl._version import API_VERSION, __version__
 

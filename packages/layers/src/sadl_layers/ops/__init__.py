@@ -28,6 +28,8 @@ from sadl_layers.ops import (
     pooling,
     recurrent,
     resize,
+    scatter_gather,
+    selection,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
@@ -41,6 +43,8 @@ from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.scatter_gather import *  # noqa: F403
+from sadl_layers.ops.selection import *  # noqa: F403
 
 _TABLES = (
     classification,
@@ -55,6 +59,8 @@ _TABLES = (
     pooling,
     resize,
     recurrent,
+    scatter_gather,
+    selection,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)

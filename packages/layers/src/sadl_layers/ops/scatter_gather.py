@@ -10,10 +10,9 @@ is a gather and the other way round, so second derivatives come from the same re
 from __future__ import annotations
 
 import numpy as np
-
-from sadl._ops.indexing import ADD_AT, TAKE_ALONG_AXIS
-from sadl._records import Example, OpDef
+import sadl
 from sadl.backends import array_module, match_key, scatter_reduce_into
+from sadl.plugins import Example, OpDef
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -102,7 +101,7 @@ def _gather(x, dim, index, /):
     lead = tuple(slice(0, n) if d != dim else slice(None) for d, n in enumerate(idx.shape))
     if any(n != m for d, (n, m) in enumerate(zip(idx.shape, np.shape(x))) if d != dim):
         x = x[lead]
-    return TAKE_ALONG_AXIS(x, indices=idx, axis=dim)
+    return sadl.ops.take_along_axis(x, indices=idx, axis=dim)
 
 
 GATHER = OpDef(
@@ -125,7 +124,7 @@ def _src_grad(g, dim, index, src):
     if tuple(_array(index).shape) == tuple(np.shape(src)):
         return picked
     corner = tuple(slice(0, n) for n in _array(index).shape)
-    return ADD_AT(picked, shape=tuple(np.shape(src)), key=corner)
+    return sadl.ops.add_at(picked, shape=tuple(np.shape(src)), key=corner)
 
 
 def _unscattered(g, dim, index):
@@ -251,7 +250,7 @@ def _prod_grads(g, out, x, dim, index, src, include_self, unscattered):
     )
     if tuple(_array(index).shape) != tuple(np.shape(src)):
         corner = tuple(slice(0, n) for n in _array(index).shape)
-        gsrc = ADD_AT(gsrc, shape=tuple(np.shape(src)), key=corner)
+        gsrc = sadl.ops.add_at(gsrc, shape=tuple(np.shape(src)), key=corner)
     return gx, None, None, gsrc
 
 
@@ -269,7 +268,7 @@ def _extreme_grads(g, out, x, dim, index, src, include_self, unscattered):
     gsrc = GATHER(share, dim, index) * src_hit
     if tuple(_array(index).shape) != tuple(np.shape(src)):
         corner = tuple(slice(0, n) for n in _array(index).shape)
-        gsrc = ADD_AT(gsrc, shape=tuple(np.shape(src)), key=corner)
+        gsrc = sadl.ops.add_at(gsrc, shape=tuple(np.shape(src)), key=corner)
     return share * x_hit, None, None, gsrc
 
 
@@ -324,4 +323,6 @@ SCATTER_REDUCE = OpDef(
     + (Example((3, 4), 1, np.array([[0, 0], [3, 1]]), (2, 3), reduce="mean"),),
 )
 
-OPS = (GATHER, SCATTER, SCATTER_ADD, SCATTER_REDUCE)
+__all__ = ["gather", "scatter", "scatter_add", "scatter_reduce"]
+INTERNAL_OPS: tuple[OpDef, ...] = ()
+gather, scatter, scatter_add, scatter_reduce = GATHER, SCATTER, SCATTER_ADD, SCATTER_REDUCE
