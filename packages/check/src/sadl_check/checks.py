@@ -32,7 +32,6 @@ from sadl.testing import (
     gradgradcheck,
     is_float_input,
     outputs,
-    singular_point_check,
     tensors,
 )
 
@@ -47,6 +46,7 @@ from sadl_check._devicecheck import (
     serve_device_as,
 )
 from sadl_check._variants import Variant, derive_variants
+from sadl_check.singular import singular_point_check
 
 __all__ = [
     "CheckResult",

@@ -12,7 +12,6 @@ served here under their old names too.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,7 +30,6 @@ __all__ = [
     "is_float_input",
     "keep_layout_copy",
     "outputs",
-    "singular_point_check",
     "tensors",
 ]
 
@@ -200,63 +198,6 @@ def gradgradcheck(
         seed=seed + 2,
         raise_exception=raise_exception,
     )
-
-
-def singular_point_check(
-    fn: Callable[..., Any],
-    *inputs: Any,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    seed: int = 0,
-    eps: float = 1e-6,
-) -> None:
-    """At a singular point: a finite gradient, between the one-sided derivatives.
-
-    A one-sided derivative is estimated with two step sizes; where the estimates disagree the
-    function jumps or has an infinite slope on that side (``arctan2`` at the origin, ``x ** x``
-    left of 0), and only finiteness is asked there. Raises :class:`GradcheckError`.
-    """
-    xs, diff = _prepare(inputs)
-    project = Projection(seed)
-    s = project(fn(*xs))
-    targets = [xs[i] for i in diff]
-    analytic = _grad(s, targets, allow_unused=True) if s.requires_grad else [None] * len(diff)
-
-    def value() -> float:
-        return float(project(fn(*xs)).data)
-
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        center = value()
-        for i, x, a in zip(diff, targets, analytic):
-            grad = np.zeros(x.shape) if a is None else np.asarray(a.data, dtype=np.float64)
-            if not np.isfinite(grad).all():
-                where = tuple(int(k) for k in np.argwhere(~np.isfinite(grad))[0])
-                raise GradcheckError(
-                    f"singular point: the gradient of input {i} is {grad[where]} at {where}"
-                )
-            data = x.data
-            for j in np.ndindex(x.shape):
-                sides = []
-                for direction in (1.0, -1.0):
-                    quotients = []
-                    for step in (eps, eps / 10):
-                        orig = data[j]
-                        data[j] = orig + direction * step
-                        quotients.append(direction * (value() - center) / step)
-                        data[j] = orig
-                    q1, q2 = quotients
-                    if np.isfinite(q1) and abs(q1 - q2) <= atol + 0.01 * abs(q1):
-                        sides.append(q2)
-                if len(sides) < 2:
-                    continue  # no derivative on one side: finiteness is all we ask
-                lo, hi = min(sides), max(sides)
-                tol = atol + rtol * max(abs(lo), abs(hi))
-                if not lo - tol <= grad[j] <= hi + tol:
-                    raise GradcheckError(
-                        f"singular point: the gradient of input {i} at {j} is {grad[j]:.6g}, "
-                        f"outside the one-sided derivatives [{lo:.6g}, {hi:.6g}]"
-                    )
 
 
 def _fail(raise_exception: bool, message: str) -> bool:
