@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,7 +67,7 @@ def run_backward(
     (``sadl.grad``), and only nodes that lead to a target run their rules. Callbacks queued
     during the pass (``queue_backward_callback``) run when it has finished.
     """
-    with _BackwardPass():
+    with _backward_pass():
         return _walk(roots, root_grads, retain_graph, create_graph, targets)
 
 
@@ -77,29 +78,20 @@ def _walk(
     create_graph: bool,
     targets: Sequence[Tensor] | None,
 ) -> list[Any] | None:
+    """Toposort (a node is ready once all its consumers ran) -> rule -> accumulate."""
     grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
     for tensor, g in zip(roots, root_grads):
-        key = tensor._node if tensor._node is not None else tensor
-        grads[key] = grads[key] + g if key in grads else g
+        _add(grads, _key(tensor), g)
     pending = _count_consumers(grads)
     wanted = _nodes_leading_to(targets, pending) if targets is not None else None
-    # Leaves with post-accumulate-grad hooks -> consumers left: at 0 their .grad is final.
     hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
     copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
-
     ready = [n for n, count in pending.items() if count == 0]
     while ready:
         node = ready.pop()
         g = grads.pop(node, None)
         if g is not None and (wanted is None or node in wanted):
-            if node.datas is None and node.refill is not None:
-                node.refill(node)  # a checkpointed node: recompute its arrays
-            if node.datas is None:
-                raise RuntimeError(
-                    f"trying to backward through the graph a second time (op {node.op.name!r}): "
-                    "its saved arrays were freed by the first backward; pass retain_graph=True "
-                    "to the first call if you need to go through it again"
-                )
+            _saved_arrays(node)  # refilled if checkpointed; an error if freed by a backward
             if node.retained is not None:
                 _store_retained(node, g)
             if targets is not None:
@@ -107,28 +99,57 @@ def _walk(
             if wanted is None or any(p in wanted for p in node.parents):
                 for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
                     if gi is not None:
-                        grads[p] = grads[p] + gi if p in grads else gi
-            if not retain_graph:
-                node.datas = None
-                node.out = None
-                node.refill = None
-            elif node.refill is not None:
-                node.datas = None  # checkpointed: drop the recomputed arrays again
-                node.out = None
+                        _add(grads, p, gi)
+            _release(node, retain_graph)
         for p in node.parents:
             if type(p) is Node:
                 pending[p] -= 1
                 if pending[p] == 0:
                     ready.append(p)
             elif hooked and p in hooked:
-                hooked[p] -= 1
-                if hooked[p] == 0 and p in grads:
-                    _accumulate(p, grads.pop(p), copied)
-
+                _leaf_used(p, hooked, grads, copied)
     if targets is not None:
         return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
-    _accumulate_into_leaves(grads, copied)
+    for leaf, g in grads.items():
+        if isinstance(leaf, TensorBase):
+            _accumulate(leaf, g, copied)
     return None
+
+
+def _key(tensor: Tensor) -> Any:
+    return tensor._node if tensor._node is not None else tensor
+
+
+def _add(grads: dict[Any, Any], key: Any, g: Any) -> None:
+    grads[key] = grads[key] + g if key in grads else g
+
+
+def _saved_arrays(node: Node) -> None:
+    """Make sure ``node`` has its saved arrays: a checkpointed node recomputes them."""
+    if node.datas is None and node.refill is not None:
+        node.refill(node)
+    if node.datas is None:
+        raise RuntimeError(
+            f"trying to backward through the graph a second time (op {node.op.name!r}): "
+            "its saved arrays were freed by the first backward; pass retain_graph=True "
+            "to the first call if you need to go through it again"
+        )
+
+
+def _release(node: Node, retain_graph: bool) -> None:
+    """Free what ``node`` saved unless ``retain_graph`` (a checkpointed node frees it anyway)."""
+    if not retain_graph or node.refill is not None:
+        node.datas = None
+        node.out = None
+    if not retain_graph:
+        node.refill = None
+
+
+def _leaf_used(leaf: Any, hooked: dict[Any, int], grads: dict[Any, Any], copied: set[int]) -> None:
+    """One use of a hooked leaf is done; after its last one, its ``.grad`` is final: accumulate."""
+    hooked[leaf] -= 1
+    if hooked[leaf] == 0 and leaf in grads:
+        _accumulate(leaf, grads.pop(leaf), copied)
 
 
 def _count_consumers(roots: dict[Any, Any]) -> dict[Node, int]:
@@ -285,22 +306,15 @@ def _call_rule(
 
 
 def _check_versions(node: Node) -> None:
-    for counter, seen in zip(node.counters, node.versions):
-        if counter is not None and counter[0] != seen:
-            raise RuntimeError(_version_message(node))
-
-
-def _version_message(node: Node) -> str:
     for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
         if counter is not None and counter[0] != seen:
             which = "its output" if i == len(node.parents) else f"input {i}"
-            return (
+            raise RuntimeError(
                 f"one of the arrays needed to compute the gradient of op {node.op.name!r} "
                 f"({which}) was modified by an in-place operation after the op ran (version "
                 f"{seen} -> {counter[0]}); make a copy before modifying it, or modify it "
                 "out of place"
             )
-    return f"op {node.op.name!r}: a saved array was modified in place"
 
 
 def _saved_input(data: Any, parent: Any) -> Any:
@@ -336,12 +350,6 @@ def _store_retained(node: Node, g: Any) -> None:
         tensor.grad = g if tensor.grad is None else tensor.grad + g
 
 
-def _accumulate_into_leaves(grads: dict[Any, Any], copied: set[int]) -> None:
-    for leaf, g in grads.items():
-        if isinstance(leaf, TensorBase):
-            _accumulate(leaf, g, copied)
-
-
 def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
     if not isinstance(g, TensorBase):
@@ -368,13 +376,10 @@ def _owns_writable_memory(array: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-class _HookCount:
-    """How many post-accumulate-grad hooks are registered (0: the walker's plain path)."""
-
-    count = 0
+class _hooks:  # noqa: N801
+    count = 0  #: post-accumulate-grad hooks registered (0: the walker's plain path)
 
 
-_hooks = _HookCount()
 _handle_ids = itertools.count()
 
 
@@ -461,21 +466,17 @@ def queue_backward_callback(callback: Callable[[], Any]) -> None:
     _passes.stack[-1].append(callback)
 
 
-class _BackwardPass:
-    """``with _BackwardPass():`` around one pass: opens its callback queue; on success runs it."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        _passes.stack.append([])
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        try:
-            queue = _passes.stack[-1]
-            while queue and exc_type is None:
-                queue.pop(0)()
-        finally:
-            _passes.stack.pop()
+@contextmanager
+def _backward_pass() -> Iterator[None]:
+    """Around one pass: opens its callback queue; when the pass succeeded, runs the queue."""
+    queue: list[Callable[[], Any]] = []
+    _passes.stack.append(queue)
+    try:
+        yield
+        while queue:
+            queue.pop(0)()
+    finally:
+        _passes.stack.pop()
 
 
 # --------------------------------------------------------------------------------------------
