@@ -105,9 +105,14 @@ def _unary(op: OpDef, doc: str) -> Callable[[TensorLike], Tensor]:
     return method
 
 
+def _plugin(name: str, *args: Any, **params: Any) -> Tensor:
+    """The op ``name`` that a plugin registers (sadl-layers: ``erf``, ``roll``, ``gather``...)."""
+    return cast("Tensor", plugin_op(name)(*args, **params))
+
+
 def _plugin_unary(name: str, doc: str) -> Callable[[TensorLike], Tensor]:
     def method(self: TensorLike) -> Tensor:
-        return cast("Tensor", plugin_op(name)(self))
+        return _plugin(name, self)
 
     method.__doc__ = doc
     return method
@@ -474,31 +479,29 @@ class ShapeMethods:
 
     def roll(self: TensorLike, shift: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
         """Shift elements cyclically."""
-        return _apply(_sh.ROLL, (self,), {"shift": shift, "axis": _axis(axis, dim, "roll")})
+        return _plugin("roll", self, shift=shift, axis=_axis(axis, dim, "roll"))
 
     def repeat(self: TensorLike, repeats: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
         """Repeat elements (NumPy semantics: ``np.repeat``)."""
-        params = {"repeats": repeats, "axis": _axis(axis, dim, "repeat")}
-        return _apply(_sh.REPEAT, (self,), params)
+        return _plugin("repeat", self, repeats=repeats, axis=_axis(axis, dim, "repeat"))
 
     def tile(self: TensorLike, reps: Any) -> Tensor:
         """Repeat the whole tensor ``reps`` times along each axis."""
-        return _apply(_sh.TILE, (self,), {"reps": reps})
+        return _plugin("tile", self, reps=reps)
 
     def tril(self: TensorLike, k: builtins.int = 0) -> Tensor:
         """Lower triangle of the last two axes."""
-        return _apply(_sh.TRIL, (self,), {"k": k})
+        return _plugin("tril", self, k=k)
 
     def triu(self: TensorLike, k: builtins.int = 0) -> Tensor:
         """Upper triangle of the last two axes."""
-        return _apply(_sh.TRIU, (self,), {"k": k})
+        return _plugin("triu", self, k=k)
 
     def diagonal(
         self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
     ) -> Tensor:
         """The diagonal of two axes."""
-        params = {"offset": offset, "axis1": axis1, "axis2": axis2}
-        return _apply(_sh.DIAGONAL, (self,), params)
+        return _plugin("diagonal", self, offset=offset, axis1=axis1, axis2=axis2)
 
     def trace(
         self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
@@ -518,18 +521,18 @@ class ShapeMethods:
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
         """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""
-        return cast("Tensor", plugin_op("gather")(self, dim, _plain(index)))
+        return _plugin("gather", self, dim, _plain(index))
 
     def scatter(
         self: TensorLike, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None
     ) -> Tensor:
         """Torch's scatter: a copy with ``out[index[i][j]][j] = src[i][j]`` (or ``value``)."""
         source = value if src is None else src
-        return cast("Tensor", plugin_op("scatter")(self, dim, _plain(index), source))
+        return _plugin("scatter", self, dim, _plain(index), source)
 
     def scatter_add(self: TensorLike, dim: builtins.int, index: Any, src: Any) -> Tensor:
         """Torch's scatter_add: a copy with ``out[index[i][j]][j] += src[i][j]``."""
-        return cast("Tensor", plugin_op("scatter_add")(self, dim, _plain(index), src))
+        return _plugin("scatter_add", self, dim, _plain(index), src)
 
     def scatter_reduce(
         self: TensorLike,
@@ -541,10 +544,8 @@ class ShapeMethods:
         include_self: builtins.bool = True,
     ) -> Tensor:
         """Torch's scatter_reduce: ``reduce`` is sum, prod, mean, amax or amin."""
-        op = plugin_op("scatter_reduce")
-        return cast(
-            "Tensor", op(self, dim, _plain(index), src, reduce=reduce, include_self=include_self)
-        )
+        params = {"reduce": reduce, "include_self": include_self}
+        return _plugin("scatter_reduce", self, dim, _plain(index), src, **params)
 
     def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
@@ -552,7 +553,7 @@ class ShapeMethods:
 
     def argwhere(self: TensorLike) -> Tensor:
         """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""
-        return cast("Tensor", plugin_op("argwhere")(self))
+        return _plugin("argwhere", self)
 
 
 class ConversionMethods:

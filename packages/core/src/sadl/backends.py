@@ -48,7 +48,6 @@ __all__ = [
     "match_key",
     "parse_device",
     "scatter_add",
-    "scatter_reduce_into",
     "synchronize",
     "to_device",
 ]
@@ -475,36 +474,6 @@ def scatter_add(target: Any, key: Any, values: Any) -> None:
         np.add.at(target, key, values)
         return
     array_module(target).add.at(target, key, values)  # CuPy >= 12 has add.at too
-
-
-def scatter_reduce_into(target: Any, key: Any, values: Any, ufunc: str) -> None:
-    """``target[key] = ufunc(target[key], values)`` where repeated indices in ``key`` all count.
-
-    ``ufunc`` is ``"add"``, ``"multiply"``, ``"maximum"`` or ``"minimum"`` (``np.<ufunc>.at``);
-    ``key`` is a tuple of integer index arrays.
-    """
-    if isinstance(target, _ndarray):
-        getattr(np, ufunc).at(target, key, values)
-        return
-    if ufunc in ("add", "maximum", "minimum"):  # CuPy >= 12 has these ufunc.at
-        getattr(array_module(target), ufunc).at(target, key, values)
-        return
-    _multiply_at_in_rounds(target, key, values)
-
-
-def _multiply_at_in_rounds(target: Any, key: Any, values: Any) -> None:
-    """``multiply.at`` for CuPy, which has none: the k-th write to each position in round k."""
-    xp = array_module(target)
-    positions = xp.ravel_multi_index(xp.broadcast_arrays(*key), target.shape)
-    values = xp.broadcast_to(xp.asarray(values, dtype=target.dtype), positions.shape).ravel()
-    positions = positions.ravel()
-    order = xp.argsort(positions)
-    positions, values = positions[order], values[order]
-    rank = xp.arange(positions.size) - xp.searchsorted(positions, positions, side="left")
-    flat = target.reshape(-1)  # a view: target is contiguous (a fresh copy in every caller)
-    for k in range(int(rank.max()) + 1 if rank.size else 0):
-        chosen = rank == k
-        flat[positions[chosen]] *= values[chosen]
 
 
 _cupy: ModuleType | None = None

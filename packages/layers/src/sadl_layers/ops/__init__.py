@@ -22,6 +22,7 @@ from sadl_layers.ops import (
     conv,
     dense,
     erf_family,
+    layout,
     losses,
     normalization,
     piecewise,
@@ -37,6 +38,7 @@ from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.erf_family import *  # noqa: F403
+from sadl_layers.ops.layout import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
@@ -61,6 +63,7 @@ _TABLES = (
     recurrent,
     scatter_gather,
     selection,
+    layout,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)
