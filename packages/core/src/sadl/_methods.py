@@ -9,7 +9,7 @@ factory). Signatures follow NumPy (``axis=``, ``keepdims=``) and accept torch's 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
@@ -26,7 +26,7 @@ from sadl._ops import reductions as _red
 from sadl._ops import shapes as _sh
 from sadl._ops import special as _sp
 from sadl._records import OpDef
-from sadl.backends import Device, device_of, parse_device, plugin_op
+from sadl.backends import Device, device_of, parse_device, plugin_op, to_device
 
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
@@ -53,6 +53,8 @@ class TensorLike(Protocol):
     @property
     def dtype(self) -> np.dtype[Any]: ...
     def item(self) -> Any: ...
+    def numpy(self) -> np.ndarray[Any, Any]: ...
+    def __getitem__(self, key: Any) -> Tensor: ...
     def _inplace(self, op: OpDef, *others: Any, **params: Any) -> Tensor: ...
     def reshape(self, *shape: Any, order: str = "C") -> Tensor: ...
     def swapaxes(self, axis1: builtins.int, axis2: builtins.int) -> Tensor: ...
@@ -594,6 +596,56 @@ class ConversionMethods:
     def cuda(self: TensorLike, index: builtins.int = 0) -> Tensor:
         """This tensor on CUDA device ``index``."""
         return self.to(f"cuda:{index}")
+
+    # Python values: numbers, lists, NumPy arrays, truth, length, iteration
+    def item(self: TensorLike) -> Any:
+        """The single value as a Python number."""
+        if self.data.size != 1:
+            raise ValueError(
+                f"item(): only one-element tensors can become a Python number, shape {self.shape}"
+            )
+        return self.data.item()
+
+    def numpy(self: TensorLike) -> np.ndarray[Any, Any]:
+        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU)."""
+        return to_device(self.data, "cpu")  # type: ignore[no-any-return]
+
+    def tolist(self: TensorLike) -> Any:
+        """The data as nested Python lists."""
+        return self.numpy().tolist()
+
+    def __len__(self: TensorLike) -> builtins.int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self.data)
+
+    def __iter__(self: TensorLike) -> Iterator[Tensor]:
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self.data)))
+
+    def __float__(self: TensorLike) -> builtins.float:
+        return float(self.item())
+
+    def __int__(self: TensorLike) -> builtins.int:
+        return int(self.item())
+
+    def __index__(self: TensorLike) -> builtins.int:
+        if self.data.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+        return int(self.item())
+
+    def __bool__(self: TensorLike) -> builtins.bool:
+        if self.data.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self.data.item())
+
+    def copy_to_device(self: TensorLike, device: str | Device | builtins.int) -> Tensor:
+        """py-sadl's name for ``to(device)`` (an int N is ``"cuda:N"``)."""
+        return self.to(device)  # type: ignore[arg-type]
 
 
 def _index_key(key: Any) -> Any:

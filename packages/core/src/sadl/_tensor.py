@@ -10,7 +10,7 @@ mixins of ``sadl._methods``; the graph work from ``sadl._engine``; NumPy's
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -133,10 +133,6 @@ class Tensor(
         _engine.retain_grad(self)
         return self
 
-    def copy_to_device(self, device: str | Device | builtins.int) -> Tensor:
-        """py-sadl's name for ``to(device)`` (an int N is ``"cuda:N"``)."""
-        return self.to(device)  # type: ignore[arg-type]
-
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and version counter)."""
         return new_tensor(self.data, None, self._version)
@@ -195,23 +191,7 @@ class Tensor(
         self._version[0] += 1
         return self
 
-    # ---------------------------------------------------------------- conversions
-    def item(self) -> Any:
-        """The single value as a Python number."""
-        if self.data.size != 1:
-            raise ValueError(
-                f"item(): only one-element tensors can become a Python number, shape {self.shape}"
-            )
-        return self.data.item()
-
-    def numpy(self) -> np.ndarray[Any, Any]:
-        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU)."""
-        return to_device(self.data, "cpu")  # type: ignore[no-any-return]
-
-    def tolist(self) -> Any:
-        """The data as nested Python lists."""
-        return self.numpy().tolist()
-
+    # ---------------------------------------------------------------- protocols
     def __array__(
         self, dtype: Any = None, copy: builtins.bool | None = None
     ) -> np.ndarray[Any, Any]:
@@ -229,35 +209,6 @@ class Tensor(
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         return _dispatch.array_function(func, types, args, kwargs)
-
-    def __len__(self) -> builtins.int:
-        if self.data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return len(self.data)
-
-    def __iter__(self) -> Iterator[Tensor]:
-        if self.data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(len(self.data)))
-
-    def __float__(self) -> builtins.float:
-        return float(self.item())
-
-    def __int__(self) -> builtins.int:
-        return int(self.item())
-
-    def __index__(self) -> builtins.int:
-        if self.data.dtype.kind not in "iub":
-            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
-        return int(self.item())
-
-    def __bool__(self) -> builtins.bool:
-        if self.data.size != 1:
-            raise ValueError(
-                f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
-                "use .any() or .all()"
-            )
-        return bool(self.data.item())
 
     def __format__(self, spec: str) -> str:
         if spec and self.data.size == 1:
