@@ -309,6 +309,9 @@ def _backend_of_type(kind: type) -> Backend | None:
     found = _table.by_type.get(kind)
     if found is not None or kind in _table.not_arrays:
         return found
+    if kind.__module__.partition(".")[0] in ("numpy", "builtins") or issubclass(kind, TensorBase):
+        _table.not_arrays.add(kind)  # NumPy scalars, Python values, Tensors: no plugin needed
+        return None
     _ensure_installed()
     with _table.lock:
         # Only libraries already imported can have made this object: load their backends.
