@@ -137,12 +137,13 @@ def thirdparty(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, the import-layer check (no cycles, nothing upward) and the private-name check."""
+    """ruff, the import-layer check (no cycles, nothing upward), the core budget and the private-name check."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/check_layers.py")
     session.run("python", "tools/check_file_sizes.py")
+    session.run("python", "tools/sz.py")  # core <= 6,000 code lines, its kernel <= 1,000
     session.run("python", "tools/op_record_distance.py", "packages/core/src/sadl/_ops")
     fixtures = sorted(str(p) for p in (ROOT / "tests/fixtures/plugins").iterdir() if p.is_dir())
     session.run("python", "tools/check_imports.py", "--private-only", *fixtures)

@@ -8,13 +8,13 @@ use of a registry.
 
 from __future__ import annotations
 
-import importlib as _importlib
 from typing import Any
 
 # Bottom to top (docs/architecture.md): importing the engine's upper half installs it below.
 from sadl import (  # noqa: F401
     _dispatch,
     _host,
+    _namespace,
     _tensor,
     backends,
     cuda,
@@ -141,7 +141,8 @@ def __getattr__(name: str) -> Any:
     name a plugin package serves (``sadl.compile`` from sadl-compile), imported on first use.
     """
     if name in _KNOWN_ATTRIBUTES:
-        return _served(name, *_KNOWN_ATTRIBUTES[name])
+        distribution, module = _KNOWN_ATTRIBUTES[name]
+        return _namespace.served("sadl", distribution, module, {name})(name)
     if name.startswith("_") or not name[:1].isupper():
         raise AttributeError(f"module 'sadl' has no attribute {name!r}")
     reg = _registry()
@@ -152,14 +153,6 @@ def __getattr__(name: str) -> Any:
     # Raise the lookup's error: it names the package that would provide the name.
     kind = "optimizers" if name in _KNOWN_PROVIDERS["optimizers"] else "layers"
     return reg.lookup(kind, name).cls
-
-
-def _served(name: str, distribution: str, module: str) -> Any:
-    """``module.name`` once ``distribution``'s plugin loaded; else why not and how to get it."""
-    reg = _registry()
-    if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
-        return getattr(_importlib.import_module(module), name)
-    raise UnknownNameError(reg.provider_status(distribution, f"sadl.{name}"))
 
 
 def __dir__() -> list[str]:

@@ -215,19 +215,16 @@ def _constant_message(op: OpDef, name: str) -> str:
         "grad and would get no gradient"
     )
     try:
-        kinds = inspect.Parameter
-        positional = [
-            p.name
-            for p in inspect.signature(op.forward).parameters.values()
-            if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-        ]
+        parameters = inspect.signature(op.forward).parameters.values()
     except (TypeError, ValueError):
-        positional = []
+        parameters = []  # type: ignore[assignment]
+    positional = [
+        p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     if name in positional:
-        place = positional.index(name) + 1
         return (
-            f"{message}; it is the op's input {place}: pass it positionally to get its "
-            "gradient, or pass value.detach() if a constant is meant"
+            f"{message}; it is the op's input {positional.index(name) + 1}: pass it positionally "
+            "to get its gradient, or pass value.detach() if a constant is meant"
         )
     return f"{message}; pass value.detach() if a constant is meant"
 

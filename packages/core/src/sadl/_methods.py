@@ -26,7 +26,7 @@ from sadl._ops import reductions as _red
 from sadl._ops import shapes as _sh
 from sadl._ops import special as _sp
 from sadl._records import OpDef
-from sadl.backends import Device, device_of, parse_device, plugin_op, to_device
+from sadl.backends import Device, device_of, parse_device, plugin_registry, to_device
 
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
@@ -109,7 +109,7 @@ def _unary(op: OpDef, doc: str) -> Callable[[TensorLike], Tensor]:
 
 def _plugin(name: str, *args: Any, **params: Any) -> Tensor:
     """The op ``name`` that a plugin registers (sadl-layers: ``erf``, ``roll``, ``gather``...)."""
-    return cast("Tensor", plugin_op(name)(*args, **params))
+    return cast("Tensor", plugin_registry().lookup("ops", name)(*args, **params))
 
 
 def _plugin_unary(name: str, doc: str) -> Callable[[TensorLike], Tensor]:
@@ -338,15 +338,15 @@ class ReductionMethods:
     ) -> Any:
         """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) values."""
         axis = axis if dim is None else dim
-        return plugin_op("topk")(self, k, axis=axis, largest=largest, sorted=sorted)
+        return _plugin("topk", self, k, axis=axis, largest=largest, sorted=sorted)
 
     def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running maximum along ``axis`` (torch's cummax)."""
-        return plugin_op("cummax")(self, axis=_required_axis(axis, dim, "cummax"))
+        return _plugin("cummax", self, axis=_required_axis(axis, dim, "cummax"))
 
     def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running minimum along ``axis`` (torch's cummin)."""
-        return plugin_op("cummin")(self, axis=_required_axis(axis, dim, "cummin"))
+        return _plugin("cummin", self, axis=_required_axis(axis, dim, "cummin"))
 
     def var(
         self: TensorLike,
@@ -551,7 +551,7 @@ class ShapeMethods:
 
     def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
-        return plugin_op("nonzero" if as_tuple else "argwhere")(self)
+        return _plugin("nonzero" if as_tuple else "argwhere", self)
 
     def argwhere(self: TensorLike) -> Tensor:
         """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""

@@ -40,7 +40,6 @@ __all__ = [
     "ensure_same_device",
     "install_backends",
     "install_plugin_loader",
-    "plugin_op",
     "plugin_registry",
     "install_traced_array",
     "install_transfer_observer",
@@ -215,11 +214,6 @@ def plugin_registry() -> Any:
     ``generation`` (bumped by every reload); the NumPy dispatch reads its op table here.
     """
     return _load_plugins()
-
-
-def plugin_op(name: str) -> Any:
-    """The op ``name`` a plugin registers (loading plugins): ``Tensor.erf`` calls sadl-layers'."""
-    return plugin_registry().lookup("ops", name)
 
 
 def install_plugin_loader(loader: Callable[[], object]) -> None:

@@ -18,6 +18,7 @@ from sadl.plugins import OpDef
 from sadl_layers.ops import (
     activations,
     attention,
+    binary,
     classification,
     conv,
     dense,
@@ -34,6 +35,7 @@ from sadl_layers.ops import (
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
@@ -64,6 +66,7 @@ _TABLES = (
     scatter_gather,
     selection,
     layout,
+    binary,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)
