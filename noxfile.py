@@ -137,7 +137,7 @@ def thirdparty(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, the import-layer check (no cycles, nothing upward), the core budget and the private-name check."""
+    """ruff, the import layers (no cycles, nothing upward), the core budget, private names."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
