@@ -499,6 +499,12 @@ def grad(
     ``create_graph=True`` the returned gradients carry their own graph, so they can be
     differentiated again. An input that the outputs do not depend on raises, unless
     ``allow_unused=True`` (then its gradient is None).
+
+    >>> import sadl
+    >>> x = sadl.tensor([1.0, 2.0], requires_grad=True)
+    >>> (dx,) = sadl.grad((x ** 3).sum(), x)
+    >>> dx
+    Tensor([ 3., 12.])
     """
     Tensor = TensorBase
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)

@@ -63,7 +63,15 @@ class set_grad_enabled:
 
 
 class no_grad(set_grad_enabled):
-    """Do not record the graph: results do not require grad (inference, optimizer updates)."""
+    """Do not record the graph: results do not require grad (inference, optimizer updates).
+
+    >>> import sadl
+    >>> x = sadl.tensor([1.0], requires_grad=True)
+    >>> with sadl.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
 
     def __init__(self) -> None:
         super().__init__(False)

@@ -403,7 +403,12 @@ class ShapeMethods:
         return _apply(_ix.GETITEM, (self,), {"key": _index_key(key)})
 
     def reshape(self: TensorLike, *shape: Any, order: str = "C") -> Tensor:
-        """Same data with a new shape: ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
+        """Same data with a new shape: ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``.
+
+        >>> import sadl
+        >>> sadl.arange(6).reshape(2, 3).shape
+        (2, 3)
+        """
         return _apply(_sh.RESHAPE, (self,), {"shape": _shape_args(shape), "order": order})
 
     def view(self: TensorLike, *shape: Any) -> Tensor:
@@ -578,7 +583,12 @@ class ConversionMethods:
         return _apply(_sp.ASTYPE, (self,), {"dtype": dtype})
 
     def to(self: TensorLike, device: str | Device | None = None, dtype: Any = None) -> Tensor:
-        """A copy on ``device`` and/or as ``dtype``; differentiable."""
+        """A copy on ``device`` and/or as ``dtype``; differentiable.
+
+        >>> import sadl
+        >>> sadl.tensor([1, 2]).to(dtype="float64").dtype
+        dtype('float64')
+        """
         out = cast("Tensor", self)
         if dtype is not None and np.dtype(dtype) != self.dtype:
             out = out.astype(dtype)
@@ -599,7 +609,12 @@ class ConversionMethods:
 
     # Python values: numbers, lists, NumPy arrays, truth, length, iteration
     def item(self: TensorLike) -> Any:
-        """The single value as a Python number."""
+        """The single value as a Python number.
+
+        >>> import sadl
+        >>> sadl.tensor([2.5]).item()
+        2.5
+        """
         if self.data.size != 1:
             raise ValueError(
                 f"item(): only one-element tensors can become a Python number, shape {self.shape}"
@@ -607,7 +622,12 @@ class ConversionMethods:
         return self.data.item()
 
     def numpy(self: TensorLike) -> np.ndarray[Any, Any]:
-        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU)."""
+        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU).
+
+        >>> import sadl
+        >>> sadl.tensor([1.0, 2.0]).numpy()
+        array([1., 2.], dtype=float32)
+        """
         return to_device(self.data, "cpu")  # type: ignore[no-any-return]
 
     def tolist(self: TensorLike) -> Any:

@@ -27,7 +27,20 @@ class IncompatibleKeys(NamedTuple):
 
 
 class Function:
-    """Base class of every layer and model: parameter traversal, modes, devices, state dicts."""
+    """Base class of every layer and model: parameter traversal, modes, devices, state dicts.
+
+    >>> import numpy as np, sadl
+    >>> class Scale(sadl.Module):
+    ...     def __init__(self):
+    ...         self.w = sadl.Parameter(np.ones(2))
+    ...     def forward(self, x):
+    ...         return x * self.w
+    >>> model = Scale()
+    >>> model(sadl.tensor([1.0, 2.0]))
+    Tensor([1., 2.], dtype=float64, grad_fn=<multiply>)
+    >>> [name for name, _ in model.named_parameters()]
+    ['w']
+    """
 
     training: bool = True
 
@@ -89,6 +102,13 @@ class Function:
         """Every Parameter, each once: ``model.parameters()`` as in torch.
 
         Also iterable without the call, ``list(model.parameters)``, as py-sadl's property was.
+
+        >>> import numpy as np, sadl
+        >>> class Two(sadl.Module):
+        ...     def __init__(self):
+        ...         self.a, self.b = sadl.Parameter(np.ones(1)), sadl.Parameter(np.ones(2))
+        >>> [p.shape for p in Two().parameters()]
+        [(1,), (2,)]
         """
         return ParameterView(self)
 
@@ -160,7 +180,15 @@ class Function:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Tensor]:
-        """Parameters and persistent buffers by dotted name (flat; detached, sharing memory)."""
+        """Parameters and persistent buffers by dotted name (flat; detached, sharing memory).
+
+        >>> import numpy as np, sadl
+        >>> class One(sadl.Module):
+        ...     def __init__(self):
+        ...         self.w = sadl.Parameter(np.ones(2))
+        >>> list(One().state_dict())
+        ['w']
+        """
         state: dict[str, Tensor] = {}
         for name, p in self.named_parameters():
             state[name] = p.detach()

@@ -82,6 +82,12 @@ class OpDef:
 
     Calling an ``OpDef`` applies it: with any Tensor argument the result is a Tensor on the graph,
     with plain arrays it just runs ``forward``.
+
+    >>> import numpy as np
+    >>> from sadl.plugins import OpDef
+    >>> cube = OpDef("cube", lambda x: x**3, (lambda g, out, x: 3 * g * x**2,))
+    >>> cube(np.array([2.0]))
+    array([8.])
     """
 
     name: str

@@ -48,6 +48,13 @@ class Tensor(
 
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps ``data`` (an array is
     used as is, other data is converted; Python floats become the default dtype, float32).
+
+    >>> import numpy as np, sadl
+    >>> x = sadl.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4.])
     """
 
     __slots__ = ()  # the state is TensorBase's: data, grad, _node, _requires_grad, _version
@@ -111,6 +118,12 @@ class Tensor(
         ``grad`` defaults to 1 for one-element tensors. Without ``retain_graph`` the graph's saved
         arrays are freed, so a second backward through it raises. With ``create_graph`` the
         gradients are Tensors that carry their own graph (higher-order derivatives).
+
+        >>> import sadl
+        >>> x = sadl.tensor([3.0], requires_grad=True)
+        >>> (x ** 2).sum().backward()
+        >>> x.grad
+        array([6.], dtype=float32)
         """
         _backward.backward(self, grad, retain_graph, create_graph)
 
@@ -134,7 +147,13 @@ class Tensor(
         return self
 
     def detach(self) -> Tensor:
-        """The same data, cut from the graph (shares memory and version counter)."""
+        """The same data, cut from the graph (shares memory and version counter).
+
+        >>> import sadl
+        >>> x = sadl.tensor([1.0], requires_grad=True)
+        >>> (x * 2).detach().requires_grad
+        False
+        """
         return new_tensor(self.data, None, self._version)
 
     def detach_(self) -> Tensor:
@@ -250,6 +269,11 @@ class Parameter(Tensor):
     dtype. Freezing (``p.requires_grad_(False)``, ``p.requires_grad = False`` or, for a whole
     model, ``model.requires_grad = False``) makes it a constant: it gets no gradient and
     optimizers leave it alone. Every way of setting ``requires_grad`` goes through the same check.
+
+    >>> import numpy as np, sadl
+    >>> w = sadl.Parameter(np.zeros(3))
+    >>> w.requires_grad, w.dtype
+    (True, dtype('float64'))
     """
 
     __slots__ = ()

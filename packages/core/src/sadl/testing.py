@@ -120,6 +120,11 @@ def gradcheck(
     Floating inputs (arrays or Tensors, float64) are differentiated; other inputs are constants.
     ``fn`` may return a Tensor or a sequence of Tensors. Returns True, or raises
     :class:`GradcheckError` naming the input, the element and both values.
+
+    >>> import numpy as np
+    >>> from sadl.testing import gradcheck
+    >>> gradcheck(lambda x: (x * x).sum(), np.array([1.0, 2.0]))
+    True
     """
     xs, diff = _prepare(inputs)
     if not diff:
