@@ -37,7 +37,10 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("arrays and state", ["backends", "cuda", "_grad_mode", "_defaults", "_threads", "random"]),
     ("op tables", ["_ops", "_ops.*"]),
-    ("tensor and engine", ["_engine", "_backward", "_methods", "_dispatch", "_tensor"]),
+    (
+        "tensor and engine",
+        ["_engine", "_backward", "_methods", "_conversions", "_dispatch", "_tensor"],
+    ),
     (
         "library",
         [

@@ -17,11 +17,11 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from sadl import _backward, _dispatch, _engine
+from sadl._conversions import ConversionMethods
 from sadl._defaults import get_default_dtype
 from sadl._grad_mode import _state as _grad_state
 from sadl._methods import (
     ArithmeticMethods,
-    ConversionMethods,
     ElementwiseMethods,
     ReductionMethods,
     ShapeMethods,
