@@ -81,7 +81,8 @@ def _walk(
     """Toposort (a node is ready once all its consumers ran) -> rule -> accumulate."""
     grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
     for tensor, g in zip(roots, root_grads):
-        _add(grads, _key(tensor), g)
+        key = tensor._node if tensor._node is not None else tensor
+        grads[key] = grads[key] + g if key in grads else g
     pending = _count_consumers(grads)
     wanted = _nodes_leading_to(targets, pending) if targets is not None else None
     hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
@@ -91,7 +92,8 @@ def _walk(
         node = ready.pop()
         g = grads.pop(node, None)
         if g is not None and (wanted is None or node in wanted):
-            _saved_arrays(node)  # refilled if checkpointed; an error if freed by a backward
+            if node.datas is None:
+                _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
             if node.retained is not None:
                 _store_retained(node, g)
             if targets is not None:
@@ -99,8 +101,11 @@ def _walk(
             if wanted is None or any(p in wanted for p in node.parents):
                 for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
                     if gi is not None:
-                        _add(grads, p, gi)
-            _release(node, retain_graph)
+                        grads[p] = grads[p] + gi if p in grads else gi
+            if not retain_graph:
+                node.datas = node.out = node.refill = None
+            elif node.refill is not None:
+                node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
         for p in node.parents:
             if type(p) is Node:
                 pending[p] -= 1
@@ -116,17 +121,9 @@ def _walk(
     return None
 
 
-def _key(tensor: Tensor) -> Any:
-    return tensor._node if tensor._node is not None else tensor
-
-
-def _add(grads: dict[Any, Any], key: Any, g: Any) -> None:
-    grads[key] = grads[key] + g if key in grads else g
-
-
-def _saved_arrays(node: Node) -> None:
-    """Make sure ``node`` has its saved arrays: a checkpointed node recomputes them."""
-    if node.datas is None and node.refill is not None:
+def _refill(node: Node) -> None:
+    """Give ``node`` its saved arrays back: a checkpointed node recomputes them."""
+    if node.refill is not None:
         node.refill(node)
     if node.datas is None:
         raise RuntimeError(
@@ -134,15 +131,6 @@ def _saved_arrays(node: Node) -> None:
             "its saved arrays were freed by the first backward; pass retain_graph=True "
             "to the first call if you need to go through it again"
         )
-
-
-def _release(node: Node, retain_graph: bool) -> None:
-    """Free what ``node`` saved unless ``retain_graph`` (a checkpointed node frees it anyway)."""
-    if not retain_graph or node.refill is not None:
-        node.datas = None
-        node.out = None
-    if not retain_graph:
-        node.refill = None
 
 
 def _leaf_used(leaf: Any, hooked: dict[Any, int], grads: dict[Any, Any], copied: set[int]) -> None:

@@ -76,10 +76,12 @@ class TensorBase:
     def __init_subclass__(cls, result: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if result:
-            TensorBase.result_class = cls
+            global _result
+            TensorBase.result_class = _result = cls
 
 
 _new = object.__new__
+_result: type = TensorBase  # TensorBase.result_class, read here without a class lookup
 
 
 def new_tensor(
@@ -90,7 +92,7 @@ def new_tensor(
     A tensor with a node requires grad (it is on the graph); ``version`` is shared between
     tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``).
     """
-    t: Any = _new(TensorBase.result_class if cls is None else cls)
+    t: Any = _new(_result if cls is None else cls)
     t.data = data
     t.grad = None
     t._node = node
