@@ -44,6 +44,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     (
         "library",
         [
+            "_compat",
             "_creation",
             "data",
             "_module",

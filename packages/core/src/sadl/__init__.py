@@ -30,6 +30,7 @@ from sadl import (  # noqa: F401
 )
 from sadl._adam import Adam
 from sadl._backward import RemovableHandle, grad, queue_backward_callback
+from sadl._compat import is_global_grad_mode_enabled, no_grad_fn, set_global_grad_mode
 from sadl._creation import (
     arange,
     empty,
@@ -55,11 +56,8 @@ from sadl._errors import (
 )
 from sadl._grad_mode import (
     enable_grad,
-    is_global_grad_mode_enabled,
     is_grad_enabled,
     no_grad,
-    no_grad_fn,
-    set_global_grad_mode,
     set_grad_enabled,
 )
 from sadl._host import registry as _registry
