@@ -329,7 +329,9 @@ class Tracer:
         if value.storage.const:
             return result
         frame = sys._getframe(3)  # host_read <- _host_read <- Traced*Array.<method> <- caller
-        tensor_level = frame.f_code.co_filename.endswith(("_tensor.py", "_methods.py"))
+        tensor_level = frame.f_code.co_filename.endswith(
+            ("_tensor.py", "_methods.py", "_conversions.py")
+        )
         if tensor_level:
             what = _TENSOR_READS.get(frame.f_code.co_name, what)
         elif what == "bool":
