@@ -32,6 +32,9 @@ PACKAGES = {
     "models": ["core", "layers", "optim", "serialize", "compile"],
     "distributed": ["core", "serialize"],
 }
+# Siblings a package's tests also run against, beyond what it declares: sadl.compile's
+# differential test traces sadl-layers' layers and sadl-optim's optimizers too.
+TESTED_WITH = {"compile": ["layers", "optim"]}
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # The strict CuPy stand-in (a test-only backend, "strict") and the device-matrix pytest plugin:
@@ -67,7 +70,7 @@ def tests(session: nox.Session, package: str) -> None:
     Tests marked ``mpi`` (several processes under mpiexec) run in the `distributed` session.
     """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
-    deps = [f"packages/{p}" for p in PACKAGES[package]]
+    deps = [f"packages/{p}" for p in PACKAGES[package] + TESTED_WITH.get(package, [])]
     session.install(*deps, f"packages/{package}", *STAND_IN, *_test_group(package))
     _install_torch(session)
     session.run(
@@ -158,24 +161,26 @@ def types(session: nox.Session) -> None:
         session.run("mypy", "--config-file", "mypy.ini", f"packages/{package}/src")
 
 
-DOCS_TOOLS = ["mkdocs>=1.6", "pymdown-extensions>=10", "pygments>=2.12"]
-
-
 def _install_docs(session: nox.Session) -> None:
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    # docs/requirements.txt: mkdocs, and what the examples and the notebook need to run.
     session.install(
-        *ALL, *groups, "tests/fixtures/plugins/sadl-sample", *DOCS_TOOLS, "scikit-learn>=1.3"
+        *ALL, *groups, "tests/fixtures/plugins/sadl-sample", "-r", "docs/requirements.txt"
     )
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build docs/ with warnings as errors and run every documented example."""
+    """Build docs/ with warnings as errors (executing the notebooks) and run every example.
+
+    The tests then open that very site from disk in a headless Chromium (search, the notebook's
+    figures) and run the README's set-up and Developing lines in a fresh clone (network: PyPI).
+    """
     _install_docs(session)
-    session.run(
-        "mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site")
-    )
-    session.run("pytest", "docs", "-p", "no:cacheprovider", *session.posargs, env=STRICT)
+    site = Path(session.create_tmp()).resolve() / "site"
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(site))
+    env = {**STRICT, "SADL_DOCS_SITE": str(site), "SADL_FRESH_CLONE": "1"}
+    session.run("pytest", "docs", "-p", "no:cacheprovider", *session.posargs, env=env)
 
 
 @nox.session(default=False)
@@ -209,7 +214,8 @@ def demo(session: nox.Session) -> None:
     """The main job: train the demo GPT on the built-in corpus, then generate from it."""
     session.install(*ALL)
     out = ROOT / "runs" / "demo"
-    session.run("sadl", "train", "gpt", "--out", str(out), *session.posargs)
+    # --overwrite: each run of the demo replaces the previous one's checkpoint in runs/demo.
+    session.run("sadl", "train", "gpt", "--out", str(out), "--overwrite", *session.posargs)
     session.run(
         "sadl",
         "generate",
@@ -220,6 +226,21 @@ def demo(session: nox.Session) -> None:
         "--tokens",
         "300",
     )
+
+
+@nox.session(default=False)
+def fuzz(session: nox.Session) -> None:
+    """The long run of sadl.compile's differential test: random programs, eager vs compiled.
+
+    ``nox -s fuzz`` runs 500 programs on each of 20 seeds with every package installed (the
+    default test run does 40 on 2); ``-- 2000 0,1,2`` sets the programs per seed and the seeds.
+    """
+    programs = session.posargs[0] if session.posargs else "500"
+    seeds = session.posargs[1] if len(session.posargs) > 1 else ",".join(map(str, range(20)))
+    groups = [arg for p in PACKAGES for arg in _test_group(p)]
+    session.install(*ALL, *STAND_IN, *groups)
+    env = {**STRICT, "SADL_FUZZ_PROGRAMS": programs, "SADL_FUZZ_SEEDS": seeds}
+    session.run("pytest", "packages/compile/tests/test_compile_fuzz.py", "-s", env=env)
 
 
 @nox.session(default=False)

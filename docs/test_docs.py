@@ -251,3 +251,27 @@ def test_public_names_carry_an_example_that_runs(name):
     for test in examples:
         result = runner.run(test, out=lambda text: None)
         assert result.failed == 0, f"{name}: {result.failed} example(s) failed"
+BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+
+
+def test_one_way_to_install_in_every_shown_command():
+    # Every pip in a shown command is the README's `.venv/bin/python -m pip` (never a bare
+    # `pip` or `python -m pip`, which may be another Python's), and no page says `uv sync`.
+    for page in PAGES:
+        text = page.read_text()
+        for block in BASH.findall(text):
+            for line in block.splitlines():
+                command = line.split("#", 1)[0]
+                if re.search(r"\bpip\b", command):
+                    assert ".venv/bin/python -m pip " in command, f"{page.name}: {line}"
+                    assert command.count(" pip ") == 1, f"{page.name}: {line}"
+        assert "uv sync" not in text, f"{page.name} says `uv sync`; the README's way is pip"
+
+
+def test_ci_runs_the_readme_lines_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    setup = BASH.findall(readme[readme.index("## Set up, then two commands") :])[0].strip()
+    assert setup in ci and ".venv/bin/nox" in ci  # the set-up line, then every check
+    assert "```bash\n.venv/bin/nox\n```" in readme
+    assert "chromium chromium-driver" in "\n".join(ci)  # for docs/test_site_search.py

@@ -2,6 +2,7 @@
 files load, and what they type finds sadl's names (docs/compat.md)."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -65,13 +66,15 @@ optimizer.step()
 optimizer.zero_grad()
 """
 
-# py-sadl's README, "Mathematical Functions as First-Class Citizens" (the names it assumes
-# come from ``from sadl import Function, Tensor`` and NumPy as ``xp``).
+# py-sadl's README, "Mathematical Functions as First-Class Citizens", verbatim. The names it
+# assumes come from the imports docs/compat.md gives: ``import numpy as xp`` and
+# ``from sadl import Function, Tensor``.
 PYSADL_FUNCTION = """
 class Sigmoid(Function):
     def __call__(self, x: Tensor) -> Tensor:
         return 1 / (xp.exp(-x) + 1)
 """
+COMPAT = HERE.parent / "docs" / "compat.md"
 
 
 @pytest.mark.parametrize("snippet", [PYSADL_QUICK_START, PYSADL_EARLIER_QUICK_START])
@@ -85,14 +88,51 @@ def test_py_sadl_quick_start_runs_unchanged_and_trains(snippet):
     assert all(p.grad is None for p in model.parameters())  # zero_grad
 
 
-def test_py_sadl_function_subclass_runs_unchanged():
-    namespace = {"Function": sadl.Function, "Tensor": sadl.Tensor, "xp": np}
-    exec(compile(PYSADL_FUNCTION, "py-sadl README", "exec"), namespace)
-    x = sadl.tensor([0.0, 2.0], requires_grad=True)
+def compat_block(starting):
+    """The ```python block of docs/compat.md that starts with ``starting``."""
+    blocks = re.findall(r"^```python\n(.*?)^```", COMPAT.read_text(), re.S | re.M)
+    return next(b for b in blocks if b.startswith(starting))
+
+
+def test_py_sadl_function_subclass_runs_unchanged_on_every_device(device):
+    # The imports compat.md gives for py-sadl's `xp`, then the README's class verbatim (the
+    # page shows the same class), on the CPU, the strict CuPy stand-in and a GPU where present.
+    shown = compat_block("import numpy as xp\n")
+    imports, _, cls = shown.partition("\n\n\n")
+    assert cls.strip() == PYSADL_FUNCTION.strip()
+    namespace: dict[str, object] = {}
+    exec(compile(imports + "\n" + PYSADL_FUNCTION, "py-sadl README", "exec"), namespace)
+    assert namespace["xp"] is np
+    x = sadl.tensor([-1.0, 0.0, 2.0], requires_grad=True, device=device)
     y = namespace["Sigmoid"]()(x)
+    assert y.device == x.device and sadl.backends.array_module(y) is sadl.backends.array_module(x)
     y.sum().backward()
-    np.testing.assert_allclose(y.numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
-    assert x.grad is not None
+    expected = 1 / (1 + np.exp(-np.array([-1.0, 0.0, 2.0])))
+    np.testing.assert_allclose(sadl.tensor(y, device="cpu").numpy(), expected, rtol=1e-6)
+    grad = sadl.tensor(x.grad).to("cpu").numpy()  # x.grad: an array of x's device
+    np.testing.assert_allclose(grad, expected * (1 - expected), rtol=1e-6)
+    assert sadl.backends.device_of(x.grad) == x.device
+
+
+def test_a_host_array_in_a_device_computation_is_refused_naming_both(device):
+    # py-sadl's ReLU made its constant with xp.array([0]); under sadl that is a CPU array,
+    # which a device computation refuses (compat.md says to write 0 instead).
+    x = sadl.tensor([-1.0, 2.0], device=device)
+    np.testing.assert_array_equal(np.maximum(x, 0).to("cpu").numpy(), [0.0, 2.0])
+    if device != "cpu":
+        with pytest.raises(RuntimeError, match="expected all tensors on one device, found cpu"):
+            np.maximum(np.array([0]), x)
+
+
+def test_autodidact_code_runs_after_the_documented_imports():
+    page = COMPAT.read_text()
+    top = page[: page.index("## py-sadl")]
+    assert "import sadl as ad\nfrom sadl import nn, optim\n" in top  # said at the top
+    assert "The `autodidact` on PyPI is another project" in top
+    example = compat_block("import numpy as np\nimport sadl as ad\nfrom sadl import nn, optim\n")
+    namespace: dict[str, object] = {}
+    exec(compile(example, "compat.md", "exec"), namespace)
+    assert namespace["loss"].item() > 0 and namespace["model"](namespace["x"]).shape == (16, 3)
 
 
 def equivalent_mlp():
@@ -184,3 +224,74 @@ def test_a_blocked_plugins_command_names_its_package(command, plugin, distributi
         f"sadl: error: 'sadl {command}' is a command of {distribution}, whose plugin "
         f"{plugin!r} is blocked by SADL_DISABLE_PLUGINS={plugin} (remove {plugin!r} from it)\n"
     )
+
+
+HIDE_OPTIONAL = """
+import sys
+
+
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("sadl_distributed", "sadl_strictcuda"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, Hide())
+"""
+
+
+def test_without_the_optional_packages_their_tests_are_skipped_saying_why(tmp_path):
+    # A contributor venv without sadl-distributed and the strict CuPy stand-in (the README's
+    # old Developing line): the root pytest used to stop at collection. Here they are hidden
+    # (sitecustomize makes importing them fail, as if not installed).
+    (tmp_path / "sitecustomize.py").write_text(HIDE_OPTIONAL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
+    env.update(PYTHONPATH=str(tmp_path), SADL_DISABLE_PLUGINS="distributed,strictcuda")
+    # No pytest plugin from entry points: the stand-in's is absent too, and pytest would import
+    # the plugins' packages past the hiding finder (to rewrite their asserts).
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    root = HERE.parent
+    pytest_ = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
+    listing = subprocess.run(
+        [*pytest_, "--co", "packages/distributed/tests", "tests/test_strict_standin.py"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert listing.returncode == 5, listing.stdout + listing.stderr  # 5: nothing to run
+    assert "SKIPPED [11] packages/distributed/tests/conftest.py" in listing.stdout
+    assert "sadl-distributed is not installed: .venv/bin/python -m pip install -r " in (
+        listing.stdout
+    )
+    assert "tests/test_strict_standin.py:11: the strict CuPy stand-in" in listing.stdout
+    # A package's device tests: the CPU rows run, the device rows are skipped, saying why.
+    run = subprocess.run(
+        [*pytest_, "packages/optim/tests/test_optim_devices.py"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"\d+ passed, \d+ skipped", run.stdout), run.stdout
+    assert "the strict CuPy stand-in (tests/fixtures/plugins/sadl-strictcuda) is not installed" in (
+        run.stdout
+    )
+
+
+def requirement_paths(name):
+    """The local paths a requirements file of the repository root installs (extras dropped)."""
+    lines = (HERE.parent / name).read_text().splitlines()
+    found = [line.split("#")[0].strip().removeprefix("-e").strip() for line in lines]
+    return {re.sub(r"\[.*\]$", "", p).removeprefix("./") for p in found if p.startswith("./")}
+
+
+def test_the_requirements_files_install_every_package():
+    packages = {
+        str(p.parent.relative_to(HERE.parent))
+        for p in HERE.parent.glob("packages/*/pyproject.toml")
+    }
+    dev = requirement_paths("requirements-dev.txt")
+    missing = ", ".join(f"-e ./{p}" for p in sorted(packages - dev))
+    assert not missing, f"add to requirements-dev.txt: {missing}"
+    assert {"tests/fixtures/plugins/sadl-strictcuda", "tests/fixtures/plugins/sadl-sample"} <= dev
+    # The set-up line's: every package but sadl-distributed, which needs MPI (README, Install).
+    users = requirement_paths("requirements.txt")
+    missing = ", ".join(f"./{p}" for p in sorted(packages - users - {"packages/distributed"}))
+    assert not missing, f"add to requirements.txt: {missing}"
+    assert users <= packages

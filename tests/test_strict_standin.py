@@ -7,7 +7,12 @@ stand-in's strictness is checked against the real thing wherever one is at hand.
 import numpy as np
 import pytest
 import sadl
-from sadl_strictcuda import xp as strict_xp
+
+strict_xp = pytest.importorskip(
+    "sadl_strictcuda.xp",
+    reason="the strict CuPy stand-in (tests/fixtures/plugins/sadl-strictcuda) is not installed: "
+    ".venv/bin/python -m pip install -r requirements-dev.txt",
+)
 
 
 def libraries():

@@ -56,7 +56,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_builtin",
         ],
     ),
-    ("plugin host", ["_host"]),
+    ("plugin host", ["_clashes", "_host"]),
     (
         "namespaces",
         ["_namespace", "plugins", "ops", "nn", "optim", "models", "io", "testing", "viz"],

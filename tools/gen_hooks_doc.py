@@ -39,7 +39,10 @@ the `sadl.testing` checks. What the parts mean depends on the record it belongs 
 |---|---|---|
 | `OpDef(..., examples=...)` | the op's inputs | the op's params |
 | `LayerDef(..., examples=...)` | the forward pass's inputs | the constructor's keywords |
-| `OptimizerDef(..., examples=...)` | (none) | the constructor's keywords |
+| `OptimizerDef(...)` | 3 parameter shapes; a scheduler's `step()` args | constructor keywords |
+
+An optimizer's example without inputs steps parameters of shapes (3, 4), (5,) and (2,); the
+last never gets a gradient. A scheduler's inputs are passed to every `step()` (a metric).
 
 An input that is a tuple of ints is a shape, filled with random float64 values from `domain`; a
 floating NumPy array is used as given. Both are differentiated. Anything else (an integer or

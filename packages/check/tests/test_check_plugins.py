@@ -2,6 +2,7 @@
 
 import importlib.metadata as md
 import sys
+from pathlib import Path
 
 import pytest
 from sadl.cli import main
@@ -64,11 +65,19 @@ def test_check_plugins_checks_layers_optimizers_and_commands(plugins, capsys):
     out = capsys.readouterr().out
     table = rows(out)
     assert ["op", "fake_cube", "good", "20", "ok"] in table  # 5 on the example, 15 on variants
-    assert ["layer", "Doubler", "good", "1", "FAILED:", "examples"] in table
-    assert ["optimizer", "Noop", "good", "1", "FAILED:", "step"] in table
+    assert ["layer", "Doubler", "good", "1", "FAILED:", "examples", "(1)"] in table
+    assert ["optimizer", "Noop", "good", "1", "FAILED:", "step", "(1)"] in table
     assert ["command", "fake-hello", "good", "1", "ok"] in table
     # the optimizer never changes anything: the step check says so
     assert "optimizer Noop: step" in out and "did not change after two steps" in out
+
+
+def test_check_plugins_names_each_failing_check_once_with_its_count(plugins, capsys):
+    plugins(ep("wronggrad"))  # a wrong derivative: gradcheck fails on the example and 2 variants
+    assert main(["check-plugins", "--plugin", "wronggrad"]) == 1
+    out = capsys.readouterr().out
+    assert ["op", "fake_wrong_cube", "wronggrad", "20", "FAILED:", "gradcheck", "(3)"] in rows(out)
+    assert out.count("fake_wrong_cube: gradcheck") == 3  # each failure detailed below the table
 
 
 def test_check_plugins_prints_whole_messages_when_verbose(plugins, capsys, monkeypatch):
@@ -102,5 +111,29 @@ def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
     plugins(ep("conflict"), ep("good"))
     assert main(["check-plugins", "--plugin", "conflict"]) == 1
     out = capsys.readouterr().out
-    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served"] in rows(out)
-    assert "registered by two plugins" in out
+    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served", "(1)"] in rows(out)
+    assert "registered by 2 plugins" in out
+
+
+CORE_TESTS = Path(__file__).parents[2] / "core" / "tests"
+
+
+def test_check_plugins_fails_each_contested_record_and_passes_the_rest(
+    plugins, monkeypatch, capsys
+):
+    # core's clash fixtures: two plugins that register the same name in every kind
+    monkeypatch.syspath_prepend(str(CORE_TESTS))
+    monkeypatch.delenv("SADL_PREFER", raising=False)
+    clash = [("alpha", "clash_a"), ("omega", "clash_b")]
+    plugins(
+        *(md.EntryPoint(name=n, value=f"fake_plugins.{m}", group="sadl.plugins") for n, m in clash)
+    )
+    assert main(["check-plugins", "--plugin", "alpha"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    served = {line.split()[-6] for line in lines if line.endswith("FAILED: served (1)")}
+    assert served == {
+        "clash_op", "a_sinc", "ClashLayer", "ClashOpt", "clash_model", "clash_fmt", "clashdev",
+        "clash-cmd",
+    }  # fmt: skip
+    assert not any("FAILED: served" in line for line in lines if " a_op " in line)
+    assert any(line.split()[:2] == ["command", "a-cmd"] and line.endswith("ok") for line in lines)

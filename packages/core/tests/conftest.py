@@ -16,7 +16,7 @@ def restore_plugins():
     yield
     saved = {
         k: os.environ.pop(k)
-        for k in ("SADL_DISABLE_PLUGINS", "SADL_PLUGINS_STRICT")
+        for k in ("SADL_DISABLE_PLUGINS", "SADL_PLUGINS_STRICT", "SADL_PREFER")
         if k in os.environ
     }
     try:

@@ -302,9 +302,13 @@ def test_float_inputs_and_explicit_dtypes_keep_their_dtype():
     assert (t * 2).dtype == np.int64 and (t // 2).dtype == np.int64
 
 
-def test_a_keyword_naming_an_input_says_to_pass_it_positionally():
-    x, lo = T([0.0, 1.0]), T(0.5)
-    with pytest.raises(TypeError, match="op 'clip': a_min=.*input 2: pass it positionally"):
-        sadl.ops.clip(x, a_min=lo)
-    sadl.ops.clip(x, lo).sum().backward()
+def test_a_keyword_naming_an_input_is_that_input_as_in_torch():
+    x, lo, hi = T([0.0, 1.0]), T(0.5), T(0.75)
+    sadl.ops.clip(x, a_min=lo).sum().backward()  # as sadl.ops.clip(x, lo)
     assert lo.grad == 1.0
+    # After a gap (a_min not given) it cannot be placed: a constant, so one that requires
+    # grad is refused, saying how to get its gradient.
+    with pytest.raises(TypeError, match="op 'clip': a_max=.*input 3: pass it positionally"):
+        sadl.ops.clip(x, a_max=hi)
+    sadl.ops.clip(x, None, hi).sum().backward()
+    assert hi.grad == 1.0

@@ -156,3 +156,41 @@ def test_hyperparameter_checks(kwargs, message):
     with pytest.raises(ValueError, match=message):
         sadl.Adam(quadratic_params(), **kwargs)
     sadl.Adam(quadratic_params(), lr=np.float32(0.1))  # NumPy numbers are fine
+
+
+def test_a_parameter_twice_in_one_group_says_it_appears_twice():
+    a, b = quadratic_params()
+    with pytest.raises(ValueError, match=r"parameter 2 .* appears twice in one param group"):
+        sadl.SGD([a, b, a], lr=0.1)
+    with pytest.raises(ValueError, match=r"appears twice in one param group \(also as parameter 0"):
+        sadl.Adam([{"params": [a, a]}])
+
+
+TAMPERED = [
+    (sadl.SGD, "lr", None),
+    (sadl.SGD, "lr", "0.1"),
+    (sadl.SGD, "momentum", float("nan")),
+    (sadl.SGD, "momentum", True),
+    (sadl.SGD, "nesterov", None),
+    (sadl.SGD, "dampening", "x"),
+    (sadl.SGD, "weight_decay", None),
+    (sadl.Adam, "lr", None),
+    (sadl.Adam, "betas", None),
+    (sadl.Adam, "eps", None),
+    (sadl.Adam, "amsgrad", "yes"),
+    (sadl.Adam, "amsgrad", None),
+    (sadl.Adam, "weight_decay", float("inf")),
+]
+
+
+@pytest.mark.parametrize(("cls", "key", "value"), TAMPERED, ids=lambda v: repr(v)[:20])
+def test_a_restored_hyperparameter_is_held_to_what_the_constructor_accepts(cls, key, value):
+    a, b = quadratic_params()
+    with pytest.raises(ValueError, match=f"invalid .*{key}"):
+        cls([a], **{"lr": 0.1, key: value})
+    optimizer = cls([a], lr=0.1)
+    state = optimizer.state_dict()
+    state["param_groups"][0][key] = value
+    with pytest.raises(ValueError, match=f"load_state_dict: param group 0: .*invalid .*{key}"):
+        optimizer.load_state_dict(state)
+    assert optimizer.param_groups[0]["lr"] == 0.1  # left as it was

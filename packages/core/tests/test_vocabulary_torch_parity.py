@@ -134,3 +134,44 @@ def test_squeeze_of_an_axis_that_is_not_one_is_a_no_op():
     assert sadl.tensor(x).squeeze((0, 1)).shape == torch.tensor(x).squeeze((0, 1)).shape
     with pytest.raises(np.exceptions.AxisError):
         sadl.tensor(x).squeeze(3)
+
+
+@pytest.mark.parametrize("name", ["isinf", "isneginf", "isposinf"])
+def test_infinity_tests_match_torch_as_ops_and_numpy_functions(name):
+    values = np.array([-np.inf, -1.0, 0.0, np.inf, np.nan, 3.0])
+    want = getattr(torch, name)(torch.tensor(values)).numpy()
+    x = sadl.tensor(values, requires_grad=True)
+    for got in (getattr(sadl.ops, name)(x), getattr(np, name)(x)):
+        assert got.dtype == np.bool_ and not got.requires_grad
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize(
+    "src, dst, tdst",
+    [
+        (np.float32, np.int32, torch.int32),
+        (np.float64, np.int64, torch.int64),
+        (np.float32, np.uint8, torch.uint8),
+        (np.int16, np.float16, torch.float16),
+        (np.float32, np.float64, torch.float64),  # last axis halves
+    ],
+)
+def test_view_dtype_reinterprets_bytes_like_torch(src, dst, tdst):
+    values = RNG.normal(size=(3, 4)).astype(src)
+    x = sadl.tensor(values)
+    want = torch.from_numpy(values.copy()).view(tdst).numpy()
+    for got in (x.view(dst), sadl.ops.bitcast(x, dtype=dst)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy().view(np.uint8), want.view(np.uint8))
+    assert x.view(2, 6).shape == (2, 6)  # view(shape) is still reshape
+
+
+@pytest.mark.parametrize("size", [2, 4, 7])
+def test_nonzero_with_a_static_size_matches_torch_nonzero_static(size):
+    values = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    want = torch.nonzero_static(torch.tensor(values), size=size, fill_value=-1).numpy()
+    got = sadl.ops.nonzero(sadl.tensor(values), size=size, fill_value=-1)
+    np.testing.assert_array_equal(np.stack([g.numpy() for g in got], axis=1), want)
+    padded = sadl.ops.nonzero(sadl.tensor(values), size=size)  # JAX's default fill: 0
+    assert all(p.shape == (size,) for p in padded)
+    assert all((p.numpy()[3:] == 0).all() for p in padded)

@@ -3,13 +3,15 @@
 Each scenario runs in every rank and returns facts (JSON) that rank writes to
 ``OUT/<name>.rank<r>.json``; test_multiprocess.py launches this script and checks the facts.
 ``all`` runs every correctness scenario in one launch (MPI start-up is paid once). The fault
-scenarios (``dying_rank``, ``raising_rank``) end the job and run alone.
+scenarios (``dying_rank``, ``raising_rank``, ``exiting_rank``, ``lingering_rank``,
+``raising_before_init``) end the job and run alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -293,6 +295,44 @@ def raising_rank():
     dist.all_reduce(np.ones(4))
 
 
+def exiting_rank():
+    """Rank 1 calls sys.exit(3) while rank 0 goes on to wait for it."""
+    dist.barrier()
+    if dist.rank() == 1:
+        sys.exit(3)
+    dist.all_reduce(np.ones(4))
+
+
+def lingering_rank():
+    """The launcher's signal arrives while the failed process is still there (not yet gone)."""
+    group = dist.get_group()
+    dist.barrier()
+    if dist.rank() == 1:
+        os.kill(group._peers.pids[0], signal.SIGUSR1)  # as hydra does when a process fails
+        time.sleep(0.5)  # still visible when rank 0 looks the first time
+        os._exit(1)
+    dist.all_reduce(np.ones(4))
+
+
+def ddp_parameter_order():
+    """The same parameters, defined in another order on rank 1."""
+
+    class Two(sadl.Module):
+        def __init__(self, flip):
+            if flip:
+                self.b = sadl.Parameter(np.zeros(2))
+                self.a = sadl.Parameter(np.zeros(2))
+            else:
+                self.a = sadl.Parameter(np.zeros(2))
+                self.b = sadl.Parameter(np.zeros(2))
+
+    try:
+        dist.DistributedDataParallel(Two(flip=dist.rank() == 1))
+        return {"error": "no error"}
+    except dist.MismatchError as exc:
+        return {"error": str(exc)}
+
+
 CORRECTNESS = {
     "collectives": collectives,
     "ddp_gradients": ddp_gradients,
@@ -302,12 +342,40 @@ CORRECTNESS = {
     "checkpoint_resume": checkpoint_resume,
     "sampler": sampler,
     "mismatched_models": mismatched_models,
+    "ddp_parameter_order": ddp_parameter_order,
 }
-FAULTS = {"dying_rank": dying_rank, "raising_rank": raising_rank}
+FAULTS = {
+    "dying_rank": dying_rank,
+    "raising_rank": raising_rank,
+    "exiting_rank": exiting_rank,
+    "lingering_rank": lingering_rank,
+}
+
+
+def sadl_killed_after_checkpoint(argv):
+    """``sadl ARGV`` (``train gpt``), rank 0 killed just after writing step 3's checkpoint."""
+    from sadl.cli import main as sadl_main
+    from sadl_models.train import parallel
+
+    write = parallel.DataParallel.save_checkpoint
+
+    def write_then_die(self, path, **parts):
+        write(self, path, **parts)
+        if parts["step"] == 3 and self.rank == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    parallel.DataParallel.save_checkpoint = write_then_die
+    return sadl_main(argv)
 
 
 def main(argv):
+    if argv[:1] == ["sadl_killed_after_checkpoint"]:
+        return sadl_killed_after_checkpoint(argv[1:])
     *names, out = argv
+    if names == ["raising_before_init"]:
+        if os.environ.get("PMI_RANK") == "1":
+            raise ValueError("a bug in rank 1's code, before init")
+        names = []  # rank 0 would wait for rank 1 in MPI's start-up
     dist.init()
     if names == ["all"]:
         names = list(CORRECTNESS)

@@ -75,7 +75,7 @@ def test_reports_round_trip(tmp_path, monkeypatch):
 
     monkeypatch.setenv(reports.REPORTS_VARIABLE, str(tmp_path))
     reports.register_rank(1, 42)
-    reports.write_killed(1, 2, 999, 9)
+    reports.write_ended(1, 2, 999, -9)
     try:
         raise KeyError("lost")
     except KeyError as exc:
@@ -170,3 +170,17 @@ def test_ctrl_c_goes_to_the_ranks_first_then_to_mpiexec(tmp_path):
     assert mpiexec.signals == []
     launch._interrupt(mpiexec, tmp_path, again=True)  # the second Ctrl-C
     assert mpiexec.signals == [signal.SIGINT]
+
+
+def test_after_the_launchers_signal_a_dying_neighbour_is_looked_for_again():
+    from sadl_distributed import RankFailedError
+
+    here = machine_id()
+    exiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    peers = Peers(0, [os.getpid(), exiting.pid], [here, here])
+    peers.failure_reported = True  # the launcher's SIGUSR1, before the process is gone
+    try:
+        with pytest.raises(RankFailedError, match=r"rank 1 \(process \d+ on this machine\) died"):
+            peers.check("all_reduce")
+    finally:
+        exiting.wait()

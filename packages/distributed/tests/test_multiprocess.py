@@ -5,8 +5,11 @@ Marked ``mpi``: ``nox -s distributed`` runs these (with every sibling package in
 the test group provides it); without one they fail, they are not skipped.
 """
 
+import contextlib
 import io
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -140,6 +143,38 @@ def test_an_exception_on_one_rank_ends_the_job_with_its_traceback(tmp_path):
     assert "sadl launch: rank 1 of 2: ValueError: a bug in rank 1's code" in output
 
 
+def test_same_parameters_in_another_order_are_a_mismatch_not_stop_iteration(facts):
+    for f in both(facts, "ddp_parameter_order"):
+        assert "the same names in a different order" in f["error"], f["error"]
+        assert "number 0 is parameter 'a' on rank 0 and parameter 'b' on rank 1" in f["error"]
+
+
+def test_a_rank_that_raises_before_init_ends_the_job_promptly(tmp_path):
+    status, output, seconds = launch("raising_before_init", str(tmp_path), timeout=60)
+    assert status != 0 and seconds < 45, output
+    assert "ValueError: a bug in rank 1's code, before init" in output
+    assert "sadl launch: rank 1 of 2: exited with status 1 before sadl_distributed.init()" in output
+
+
+def test_sys_exit_on_one_rank_ends_the_job_naming_rank_and_status(tmp_path, monkeypatch):
+    monkeypatch.setenv("SADL_DISTRIBUTED_TIMEOUT", "120")  # must end long before this
+    status, output, seconds = launch("exiting_rank", str(tmp_path), timeout=100)
+    assert status != 0 and seconds < 45, output
+    assert "CollectiveTimeoutError" not in output
+    assert "RankFailedError: rank 1 (process" in output
+    assert "(rank 1 of 2: exited with status 3, process" in output
+    assert "sadl launch: rank 1 of 2: exited with status 3" in output
+    assert "stopping the job" not in output  # rank 0 ended it, not the launcher's backstop
+
+
+def test_a_failed_rank_still_visible_at_the_launchers_signal_is_named(tmp_path):
+    status, output, seconds = launch("lingering_rank", str(tmp_path), timeout=60)
+    assert status != 0 and seconds < 45, output
+    assert "on another machine" not in output
+    assert "RankFailedError: rank 1 (process" in output
+    assert "stopping the job" not in output
+
+
 TINY_GPT = ["--batch-size", "4", "--block-size", "16", "--n-layer", "1", "--n-head", "2",
             "--n-embd", "16", "--eval-interval", "3", "--eval-batches", "1",
             "--sample-tokens", "10", "--no-progress"]  # fmt: skip
@@ -183,3 +218,64 @@ def test_sadl_train_gpt_nproc_2_logs_once_and_matches_one_process(tmp_path):
     )
     for key, value in single["model"].items():
         np.testing.assert_allclose(two["model"][key].numpy(), value.numpy(), atol=1e-4)
+
+
+def _job_processes(marker):
+    """(pid, environ) of every process of this user whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append((int(entry.name), cmdline, environ))
+    return found
+
+
+def _end_job(marker):
+    """Leave nothing behind (mpiexec runs in a session of its own)."""
+    for pid, _, _ in _job_processes(marker):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sadl_train_gpt_nproc_2_ends_when_a_rank_is_killed(tmp_path):
+    out = tmp_path / "killed"
+    env = {**os.environ, "SADL_DISTRIBUTED_TIMEOUT": "120"}  # must end long before this
+    command = [sys.executable, "-m", "sadl", "train", "gpt", "--nproc", "2",
+               "--steps", "100000", *TINY_GPT, "--out", str(out)]  # fmt: skip
+    job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "checkpoint.sadl").exists():
+            time.sleep(0.1)  # both ranks are in the training loop once it is there
+        ranks = [pid for pid, cmdline, environ in _job_processes(str(out))
+                 if b"PMI_RANK=1\0" in environ and b"supervise" not in cmdline]  # fmt: skip
+        assert len(ranks) == 1, ranks
+        os.kill(ranks[0], signal.SIGKILL)
+        stdout, stderr = job.communicate(timeout=60)
+    finally:
+        job.kill()
+        _end_job(str(out))
+    text = stdout.decode() + stderr.decode()
+    assert job.returncode != 0, text
+    assert "RankFailedError: rank 1 (process" in text and "died while rank 0" in text, text
+    assert "sadl launch: rank 1 of 2: killed by SIGKILL" in text
+    assert "stopping the job" not in text  # the survivor ended it, not the launcher's backstop
+
+
+def test_a_kill_between_checkpoint_and_metrics_line_loses_no_line(tmp_path):
+    out = tmp_path / "run"
+    flags = ["train", "gpt", "--steps", "6", *TINY_GPT, "--out", str(out)]
+    status, output, _ = launch("sadl_killed_after_checkpoint", *flags, timeout=120)
+    assert status != 0, output  # rank 0 was killed just after step 3's checkpoint
+    status, stdout, stderr = sadl_cli(
+        "train", "gpt", "--nproc", "2", "--resume", "--out", str(out), "--no-progress"
+    )
+    assert status == 0, stderr
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]

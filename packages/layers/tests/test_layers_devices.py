@@ -158,3 +158,16 @@ def test_recurrent_layers_on_device_match_the_cpu(make, x_shape, device):
     got = _recurrent_outputs(there, sadl.tensor(x, device=device, requires_grad=True))
     assert device_of(got[0].data).type == device
     assert_close(got, expected, device=device)
+
+
+def test_init_functions_fill_device_parameters_like_cpu_ones(device):
+    from sadl_layers import init
+
+    for fill in (init.kaiming_uniform_, init.xavier_normal_, init.trunc_normal_, init.eye_):
+        cpu = sadl.Parameter(np.zeros((4, 3), dtype=np.float32))
+        there = sadl.Parameter(np.zeros((4, 3), dtype=np.float32), device=device)
+        kwargs = {} if fill is init.eye_ else {"generator": 5}
+        fill(cpu, **kwargs)
+        fill(there, **kwargs)
+        assert there.device.type == device and there.dtype == np.float32
+        assert_close(there, cpu, device=device, rtol=0, atol=0)

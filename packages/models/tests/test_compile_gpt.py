@@ -8,6 +8,8 @@ learning-rate schedule changing between the calls.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 import sadl
@@ -78,8 +80,17 @@ def test_train_gpt_with_compile_gives_the_eager_run(tmp_path):
         sample_tokens=10,
         dropout=0.1,
     )
-    eager = train(config, tmp_path / "eager", progress=False, plot=False)
-    compiled = train(config, tmp_path / "compiled", progress=False, plot=False, compile=True)
+    eager_log, compiled_log = io.StringIO(), io.StringIO()
+    eager = train(config, tmp_path / "eager", progress=False, plot=False, stream=eager_log)
+    compiled = train(
+        config, tmp_path / "compiled", progress=False, plot=False, compile=True, stream=compiled_log
+    )
+    # The header (first line) says how the run goes: compiled, or (not saying so) eager.
+    header = compiled_log.getvalue().splitlines()[0]
+    assert header.startswith("training GPT: ") and header.endswith(
+        "steps on cpu, compiled (sadl.compile: traced once, then replayed)"
+    ), header
+    assert "compile" not in eager_log.getvalue().splitlines()[0]
     assert compiled.history.train == eager.history.train
     assert compiled.history.evals == eager.history.evals
     assert compiled.sample == eager.sample

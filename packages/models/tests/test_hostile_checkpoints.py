@@ -53,6 +53,7 @@ def tampered(saved, tmp_path, edit):
     if edit is not None:
         entries = ss.load(target)
         meta = json.loads(entries.pop("__meta__").numpy().tobytes())
+        del meta["integrity"]  # a hostile writer leaves the checksums out: validation must hold
         edit(meta, entries)
         text = json.dumps(meta).encode()
         ss.save({"__meta__": np.frombuffer(text, np.uint8), **entries}, target)
@@ -132,6 +133,15 @@ RESUME_CASES = {
     "string-setting": (settings("batch_size", "abc"), "--batch-size must be a positive"),
     "unknown-setting": (settings("flash", True), "unknown training settings"),
     "negative-lr": (optimizer_lr(-0.1), "invalid learning rate lr=-0.1"),
+    "none-lr": (optimizer_lr(None), "invalid learning rate lr=None"),
+    "string-flag": (
+        lambda meta, entries: meta["optimizer"]["param_groups"][0].update(amsgrad="yes"),
+        "invalid amsgrad='yes'",
+    ),
+    "scheduler-lr": (
+        lambda meta, entries: meta["scheduler"]["base_lrs"].__setitem__(0, -1.0),
+        "invalid base_lrs[0]=-1.0",
+    ),
     "history": (set_extra("history", [1, 2]), "'history' entry is not a mapping"),
     "moment": (
         lambda meta, entries: entries.update(
@@ -228,3 +238,20 @@ def test_running_out_of_memory_anyway_is_one_line_with_the_estimate(saved, tmp_p
     )
     line = one_line(result, "sadl train gpt")
     assert "out of memory (this run needs about" in line
+
+
+def test_bytes_overwritten_in_the_weights_are_refused_everywhere(saved, tmp_path):
+    path = tampered(saved, tmp_path, None)
+    info = next(i for i in ss.read_index(path) if i.key == "model.transformer.wte.weight")
+    raw = bytearray(path.read_bytes())
+    raw[info.offset + 40 : info.offset + 44] = b"\x00\x00\x80\x7f"  # one weight becomes inf
+    path.write_bytes(bytes(raw))
+    with pytest.raises(TrainError, match="'model.transformer.wte.weight'.*fails its CRC32 check"):
+        load_model(path)
+    line = one_line(cli("generate", "--checkpoint", str(path)), "sadl generate")
+    assert str(path) in line and "fails its CRC32 check" in line
+    line = one_line(
+        cli("train", "gpt", "--resume", "--out", str(path.parent), "--no-progress"),
+        "sadl train gpt",
+    )
+    assert "fails its CRC32 check" in line

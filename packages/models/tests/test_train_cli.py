@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from sadl_models.corpus import builtin_corpus
+from sadl_models.corpus import builtin_corpus, read_text
+from sadl_models.tokenizers import ByteTokenizer
 from sadl_models.train import TrainConfig, TrainError, load_model, train
 from sadl_serialize import load_checkpoint
 
@@ -96,6 +97,25 @@ def test_byte_tokenizer_run_saves_and_reloads_the_tokenizer(tmp_path, text_file)
     assert tokenizer.kind == "byte" and model.vocab_size == 256
 
 
+def test_the_byte_tokenizer_trains_on_a_file_of_any_bytes(tmp_path, text_file):
+    # Latin-1 text and binary noise: not UTF-8, which the char tokenizer refuses (see
+    # test_cli_bad_inputs_print_one_line); bytes are bytes to the byte tokenizer.
+    raw = "na\u00efve caf\u00e9\n".encode("latin-1") * 50 + bytes(range(256)) * 4
+    path = tmp_path / "latin1.bin"
+    path.write_bytes(raw)
+    assert np.array_equal(
+        ByteTokenizer().encode(read_text(path, any_bytes=True)), np.frombuffer(raw, np.uint8)
+    )
+    proc = run_cli("train", "gpt", "--text", str(path), "--tokenizer", "byte", "--out",
+                   str(tmp_path / "run"), *TINY_FLAGS)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "(byte tokenizer, vocab 256)" in proc.stdout
+    assert f"{len(raw):,} tokens" in proc.stdout  # every byte of the file is a token
+    gen = run_cli("generate", "--checkpoint", str(tmp_path / "run" / "checkpoint.sadl"),
+                  "--tokens", "10")  # fmt: skip
+    assert gen.returncode == 0 and gen.stdout.endswith("\n"), gen.stderr
+
+
 def test_resume_refuses_conflicting_settings(tmp_path, text_file):
     config = TrainConfig(text=str(text_file), **{**TINY, "steps": 2})
     train(config, tmp_path, progress=False, plot=False)
@@ -130,7 +150,11 @@ def test_cli_bad_inputs_print_one_line(tmp_path, text_file):
     out = ["--out", str(tmp_path / "run")]
     cases = [
         (["--text", str(tmp_path / "missing.txt")], "missing.txt: no such file"),
-        (["--text", str(latin1)], "not UTF-8 text (byte 0xef at offset 2"),
+        (
+            ["--text", str(latin1)],
+            "not UTF-8 text (byte 0xef at offset 2 is invalid); convert it to UTF-8 first, "
+            "or train on its bytes with --tokenizer byte",
+        ),
         (["--text", str(short), "--block-size", "64"], "--block-size 64 is too large"),
         (["--device", "tpu"], "unknown device 'tpu'"),
         (["--device", "cuda"], "no CUDA device found"),
@@ -186,8 +210,13 @@ def test_cli_train_then_generate(tmp_path, text_file):
     assert "no checkpoint at" in _one_error_line(bad, "sadl generate")
     bad = run_cli("generate", "--checkpoint", ckpt, "--prompt", "\u263a")
     assert "--prompt: text contains 1 character(s) not in" in _one_error_line(bad, "sadl generate")
-    bad = run_cli("generate", "--checkpoint", ckpt, "--top-p", "2")
-    assert "--top-p" in _one_error_line(bad, "sadl generate")
+    assert gen.stdout.endswith("\n") and not gen.stdout.endswith("\n\n")  # one line end
+    for typed in ("2", "0", "1e3", "nan"):  # quoted as typed, as every other option is
+        bad = run_cli("generate", "--checkpoint", ckpt, "--top-p", typed)
+        assert _one_error_line(bad, "sadl generate") == (
+            f"sadl generate: error: argument --top-p: expected a number in (0, 1], got '{typed}'"
+        )
+        assert bad.returncode == 2
     not_ckpt = tmp_path / "junk.sadl"
     not_ckpt.write_bytes(b"not a checkpoint")
     bad = run_cli("generate", "--checkpoint", str(not_ckpt))
@@ -251,3 +280,27 @@ def test_resume_refuses_a_changed_text(tmp_path, text_file):
     text.write_text(text_file.read_text(encoding="utf-8")[::-1], encoding="utf-8")
     with pytest.raises(TrainError, match="is not the text the checkpoint was trained on"):
         train(TrainConfig(), tmp_path / "run", resume=True, progress=False)
+
+
+def test_a_run_in_out_is_never_replaced_without_overwrite(tmp_path, text_file, capsys):
+    from sadl.cli import main
+
+    out = tmp_path / "run"
+    flags = ["train", "gpt", "--text", str(text_file), *TINY_FLAGS, "--out", str(out)]
+    assert main([*flags, "--steps", "4", "--sample-tokens", "0"]) == 0
+    saved = (out / "checkpoint.sadl").read_bytes()
+    metrics = (out / "metrics.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*flags, "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sadl train gpt: error: --out ")
+    assert "holds a checkpoint" in err and "--resume" in err and "--overwrite" in err
+    assert (out / "checkpoint.sadl").read_bytes() == saved  # the 4-step run is intact
+    assert (out / "metrics.jsonl").read_text() == metrics
+    assert main([*flags, "--steps", "2", "--resume", "--overwrite"]) == 2
+    assert "pass one" in capsys.readouterr().err
+    assert main([*flags, "--steps", "2", "--sample-tokens", "0", "--overwrite"]) == 0
+    assert "--overwrite: " in capsys.readouterr().out
+    assert load_checkpoint(out / "checkpoint.sadl")["step"] == 2
+    with pytest.raises(TrainError, match="holds a checkpoint"):
+        train(TrainConfig(text=str(text_file), **TINY), out, progress=False, plot=False)

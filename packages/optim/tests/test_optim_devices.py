@@ -23,7 +23,13 @@ OPTIMIZERS = [
     ("RMSprop", {"lr": 0.01}),
     ("Adagrad", {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.1}),
     ("Lion", {"lr": 0.01, "weight_decay": 0.1}),
+    ("LAMB", {"lr": 0.01, "weight_decay": 0.1}),
+    ("Muon", {"lr": 0.02, "weight_decay": 0.1}),
+    ("Muon", {"lr": 0.02, "nesterov": False, "adjust_lr_fn": "match_rms_adamw"}),
 ]
+
+#: Muon takes matrices only: it gets the MLP's two weight matrices (one per group).
+SPLITS = {"Muon": [[0], [2]]}
 
 SCHEDULES = [
     ("StepLR", lambda opt: sadl_optim.StepLR(opt, step_size=3, gamma=0.5)),
@@ -36,6 +42,12 @@ SCHEDULES = [
         "OneCycle",
         lambda opt: sadl_optim.OneCycle(opt, max_lr=0.05, total_steps=STEPS, cycle_momentum=True),
     ),
+    ("MultiStepLR", lambda opt: sadl_optim.MultiStepLR(opt, milestones=[2, 5], gamma=0.5)),
+    # stepped with the device loss tensor; patience 0 and a threshold no step beats: it acts
+    (
+        "ReduceLROnPlateau",
+        lambda opt: sadl_optim.ReduceLROnPlateau(opt, patience=0, factor=0.5, threshold=0.5),
+    ),
 ]
 
 
@@ -44,21 +56,30 @@ def train(device, name, kwargs, schedule=None):
     problem = PROBLEMS["mlp"]()
     params = [sadl.Parameter(v, device=device) for v in problem.init]
     consts = [sadl.tensor(c, device=device) for c in problem.consts]
-    opt = getattr(sadl_optim, name)(make_groups(params, GROUP_SPLITS["mlp"], [{}, {}]), **kwargs)
+    split = SPLITS.get(name, GROUP_SPLITS["mlp"])
+    opt = getattr(sadl_optim, name)(make_groups(params, split, [{}, {}]), **kwargs)
     scheduler = schedule(opt) if schedule is not None else None
     lrs = []
     for _ in range(STEPS):
         opt.zero_grad()
-        problem.loss(params, consts).backward()
+        loss = problem.loss(params, consts)
+        loss.backward()
         opt.step()
-        if scheduler is not None:
+        if isinstance(scheduler, sadl_optim.ReduceLROnPlateau):
+            scheduler.step(loss)
+        elif scheduler is not None:
             scheduler.step()
         lrs.append([g["lr"] for g in opt.param_groups])
     return params, opt, lrs
 
 
 def states(opt, params):
-    return [{k: v for k, v in opt.state[p].items() if hasattr(v, "shape")} for p in params]
+    mine = {id(p) for group in opt.param_groups for p in group["params"]}
+    return [
+        {k: v for k, v in opt.state[p].items() if hasattr(v, "shape")}
+        for p in params
+        if id(p) in mine
+    ]
 
 
 @pytest.mark.parametrize(
@@ -70,12 +91,13 @@ def test_optimizer_steps_on_device_match_the_cpu(name, kwargs, device):
     assert_close(dev_params, cpu_params, device=device)
     assert_close(states(dev_opt, dev_params), states(cpu_opt, cpu_params), device=device)
     # The CPU run's state resumes on the device, and a device state resumes on the CPU.
+    split = SPLITS.get(name, GROUP_SPLITS["mlp"])
     resumed = [sadl.Parameter(p.numpy(), device=device) for p in cpu_params]
-    opt = getattr(sadl_optim, name)(make_groups(resumed, GROUP_SPLITS["mlp"], [{}, {}]), **kwargs)
+    opt = getattr(sadl_optim, name)(make_groups(resumed, split, [{}, {}]), **kwargs)
     opt.load_state_dict(cpu_opt.state_dict())
     assert_close(states(opt, resumed), states(cpu_opt, cpu_params), device=device)
     back = [sadl.Parameter(p.numpy()) for p in dev_params]
-    opt = getattr(sadl_optim, name)(make_groups(back, GROUP_SPLITS["mlp"], [{}, {}]), **kwargs)
+    opt = getattr(sadl_optim, name)(make_groups(back, split, [{}, {}]), **kwargs)
     opt.load_state_dict(dev_opt.state_dict())
     assert_close(states(opt, back), states(cpu_opt, cpu_params), device="cpu")
 
@@ -88,6 +110,7 @@ def test_schedules_drive_device_optimizers_like_cpu_ones(name, schedule, device)
     cpu_params, cpu_opt, cpu_lrs = train("cpu", "AdamW", kwargs, schedule)
     dev_params, dev_opt, dev_lrs = train(device, "AdamW", kwargs, schedule)
     assert dev_lrs == cpu_lrs
+    assert len({step[0] for step in cpu_lrs}) > 1, "the schedule should change the lr"
     assert all(isinstance(lr, float) for step in dev_lrs for lr in step)
     assert_close(dev_params, cpu_params, device=device)
 

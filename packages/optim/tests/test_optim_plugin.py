@@ -10,11 +10,15 @@ NAMES = [
     "RMSprop",
     "Adagrad",
     "Lion",
+    "Muon",
+    "LAMB",
     "LRScheduler",
     "StepLR",
+    "MultiStepLR",
     "CosineWithWarmup",
     "LinearWarmup",
     "OneCycle",
+    "ReduceLROnPlateau",
 ]
 
 
@@ -40,3 +44,17 @@ def test_core_keeps_sgd_and_adam():
     records = plugin.register_optimizers()
     assert [r.name for r in records] == [cls.__name__ for cls in plugin.PROVIDED]
     assert {r.name for r in records} == set(NAMES)
+
+
+def test_check_plugins_steps_muon_on_matrices_and_plateau_with_a_metric():
+    # Muon refuses vectors and ReduceLROnPlateau.step needs a metric: their examples give
+    # sadl check-plugins matrix shapes and a metric to step with.
+    from sadl.plugins import Example
+    from sadl.testing import check_optimizer
+
+    records = {r.name: r for r in plugin.register_optimizers()}
+    for name in ("Muon", "ReduceLROnPlateau", "LAMB", "MultiStepLR"):
+        report = check_optimizer(records[name], raise_exception=False)
+        assert report.ok, str(report)
+    refused = check_optimizer(records["Muon"], [Example(lr=0.02)], raise_exception=False)
+    assert not refused.ok and "not a matrix" in str(refused)

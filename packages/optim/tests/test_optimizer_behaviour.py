@@ -1,6 +1,7 @@
 """Optimizers: in-place float32 updates, bit-identical resume from a state_dict, clear errors."""
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -205,3 +206,34 @@ def test_hyperparameters_are_normalized():
     opt = AdamW([p], betas=[np.float64(0.8), 0.9], amsgrad=np.bool_(True))
     assert opt.param_groups[0]["betas"] == (0.8, 0.9)
     assert opt.param_groups[0]["amsgrad"] is True
+
+
+TAMPERED = [
+    (cls, value, key)
+    for cls in (Adagrad, AdamW, Lion, RMSprop)
+    for value, key in [(None, "lr"), ("fast", "lr"), (None, "weight_decay"), (math.nan, "eps")]
+    if key != "eps" or cls is not Lion  # Lion has no eps
+]
+
+
+@pytest.mark.parametrize(("cls", "value", "key"), TAMPERED, ids=repr)
+def test_a_restored_hyperparameter_is_held_to_what_the_constructor_accepts(cls, value, key):
+    params = [sadl.Parameter(np.ones(3))]
+    optimizer = cls(params, lr=0.1)
+    with pytest.raises(ValueError, match=f"invalid .*{key}"):
+        cls(params, **{"lr": 0.1, key: value})
+    state = optimizer.state_dict()
+    state["param_groups"][0][key] = value
+    with pytest.raises(ValueError, match=f"param group 0: .*invalid .*{key}"):
+        optimizer.load_state_dict(state)
+    assert optimizer.param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.parametrize("cls", [AdamW, RMSprop], ids=lambda c: c.__name__)
+def test_a_restored_flag_stays_a_bool(cls):
+    optimizer = cls([sadl.Parameter(np.ones(3))], lr=0.1)
+    flag = "amsgrad" if cls is AdamW else "centered"
+    state = optimizer.state_dict()
+    state["param_groups"][0][flag] = "yes"
+    with pytest.raises(ValueError, match=f"invalid {flag}='yes'"):
+        optimizer.load_state_dict(state)

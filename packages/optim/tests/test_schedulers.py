@@ -15,6 +15,7 @@ from sadl_optim import (
     LinearWarmup,
     Lion,
     LRScheduler,
+    MultiStepLR,
     OneCycle,
     RMSprop,
     StepLR,
@@ -89,6 +90,16 @@ PARITY = {
         lambda torch, opt: torch.optim.lr_scheduler.LinearLR(
             opt, start_factor=1 / 9, end_factor=1.0, total_iters=8
         ),
+    ),
+    "MultiStepLR": (
+        lambda opt: MultiStepLR(opt, milestones=[3, 8, 8, 20], gamma=0.5),
+        lambda torch, opt: torch.optim.lr_scheduler.MultiStepLR(
+            opt, milestones=[3, 8, 8, 20], gamma=0.5
+        ),
+    ),
+    "MultiStepLR-unsorted": (
+        lambda opt: MultiStepLR(opt, milestones=[12, 2], gamma=0.3),
+        lambda torch, opt: torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[12, 2], gamma=0.3),
     ),
     "OneCycle": (
         lambda opt: OneCycle(opt, max_lr=0.5, total_steps=40),
@@ -239,6 +250,7 @@ SCHEDULES = {
     "StepLR": lambda opt: StepLR(opt, step_size=4, gamma=0.7),
     "CosineWithWarmup": lambda opt: CosineWithWarmup(opt, 6, 30, min_lr=1e-4),
     "LinearWarmup": lambda opt: LinearWarmup(opt, 12),
+    "MultiStepLR": lambda opt: MultiStepLR(opt, [5, 11, 15], gamma=0.5),
     "OneCycle": lambda opt: OneCycle(opt, max_lr=0.05, total_steps=30, cycle_momentum=True),
 }
 
@@ -373,6 +385,9 @@ BAD = [
         r"OneCycle: invalid max_momentum=1\.0",
     ),
     (lambda o: OneCycle(o, 0.1, 10, three_phase="yes"), r"OneCycle: invalid three_phase='yes'"),
+    (lambda o: MultiStepLR(o, 3), r"MultiStepLR: milestones must be a list of step numbers"),
+    (lambda o: MultiStepLR(o, [2, -1]), r"MultiStepLR: invalid milestone=-1"),
+    (lambda o: MultiStepLR(o, [2], gamma=0), r"MultiStepLR: invalid gamma=0"),
 ]
 
 
@@ -408,3 +423,15 @@ def test_base_class_is_abstract_and_extensible():
     scheduler.step()
     assert [g["lr"] for g in opt.param_groups] == [b / 2 for b in BASE_LRS]
     assert "last_epoch=1" in repr(scheduler)
+
+
+@pytest.mark.parametrize("key", ["base_lrs", "last_lr"])
+@pytest.mark.parametrize("value", [-0.1, math.inf, None, "0.1"], ids=repr)
+def test_restored_lrs_are_held_to_what_the_constructor_accepts(key, value):
+    opt = two_groups()
+    scheduler = StepLR(opt, step_size=2)
+    bad = scheduler.state_dict()
+    bad[key] = [bad[key][0], value]
+    with pytest.raises(ValueError, match=rf"StepLR.load_state_dict: invalid {key}\[1\]"):
+        scheduler.load_state_dict(bad)
+    assert [g["lr"] for g in opt.param_groups] == scheduler.get_last_lr()  # left as it was

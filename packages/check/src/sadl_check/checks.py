@@ -493,7 +493,9 @@ def check_optimizer(
     ``Optimizer`` must update float32 and float64 parameters in place, in their dtype, to finite
     values; skip a parameter without a gradient; and continue identically after
     ``state_dict``/``load_state_dict``. A scheduler (any other class) is built on an SGD
-    optimizer and must keep its learning rate a finite number over a few steps.
+    optimizer and must keep its learning rate a finite number over a few steps. An example's
+    positional inputs are the shapes of the three parameters (the last gets no gradient) for an
+    optimizer, and the arguments of every ``step()`` (a metric) for a scheduler.
     """
     report = OpReport(optimizer.name, kind="optimizer")
     cases = tuple(examples) if examples is not None else (optimizer.examples or (Example(),))
@@ -502,25 +504,28 @@ def check_optimizer(
     rng = np.random.default_rng(seed)
     cls = optimizer.cls
     for example in cases:
-        params = dict(example.params)
+        params, args = dict(example.params), example.inputs
         if issubclass(cls, Optimizer):
-            checks = [("step", lambda p=params: _optimizer_steps(cls, p, rng))]
+            checks = [("step", lambda p=params, a=args: _optimizer_steps(cls, p, rng, a))]
         else:
-            checks = [("schedule", lambda p=params: _scheduler_steps(cls, p, rng))]
+            checks = [("schedule", lambda p=params, a=args: _scheduler_steps(cls, p, rng, a))]
         _run_checks(report, repr(example), checks)
     return _finish(report, raise_exception)
 
 
-def _fresh_params(rng: np.random.Generator) -> list[Parameter]:
+def _fresh_params(rng: np.random.Generator, shapes: Any = ()) -> list[Parameter]:
+    a, b, c = shapes or ((3, 4), 5, 2)
     return [
-        Parameter(rng.normal(size=(3, 4)).astype(np.float32)),
-        Parameter(rng.normal(size=5)),
-        Parameter(np.ones(2, dtype=np.float32)),  # never gets a gradient
+        Parameter(rng.normal(size=a).astype(np.float32)),
+        Parameter(rng.normal(size=b)),
+        Parameter(np.ones(c, dtype=np.float32)),  # never gets a gradient
     ]
 
 
-def _optimizer_steps(cls: type, kwargs: dict[str, Any], rng: np.random.Generator) -> None:
-    params = _fresh_params(rng)
+def _optimizer_steps(
+    cls: type, kwargs: dict[str, Any], rng: np.random.Generator, shapes: Any
+) -> None:
+    params = _fresh_params(rng, shapes)
     twin = [Parameter(p.data.copy()) for p in params]
     grads = [[rng.normal(size=p.shape).astype(p.dtype) for p in params[:2]] for _ in range(2)]
     first, second = cls(params, **kwargs), cls(twin, **kwargs)
@@ -549,12 +554,14 @@ def _optimizer_steps(cls: type, kwargs: dict[str, Any], rng: np.random.Generator
             )
 
 
-def _scheduler_steps(cls: type, kwargs: dict[str, Any], rng: np.random.Generator) -> None:
+def _scheduler_steps(
+    cls: type, kwargs: dict[str, Any], rng: np.random.Generator, args: Any
+) -> None:
     optimizer = SGD(_fresh_params(rng), lr=0.1)
     scheduler = cls(optimizer, **kwargs)
     for _ in range(3):
         optimizer.step()
-        scheduler.step()
+        scheduler.step(*args)
         lr = optimizer.param_groups[0]["lr"]
         if not (isinstance(lr, int | float) and np.isfinite(lr) and lr >= 0):
             raise AssertionError(f"the learning rate became {lr!r}")

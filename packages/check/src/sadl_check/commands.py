@@ -11,6 +11,7 @@ import contextlib
 import io
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -82,7 +83,7 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
     failed_rows = variants = singular = 0
     for plugin in plugins:
         name, status = str(plugin["name"]), plugin["status"]
-        if status != "ok":
+        if status not in ("ok", "conflict"):
             detail = str(plugin["error"] or "blocked by SADL_DISABLE_PLUGINS")
             rows.append(("plugin", name, name, "-", f"FAILED: {status}"))
             failures.append((f"plugin {name} ({status})", detail))
@@ -92,7 +93,10 @@ def _cmd_check_plugins(args: argparse.Namespace) -> int:
             variants += report.variants
             singular += report.singular_points
             failed = report.failures()
-            result = "ok" if not failed else "FAILED: " + ", ".join(r.check for r in failed)
+            counts = Counter(r.check for r in failed)  # each failing check once, with its count
+            result = (
+                "FAILED: " + ", ".join(f"{c} ({n})" for c, n in counts.items()) if failed else "ok"
+            )
             rows.append((kind, what, name, str(len(report.results)), result))
             failures += [(f"{kind} {what}: {_label(r)}", r.message) for r in failed]
             failed_rows += bool(failed)
@@ -118,7 +122,7 @@ def _reports(plugin: dict[str, Any], device: Any = None) -> Iterator[tuple[str, 
     for kind, check in checkers.items():
         for name in plugin["provides"].get(KINDS[kind].hook, []):
             try:
-                record = sadl.plugins.lookup(kind, name)
+                record = sadl.plugins.served(kind, name)
             except Exception as exc:  # registered, but not served: another plugin claims it too
                 report = OpReport(name, kind=KINDS[kind].label)
                 report.results.append(CheckResult("served", "", False, str(exc)))
@@ -129,6 +133,20 @@ def _reports(plugin: dict[str, Any], device: Any = None) -> Iterator[tuple[str, 
     register = sadl.plugins.command_registrations().get(str(plugin["name"]))
     if register is not None:
         yield from _check_commands(register)
+    for hook, names in plugin["conflicts"].items():  # other kinds' names it lost in a clash
+        kind = hook.removeprefix("register_")
+        if kind in checkers:
+            continue
+        label = KINDS[kind].label if kind in KINDS else kind.removesuffix("s")
+        for name in names:
+            try:
+                sadl.plugins.served(kind, name)
+                why = f"{name!r} is served from another plugin (`sadl plugins` shows the clash)"
+            except Exception as exc:
+                why = str(exc)
+            report = OpReport(name, kind=label)
+            report.results.append(CheckResult("served", "", False, why))
+            yield label, name, report
 
 
 def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sadl import CompileWarning, Tensor, get_default_dtype, is_grad_enabled
+from sadl import CompileWarning, Function, Optimizer, Tensor, get_default_dtype, is_grad_enabled
 from sadl.backends import device_of, is_array
 
 from sadl_compile import show  # noqa: F401  (installs str(graph))
@@ -182,6 +182,7 @@ class CompiledFunction:
                 stacklevel=3,
             )
         capture = Capture(getattr(self.fn, "__name__", "fn"))
+        names = name_guards(self.fn)  # what the names the function reads hold at entry
         with tracing(capture):
             try:
                 traced_args = capture.adopt_arguments(args)
@@ -190,6 +191,7 @@ class CompiledFunction:
                 graph, first = capture.finish(result)
             finally:
                 capture.restore()
+        graph.meta["name_guards"] = names
         gc.collect()
         _return_freed_memory()  # the trace's arrays are gone; the plan's buffers come next
         run_passes(graph, self.options)
@@ -238,6 +240,73 @@ def _return_freed_memory() -> None:
 _malloc_trim: Any = None
 
 
+#: What a name guard watches: state (tensors, arrays, modules, optimizers) and Python numbers.
+_WATCHED: tuple[type, ...] = (Tensor, np.ndarray, np.generic, Function, Optimizer, *_SCALARS)
+
+
+def name_guards(fn: Any, depth: int = 3) -> list[tuple[str, Any, Any, Any]]:
+    """Guards on the names ``fn`` reads: globals and closure cells holding state, and the
+    attributes (parameters, buffers, submodules) of the modules among them, followed through the
+    functions and bound methods they name (``depth`` levels). A replay checks each still holds the
+    same object (``G = G + x``, ``lin.weight = Parameter(...)`` retrace).
+    """
+    found: list[tuple[str, Any, Any, Any]] = []
+    seen: set[int] = set()
+
+    def watch(kind: str, holder: Any, key: Any, obj: Any, level: int) -> None:
+        if isinstance(obj, _WATCHED):
+            found.append((kind, holder, key, obj))
+            if isinstance(obj, Function) and id(obj) not in seen:
+                seen.add(id(obj))
+                for module in obj.modules():
+                    for name, value in vars(module).items():
+                        if isinstance(value, Tensor | Function):
+                            found.append(("attr", module, name, value))
+        elif isinstance(obj, dict | list) and level and id(obj) not in seen:
+            seen.add(id(obj))  # a container the function reads from: its items are names too
+            items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            for k, v in list(items)[:64]:
+                watch("item", obj, k, v, level - 1)
+        elif level and (callable(obj) or hasattr(obj, "__func__")):
+            visit(obj, level - 1)
+
+    def visit(f: Any, level: int) -> None:
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        owner = getattr(f, "__self__", None)
+        if owner is not None and not isinstance(owner, type(np)):
+            watch("self", f, None, owner, level)
+        f = getattr(f, "__func__", f)
+        if isinstance(f, Function):
+            watch("self", f, None, f, level)
+            f = type(f).forward
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        scope = getattr(f, "__globals__", {})
+        for name in _code_names(code):
+            if name in scope:
+                watch("global", scope, name, scope[name], level)
+        for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
+            try:
+                watch("cell", cell, name, cell.cell_contents, level)
+            except ValueError:  # an empty cell
+                continue
+
+    visit(fn, depth)
+    return found
+
+
+def _code_names(code: Any) -> set[str]:
+    """Global names a code object (and the functions defined in it) may read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
 def _aliasing(arrays: list[Any]) -> tuple[int, ...] | None:
     """Which argument arrays are one array passed again (None when all are distinct)."""
     if len(arrays) < 2 or len({id(a) for a in arrays}) == len(arrays):
@@ -271,6 +340,8 @@ def _signature(tree: Any, arrays: list[Any], tensors: list[Any]) -> Any:
         return (kind, *(_signature(x, arrays, tensors) for x in tree))
     if kind is dict:
         return (dict, *((k, _signature(v, arrays, tensors)) for k, v in tree.items()))
+    if kind is float or kind is complex:  # 0.0 and -0.0 differ; a nan equals itself
+        return (kind, repr(tree))
     if isinstance(tree, _SCALARS):
         return (kind, tree)
     if is_array(tree):  # a device array

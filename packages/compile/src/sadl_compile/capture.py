@@ -14,21 +14,24 @@ and step counts stay live instead of being frozen into the trace.
 
 from __future__ import annotations
 
+import copy
+import gc
 import inspect
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sadl import CompileError, Tensor, enable_grad
+from sadl import CompileError, Function, Optimizer, Tensor, enable_grad
 from sadl.backends import is_array
 from sadl.plugins import version_counter
 
-from sadl_compile.ir import AsTensor, Graph, Value, iter_values
+from sadl_compile.ir import AsTensor, Graph, ObjectResult, Value, iter_values
 from sadl_compile.traced import ACTIVE, is_traced, plain
-from sadl_compile.tracer import Tracer
+from sadl_compile.tracer import Tracer, _asarray
 
-__all__ = ["DATA", "GRAD", "Capture"]
+__all__ = ["DATA", "GRAD", "Capture", "rebuild"]
 
 #: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing;
 #: the slots are those of Tensor's base class, so they are looked up along the class's MRO).
@@ -39,10 +42,11 @@ GRAD: Any = inspect.getattr_static(Tensor, "grad")
 class _Adopted:
     """A tensor that existed before the traced call, and what it held then."""
 
-    __slots__ = ("arg", "grad_known", "ref", "version", "version_list")
+    __slots__ = ("arg", "grad_known", "ref", "requires_grad", "version", "version_list")
 
     def __init__(self, tensor: Tensor, arg: int | None) -> None:
         self.ref = weakref.ref(tensor)
+        self.requires_grad = tensor.requires_grad  #: guarded for captured tensors
         self.arg = arg  #: its position among the argument tensors, or None when captured
         self.version_list = version_counter(tensor)
         self.version = self.version_list[0]
@@ -110,6 +114,17 @@ class Capture(Tracer):
             self._tensors.append(tensor)
         return record
 
+    def _existing(self, tensor: Tensor) -> _Adopted | None:
+        """The record of ``tensor`` if it existed before the call (adopted on first touch);
+        None for a tensor made during the trace (it holds a traced array, or is being built).
+        """
+        record = self._adopted.get(id(tensor))
+        if record is not None:
+            return record
+        if not hasattr(tensor, "_version") or is_traced(DATA.__get__(tensor, Tensor)):
+            return None
+        return self._adopt(tensor, None)
+
     def _ref(self, record: _Adopted) -> Any:
         """How effects name a tensor: ``("arg", i)`` or a weak reference."""
         return ("arg", record.arg) if record.arg is not None else record.ref
@@ -117,6 +132,9 @@ class Capture(Tracer):
     # ------------------------------------------------------------------ tensor attributes
     def read_data(self, tensor: Tensor, array: Any) -> Any:
         """``tensor.data`` holds a plain array: adopt it (captured by identity), trace it."""
+        if isinstance(array, np.generic):  # a NumPy scalar (a 0-d update's result): as 0-d array
+            array = _asarray(array)  # NumPy's own (its constructors are recorded while tracing)
+            DATA.__set__(tensor, array)
         if not isinstance(array, np.ndarray) and not _device_array(array):
             return array
         self._adopt(tensor, None)
@@ -128,7 +146,7 @@ class Capture(Tracer):
 
     def write_data(self, tensor: Tensor, new: Any) -> None:
         """``tensor.data = new``: an effect on a tensor that outlives the call."""
-        record = self._adopted.get(id(tensor))
+        record = self._existing(tensor)  # written before it was read: adopted here
         if record is not None:
             value = self._value_of(new)
             if value is not None:
@@ -138,7 +156,7 @@ class Capture(Tracer):
 
     def read_grad(self, tensor: Tensor, grad: Any) -> Any:
         """``tensor.grad`` read: a guard on what it held at entry, or a value read per call."""
-        record = self._adopted.get(id(tensor))
+        record = self._existing(tensor)  # first touched through .grad (zero_grad first)
         if record is None or record.grad_known or is_traced(grad):
             return grad
         record.grad_known = True
@@ -158,7 +176,7 @@ class Capture(Tracer):
 
     def write_grad(self, tensor: Tensor, grad: Any) -> None:
         """``tensor.grad = grad``: replayed in order (None, or an array of the graph)."""
-        record = self._adopted.get(id(tensor))
+        record = self._existing(tensor)
         if record is not None:
             record.grad_known = True
             if grad is None:
@@ -280,12 +298,37 @@ class Capture(Tracer):
                 for v in node.reads:
                     v.storage.escapes = True
         graph = Graph(self.name, self.inputs, self.nodes, outputs, self.values, self.storages)
+        graph.meta["resets"] = self._temporaries()
         graph.meta.update(
             data_guards=[(t, a) for t, a in self.data_guards if t() is not None],
             grad_guards=self.grad_guards,
             training_guards=[g for g in self.training_guards.values() if g[0]() is not None],
+            requires_grad_guards=[
+                (r.ref, r.requires_grad)
+                for r in self._adopted.values()
+                if r.arg is None and r.ref() is not None
+            ],
         )
         return graph, first
+
+    def _temporaries(self) -> list[tuple[Any, Any]]:
+        """Written arrays the trace did not make and nothing outside it holds (made by NumPy
+        behind the tracer's back: a scatter seed): each replay starts them from their contents
+        before the first write, as each eager call makes them anew. Arrays held elsewhere (a
+        global buffer written in place) keep what the previous call left, as in eager.
+        """
+        self._known.clear()
+        self._traced.clear()
+        gc.collect()
+        internal = {id(self.snapshots), id(self.values), id(self.nodes)}
+        found = []
+        for array, before in list(self.snapshots.values()):
+            held = False
+            for r in gc.get_referrers(array):
+                held = held or (id(r) not in internal and not _internal_holder(r, array))
+            if not held:
+                found.append((array, before))
+        return found
 
     def restore(self) -> None:
         """Put plain arrays back into every adopted tensor (also when the trace failed)."""
@@ -313,9 +356,13 @@ class Capture(Tracer):
         if is_traced(tree) or type(tree) is np.ndarray or _device_array(tree):
             return self._value_of(tree)
         if isinstance(tree, tuple | list):
-            return type(tree)(self._output_template(x) for x in tree)
+            items = [self._output_template(x) for x in tree]
+            return _rebuilt(tree, items)
         if isinstance(tree, dict):
             return {k: self._output_template(v) for k, v in tree.items()}
+        fields = _result_fields(tree)
+        if fields is not None:  # a dataclass or plain object: rebuilt with fresh values
+            return ObjectResult(tree, {k: self._output_template(v) for k, v in fields.items()})
         return tree
 
 
@@ -327,10 +374,63 @@ def _plain_result(tree: Any) -> Any:
     if is_traced(tree):
         return plain(tree)
     if isinstance(tree, tuple | list):
-        return type(tree)(_plain_result(x) for x in tree)
+        return _rebuilt(tree, [_plain_result(x) for x in tree])
     if isinstance(tree, dict):
         return {k: _plain_result(v) for k, v in tree.items()}
+    fields = _result_fields(tree)
+    if fields is not None:
+        return rebuild(tree, {k: _plain_result(v) for k, v in fields.items()})
     return tree
+
+
+def _rebuilt(tree: Any, items: list[Any]) -> Any:
+    """A tuple or list of ``tree``'s type with ``items`` (a namedtuple takes them positionally)."""
+    if type(tree) is tuple or type(tree) is list:
+        return type(tree)(items)
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*items)
+    return type(tree)(items)
+
+
+def _holds_arrays(tree: Any) -> bool:
+    if isinstance(tree, Tensor) or is_traced(tree) or is_array(tree):
+        return True
+    if isinstance(tree, tuple | list):
+        return any(_holds_arrays(x) for x in tree)
+    if isinstance(tree, dict):
+        return any(_holds_arrays(x) for x in tree.values())
+    return False
+
+
+def _result_fields(tree: Any) -> dict[str, Any] | None:
+    """The attributes of a result object that holds tensors or arrays (None for other objects:
+    they are returned as they are). Modules and optimizers are state, not results.
+    """
+    fields = getattr(tree, "__dict__", None)
+    if type(fields) is not dict or isinstance(tree, Function | Optimizer | type):
+        return None
+    if not any(_holds_arrays(v) for v in fields.values()):
+        return None
+    if getattr(type(tree), "__slots__", ()):
+        raise CompileError(
+            f"sadl.compile: the result {type(tree).__name__} holds arrays in __slots__; a replay "
+            "could not hand back fresh values. Return a tuple, dict or dataclass instead."
+        )
+    return dict(fields)
+
+
+def rebuild(proto: Any, fields: dict[str, Any]) -> Any:
+    """A shallow copy of ``proto`` with ``fields`` set (a replay's result object)."""
+    new = copy.copy(proto)
+    vars(new).update(fields)
+    return new
+
+
+def _internal_holder(holder: Any, array: Any) -> bool:
+    """A reference to ``array`` from the trace's own records (an entry tuple, a traced view)."""
+    if type(holder) is tuple:
+        return bool(holder) and (holder[0] in ("const", "data", "grad") or holder[0] is array)
+    return is_traced(holder) or isinstance(holder, types.FrameType | Value)
 
 
 def _device_array(x: Any) -> bool:

@@ -13,14 +13,22 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from sadl.plugins import tensor_from_array as new_tensor
-from sadl.random import default_generator, generator
+from sadl.random import (
+    default_generator,
+    generator,
+    get_rng_state,
+    resolve_generator,
+    set_rng_state,
+)
 
-from sadl_compile.ir import AsTensor, Graph, Node, Value, iter_values
+from sadl_compile.capture import rebuild
+from sadl_compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
 
 __all__ = [
     "Emitter",
@@ -58,6 +66,7 @@ class Program:
         self.run: Callable[[list[Any], list[Any]], Any] = namespace["replay"]
         self.line_nodes: list[Node | None] = []  #: the node of each line of the body
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        weakref.finalize(self, linecache.cache.pop, filename, None)  # gone with the program
 
 
 class Emitter:
@@ -71,6 +80,8 @@ class Emitter:
             "_generator": generator,
             "Stale": StaleTraceError,
             "GuardFailed": GuardFailedError,
+            "_rebuild": rebuild,
+            "_seeded": resolve_generator,
         }
         self._ids: dict[int, str] = {}
         self.lines: list[str] = []
@@ -123,6 +134,7 @@ def generate(graph: Graph) -> Program:
     names: dict[int, str] = {}
     body: list[str] = []
     _prologue(graph, em, names, body)
+    _save_streams(graph, em, body)
     line_nodes: list[Node | None] = [None] * len(body)
     for i, node in enumerate(graph.nodes):
         lines = statements(node, i, em, names)
@@ -135,6 +147,34 @@ def generate(graph: Graph) -> Program:
     program = Program(source, em.namespace, filename)
     program.line_nodes = line_nodes
     return program
+
+
+def _save_streams(graph: Graph, em: Emitter, body: list[str]) -> None:
+    """A guard after a draw: save the generators' states first, so a fallback to eager draws
+    the numbers the replay drew (the eager stream stays the stream).
+    """
+    drawn = False
+    own: list[str] = []  # generators of the function's own (rng=generator)
+    for node in graph.nodes:
+        if node.kind == "draw" and "seed" not in node.meta:
+            drawn = True
+            gen = node.meta["generator"]
+            if gen is not None:
+                own.append(em.ref(gen, "g"))
+        elif node.kind == "guard" and drawn:
+            em.namespace["_rng"] = True
+            em.namespace["_restore"] = _restore_streams
+            em.namespace["_rng_state"] = get_rng_state
+            mine = "".join(f"{g}, " for g in dict.fromkeys(own))
+            body.append(f"_rng = (_rng_state(), [(g, g.bit_generator.state) for g in ({mine})])")
+            return
+
+
+def _restore_streams(saved: tuple[Any, list[tuple[Any, Any]]]) -> None:
+    """Put sadl's generators (host and devices) and the function's own back as saved."""
+    set_rng_state(saved[0])
+    for gen, state in reversed(saved[1]):
+        gen.bit_generator.state = state
 
 
 def _name_entry(v: Value, em: Emitter, names: dict[int, str], body: list[str]) -> None:
@@ -158,8 +198,36 @@ def _prologue(graph: Graph, em: Emitter, names: dict[int, str], body: list[str])
     name_entries(graph, em, names, body)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """A name still holds what it held while tracing (numbers: the same type and value)."""
+    return a is b or (type(a) is type(b) and not hasattr(a, "shape") and repr(a) == repr(b))
+
+
+def _name_checks(graph: Graph, em: Emitter, body: list[str]) -> None:
+    em.namespace["_same"] = _same
+    for kind, holder, key, obj in graph.meta.get("name_guards", ()):
+        if kind == "self":
+            continue  # the object itself: held by the function
+        what = f"{em.ref(holder, 'h')}"
+        if kind == "global":
+            read = f"{what}.get({key!r})"
+        elif kind == "cell":
+            read = f"{what}.cell_contents"
+        elif kind == "item" and isinstance(holder, list):
+            read = f"({what}[{key}] if len({what}) > {key} else None)"
+        elif kind == "item":
+            read = f"{what}.get({em.literal(key, {})})"
+        else:
+            read = f"{what}.__dict__.get({key!r})"
+        test = f"{read} is not {em.ref(obj, 'k')}"
+        if isinstance(obj, bool | int | float | complex | str | bytes):
+            test = f"not _same({read}, {em.ref(obj, 'k')})"
+        body.append(f"if {test}: raise Stale({f'{key} was rebound'!r})")
+
+
 def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
     """Lines checking what the trace assumed (raising ``Stale``)."""
+    _name_checks(graph, em, body)
     for ref, array in graph.meta.get("data_guards", ()):
         tensor = ref()
         if tensor is not None:
@@ -171,12 +239,22 @@ def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
             body.append(f"if {holder}.grad is not None: raise Stale('a .grad is no longer None')")
         else:
             body.append(f"if {holder}.grad is None: raise Stale('a .grad is now None')")
+    for ref, flag in graph.meta.get("requires_grad_guards", ()):
+        tensor = ref()
+        if tensor is not None:
+            body.append(
+                f"if {em.ref(tensor, 't')}.requires_grad is not {flag}: "
+                "raise Stale('requires_grad of a tensor changed')"
+            )
     for ref, flag in graph.meta.get("training_guards", ()):
         module = em.ref(ref(), "m")
         body.append(
             f"if {module}.training is not {flag}: "
             f"raise Stale('{type(ref()).__name__}.training changed')"
         )
+    for array, before in graph.meta.get("resets", ()):
+        em.namespace.setdefault("_copyto", np.copyto)
+        body.append(f"_copyto({em.ref(array, 'e')}, {em.ref(before, 's')})  # made anew per call")
     for node in graph.nodes:
         check = node.meta.get("check")
         if check is not None:
@@ -210,18 +288,32 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
                 first = f"_generator({em.ref(where, 'd')})"
             else:
                 first = "_default_generator()" if gen is None else em.ref(gen, "g")
+            if "seed" in node.meta:  # seeded from an int in the call: a new generator per call
+                first = f"r{node.meta['fresh']}"
+                if first not in names.values():
+                    names[-node.meta["fresh"]] = first
+                    made = f"{first} = _seeded({node.meta['seed']!r})"
+                    return [
+                        made,
+                        *_assign(
+                            node, em.call(node.func, node.args, node.kwargs, names, first), names
+                        ),
+                    ]
         return _assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)
     if kind == "guard":
         source = node.meta["source"]
         test = em.call(source.func, source.args, source.kwargs, names)
         negate = "not " if node.meta["expected"] else ""
-        return [f"if {negate}{test}: raise GuardFailed({index})"]
+        undo = "_restore(_rng); " if "_rng" in em.namespace else ""
+        return [f"if {negate}{test}: {undo}raise GuardFailed({index})"]
     if kind == "set_grad" or kind == "set_data":
         holder = _tensor(node.meta["tensor"], em)
         if holder is None:
             return []
         attr = "grad" if kind == "set_grad" else "data"
         value = _escaping(node.reads[0], names) if node.reads else "None"
+        if kind == "set_data" and node.reads and node.reads[0].storage.kind != "temp":
+            value = names[node.reads[0].index]  # t.data += 1: the same array, as in eager
         return [f"{holder}.{attr} = {value}"]
     if kind == "set_training":
         module = node.meta["module"]
@@ -273,8 +365,13 @@ def output_text(tree: Any, em: Emitter, names: dict[int, str]) -> str:
         return _escaping(tree, names)
     if type(tree) is AsTensor:
         return f"_tensor({_escaping(tree.value, names)})"
+    if type(tree) is ObjectResult:
+        fields = {k: v for k, v in tree.fields.items()}
+        return f"_rebuild({em.ref(tree.proto, 'k')}, {output_text(fields, em, names)})"
     if isinstance(tree, tuple):
         inner = ", ".join(output_text(x, em, names) for x in tree)
+        if type(tree) is not tuple:  # a namedtuple: its fields positionally
+            return f"{em.ref(type(tree), 'k')}({inner})"
         return f"({inner}{',' if len(tree) == 1 else ''})"
     if isinstance(tree, list):
         return "[" + ", ".join(output_text(x, em, names) for x in tree) + "]"

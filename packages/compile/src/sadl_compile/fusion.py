@@ -107,13 +107,15 @@ def _build(chain: list[Node], inputs: list[Value], result: Value) -> FusedKernel
                 buffers.append(target.dtype)
         steps.append((f"u{k}", list(node.args), target))
         namespace[f"u{k}"] = ufunc
-        for v in node.reads:
+        for v in dict.fromkeys(node.reads):  # a value read twice (a * a) is released once
             if last_use.get(v.index) == k and v.index in register and v is not target:
                 free.setdefault(v.dtype, []).append(register[v.index])
 
     def operand(a: Any, tail: bool) -> str:
-        if type(a) is not Value:
-            return repr(a)
+        if type(a) is not Value:  # a constant (inf, nan, a NumPy scalar): a global of its own
+            name = f"c{len(namespace)}"
+            namespace[name] = a
+            return name
         if a is result:
             return "o"
         if a.index in register:

@@ -23,6 +23,7 @@ import numpy as np
 __all__ = [
     "AsTensor",
     "Graph",
+    "ObjectResult",
     "Node",
     "Storage",
     "Value",
@@ -195,6 +196,21 @@ class AsTensor:
         return f"tensor({self.value!r})"
 
 
+class ObjectResult:
+    """An output object (a dataclass, a plain object) holding values: the replay makes a shallow
+    copy of ``proto`` with ``fields`` (trees with Value leaves) put into its ``__dict__``.
+    """
+
+    __slots__ = ("fields", "proto")
+
+    def __init__(self, proto: Any, fields: dict[str, Any]) -> None:
+        self.proto = proto
+        self.fields = fields
+
+    def __repr__(self) -> str:
+        return f"{type(self.proto).__name__}({self.fields!r})"
+
+
 def _no_formatter(graph: Graph) -> str:
     return repr(graph)
 
@@ -217,6 +233,8 @@ def iter_values(tree: Any) -> Iterator[Value]:
             yield item
         elif type(item) is AsTensor:
             yield item.value
+        elif type(item) is ObjectResult:
+            stack.extend(reversed(list(item.fields.values())))
         elif isinstance(item, tuple | list):
             stack.extend(reversed(item))
         elif isinstance(item, dict):
@@ -229,8 +247,11 @@ def map_values(tree: Any, fn: Callable[[Value], Any]) -> Any:
         return fn(tree)
     if type(tree) is AsTensor:
         return AsTensor(fn(tree.value))
+    if type(tree) is ObjectResult:
+        return ObjectResult(tree.proto, map_values(tree.fields, fn))
     if isinstance(tree, tuple):
-        return tuple(map_values(x, fn) for x in tree)
+        items = [map_values(x, fn) for x in tree]
+        return tuple(items) if type(tree) is tuple else type(tree)(*items)
     if isinstance(tree, list):
         return [map_values(x, fn) for x in tree]
     if isinstance(tree, dict):

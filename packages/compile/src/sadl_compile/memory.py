@@ -113,7 +113,8 @@ def _rewrite(node: Node, how: str, buffer: Any) -> bool:
         return False
     out = node.outputs[0]
     if how == "fill":
-        args: tuple[Any, ...] = (buffer, _FILLED[node.key])
+        # the constant in the buffer's dtype (a bool buffer takes no int under same_kind)
+        args: tuple[Any, ...] = (buffer, out.dtype.type(_FILLED[node.key]))
         kwargs: dict[str, Any] = {}
         node.reads = ()
     else:  # copy: np.copyto converts like astype / np.array do

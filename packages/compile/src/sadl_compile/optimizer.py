@@ -44,28 +44,77 @@ class _FlatGroup:
         first = params[0].data
         where = device_of(first)
         total = sum(p.data.size for p in params)
-        self.flat = _empty(total, first.dtype, where)
+        # packed already by another trace (two signatures): the same buffers, so each trace's
+        # guards on the parameters' arrays keep holding
+        self.flat = _packed([p.data for p in params])
+        if self.flat is None:
+            self.flat = _empty(total, first.dtype, where)
         self.grad = _empty(total, first.dtype, where)
         #: the gradients gathered into ``grad`` by the backend's own concatenate
         self.concatenate = _concatenate if where == CPU else array_module(first).concatenate
         self.array_keys = [k for k, v in self.states[0].items() if _is_array_like(v, first)]
         self.scalar_keys = [k for k in self.states[0] if k not in self.array_keys]
-        flats = {k: _empty(total, self.states[0][k].dtype, where) for k in self.array_keys}
+        flats = {}
+        for k in self.array_keys:
+            packed = _packed([state[k] for state in self.states])
+            flats[k] = _empty(total, self.states[0][k].dtype, where) if packed is None else packed
         offset = 0
         for p, state in zip(params, self.states):
             n = p.data.size
             view = self.flat[offset : offset + n].reshape(p.data.shape)
-            view[...] = p.data
-            p.data = view
+            if not _same_view(view, p.data):
+                view[...] = p.data
+                p.data = view
             for k in self.array_keys:
                 state_view = flats[k][offset : offset + n].reshape(p.data.shape)
-                state_view[...] = state[k]
-                state[k] = state_view
+                if not _same_view(state_view, state[k]):
+                    state_view[...] = state[k]
+                    state[k] = state_view
             offset += n
         self.state = {k: self.states[0][k] for k in self.scalar_keys} | flats
         self.param = new_tensor(self.flat)
+        self.views = [(st, k, st[k]) for st in self.states for k in self.array_keys]
         self.versions = [version_counter(p) for p in params]
         self.grads_of = tuple(params)
+
+    def in_step(self) -> bool:
+        """The parameters' states still agree (step counts) and hold the flat views; the
+        group's scalar state is brought up to date from them.
+        """
+        first = self.states[0]
+        for k in self.scalar_keys:
+            value = first[k]
+            if any(st[k] != value for st in self.states):
+                return False
+            self.state[k] = value
+        return all(st[k] is view for st, k, view in self.views)
+
+
+def _packed(arrays: list[Any]) -> Any:
+    """The flat buffer ``arrays`` are consecutive views of, end to end (None if they are not)."""
+    base = getattr(arrays[0], "base", None)
+    if base is None or base.ndim != 1 or sum(a.size for a in arrays) != base.size:
+        return None
+    start = base.__array_interface__["data"][0] if isinstance(base, _ndarray) else None
+    offset = 0
+    for a in arrays:
+        if a.base is not base or not a.flags.c_contiguous:
+            return None
+        if start is not None and a.__array_interface__["data"][0] != start + offset * a.itemsize:
+            return None
+        offset += a.size
+    return base if start is not None else None
+
+
+def _same_view(view: Any, array: Any) -> bool:
+    """``array`` is already ``view`` (the same memory, shape and dtype)."""
+    return (
+        isinstance(array, _ndarray)
+        and array.base is view.base
+        and array.shape == view.shape
+        and array.dtype == view.dtype
+        and array.__array_interface__["data"][0] == view.__array_interface__["data"][0]
+    )
 
 
 def _empty(n: int, dtype: Any, where: Any) -> Any:
@@ -130,6 +179,11 @@ class FlatStep:
         opt = self.optimizer
         update = opt.update
         for fg in self.flat:
+            if not fg.in_step():  # stepped apart since (another trace, an eager call)
+                for p in fg.params:
+                    update(p, p.grad, opt.state[p], fg.group)
+                    version_counter(p)[0] += 1
+                continue
             fg.concatenate([p.grad.reshape(-1) for p in fg.params], out=fg.grad)
             update(fg.param, fg.grad, fg.state, fg.group)
             state = fg.state

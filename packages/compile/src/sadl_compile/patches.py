@@ -7,7 +7,10 @@
 * NumPy's array constructors (``np.zeros``, ``np.asarray`` ...), which take no array to dispatch
   on, are wrapped so a buffer made inside the function is part of the graph.
 * sadl's generators report their draws (``sadl.random.install_draw_observer``), the CPU's and
-  each device's.
+  each device's, and report being made (one seeded from an int inside the call is made anew on
+  every replay).
+* Functions declared ``sadl.backends.value_dependent`` (the erf family) report their calls:
+  each is recorded whole (the branches it takes inside are taken again on every replay).
 * Copies between the host and a device report themselves
   (``sadl.backends.install_transfer_observer``): a copy is a call of the graph.
 
@@ -28,6 +31,7 @@ import numpy as np
 from sadl import Function, Optimizer, Tensor, backends
 from sadl import random as sadl_random
 
+from sadl_compile import rules
 from sadl_compile.capture import DATA, GRAD, Capture
 from sadl_compile.traced import ACTIVE, is_traced
 
@@ -115,6 +119,21 @@ def _observe_draw(generator: Any, method: str, args: Any, kwargs: Any) -> Any:
     return capture.draw(generator, default, method, args, kwargs)
 
 
+def _made_generator(self: Any, bit_generator: Any) -> None:
+    np.random.Generator.__init__(self, bit_generator)
+    capture = _capture()
+    if capture is not None:
+        capture.made_generator(self)
+
+
+def _observe_value_dependent(fn: Any, args: Any, kwargs: Any) -> Any:
+    capture = _capture()
+    if capture is None or capture.busy:  # not tracing, or inside a call recorded whole
+        return fn(*args, **kwargs)
+    rules.VALUE_DEPENDENT.add(fn)
+    return capture.call(fn, fn, args, kwargs, getattr(fn, "__name__", "fn").lstrip("_"))
+
+
 def _observe_transfer(copy: Any, data: Any, args: tuple[Any, ...]) -> Any:
     capture = _capture()
     if capture is None or capture.busy:  # not tracing, or inside a recorded call
@@ -154,13 +173,18 @@ def tracing(capture: Capture) -> Iterator[None]:
             for name, original in saved_numpy.items():
                 setattr(np, name, _recording(name, original))
             sadl_random.install_draw_observer(_observe_draw)
+            sadl_random.Generator.__init__ = _made_generator  # type: ignore[method-assign]
             backends.install_transfer_observer(_observe_transfer)
+            backends.install_value_dependent_observer(_observe_value_dependent)
             ACTIVE.tracer = capture
             yield
         finally:
             ACTIVE.tracer = None
             backends.install_transfer_observer(None)
+            backends.install_value_dependent_observer(None)
             sadl_random.install_draw_observer(None)
+            if "__init__" in vars(sadl_random.Generator):
+                del sadl_random.Generator.__init__
             for name, original in saved_numpy.items():
                 setattr(np, name, original)
             Optimizer.step = _STEP  # type: ignore[method-assign]

@@ -9,10 +9,11 @@ plugin adds more through the ``register_compile_passes`` hook; sadl's plugin hos
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from sadl.plugins import records
+from sadl.plugins import UnknownNameError, records, served
 
 from sadl_compile.hookspecs import CompilePassDef
 from sadl_compile.ir import Graph
@@ -42,6 +43,9 @@ def selected(options: Options) -> list[CompilePassDef]:
     registered: dict[str, CompilePassDef] = records("compile_passes")
     if options.passes is not None:
         unknown = [n for n in options.passes if n not in registered]
+        for name in unknown:
+            with contextlib.suppress(UnknownNameError):
+                served("compile_passes", name)  # a pass two plugins contest raises why
         if unknown:
             raise ValueError(
                 f"sadl.compile: unknown passes {unknown}; registered: {sorted(registered)}"

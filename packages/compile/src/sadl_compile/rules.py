@@ -78,11 +78,15 @@ def written(key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Va
     return tuple(dict.fromkeys(found))
 
 
+#: Functions declared ``sadl.backends.value_dependent``, recorded whole (added as they are seen).
+VALUE_DEPENDENT: set[Any] = set()
+
+
 def dynamic_shape(key: Any, reads: list[Value]) -> bool:
     """Whether the call's result has a shape that depends on the values it reads."""
     if isinstance(key, tuple):
         return False
-    if key in _DYNAMIC:
+    if key in _DYNAMIC or key in VALUE_DEPENDENT:
         return True
     if key is _ndarray.__getitem__:
         return any(v.dtype == np.bool_ and v.shape for v in reads[1:])

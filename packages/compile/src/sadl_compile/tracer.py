@@ -72,6 +72,9 @@ class Tracer:
         self._modules: dict[int, device.RecordingModule] = {}  # id(array module) -> recording
         self.irreversible: Node | None = None  #: the first effect a fallback could not undo
         self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
+        self._fresh: dict[int, tuple[Any, int]] = {}  # generators seeded during the trace
+        #: id(array) -> (array, its contents before the trace wrote it), for captured arrays
+        self.snapshots: dict[int, tuple[Any, Any]] = {}
 
     def owns(self, value: Value) -> bool:
         """Whether ``value`` belongs to this trace (an array of another trace is plain data)."""
@@ -257,6 +260,9 @@ class Tracer:
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
         plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
         writes = rules.written(key, targs, tkwargs)
+        for w in writes:
+            if w.entry is not None and w.entry[0] == "const" and w.storage.kind == "external":
+                self._snapshot(w.entry[1])
         data_reads = reads if key not in rules.SHAPE_ONLY else []
         const = kind == "call" and all(v.storage.const for v in data_reads)
         self.busy += 1
@@ -284,6 +290,11 @@ class Tracer:
         out = self._outputs(result, node, plains, reads)
         if node.outputs or node.writes or kind != "call":
             self.nodes.append(node)
+        if node.meta.get("dynamic") and not node.const:
+            for v in _sized_by_values(node, reads):  # a size from values: a replay checks it
+                check = Node("call", _has_shape, None, (v, v.shape), {}, reads=(v,))
+                check.label, check.where = "has_shape", node.where
+                self._guard(check, True, f"shape of %{v.index} is {v.shape}")
         return out
 
     def _outputs(self, result: Any, node: Node, plains: list[Any], reads: list[Value]) -> Any:
@@ -328,13 +339,12 @@ class Tracer:
         result = convert(plain(traced))
         if value.storage.const:
             return result
-        frame = sys._getframe(3)  # host_read <- _host_read <- Traced*Array.<method> <- caller
-        tensor_level = frame.f_code.co_filename.endswith(
-            ("_tensor.py", "_methods.py", "_conversions.py")
-        )
-        if tensor_level:
-            what = _TENSOR_READS.get(frame.f_code.co_name, what)
-        elif what == "bool":
+        frame: Any = sys._getframe(3)  # host_read <- _host_read <- Traced*Array.<method> <- caller
+        tensor_level = frame.f_code.co_filename.endswith(_TENSOR_FILES)
+        while frame is not None and frame.f_code.co_filename.endswith(_TENSOR_FILES):
+            what = _TENSOR_READS.get(frame.f_code.co_name, what)  # float(t) calls t.item()
+            frame = frame.f_back
+        if not tensor_level and what == "bool":
             read = Node("call", bool, bool, (value,), {}, reads=(value,))
             read.label, read.where = "bool", caller()
             return self._guard(read, result, "bool")
@@ -370,6 +380,27 @@ class Tracer:
         self.nodes.append(node)
         return node
 
+    def _snapshot(self, array: Any) -> None:
+        """An array the trace did not make is written: its contents before the first write
+        (``Capture.finish`` decides whether a replay starts from them).
+        """
+        root = root_of(array)
+        if id(root) not in self.snapshots:
+            self.snapshots[id(root)] = (root, root.copy())
+
+    def made_generator(self, generator: Any) -> None:
+        """A sadl ``Generator`` was made during the trace: from an int seed (``rng=7``), it is
+        made anew on every replay, as every eager call makes it.
+        """
+        seed = _seed_of(generator)
+        if seed is not None:
+            self._fresh[id(generator)] = (generator, seed)
+
+    def _fresh_seed(self, generator: Any, default: bool) -> int | None:
+        """The seed of a generator seeded from an int inside the traced call, else None."""
+        found = None if default else self._fresh.get(id(generator))
+        return None if found is None or found[0] is not generator else found[1]
+
     def draw(self, generator: Any, default: bool, method: str, args: Any, kwargs: Any) -> Any:
         """A random draw from ``generator`` (sadl's default one when ``default``, a device's
         generator as ``sadl.random.generator(device)`` hands it out while tracing): recorded.
@@ -384,6 +415,7 @@ class Tracer:
         plains: list[Any] = []
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
         plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
+        seed = self._fresh_seed(generator, default or where is not None)
         self.busy += 1
         try:
             result = func(generator, *plain_args, **plain_kwargs)
@@ -392,6 +424,8 @@ class Tracer:
         node = Node("draw", func, None, targs, tkwargs, reads=tuple(reads))
         node.label, node.where = f"random.{method}", caller()
         node.meta.update(generator=None if default else generator, method=method)
+        if seed is not None:  # made from an int inside the call (rng=7): made anew per replay
+            node.meta.update(seed=seed, fresh=id(generator))
         if where is not None:  # drawn from the device's generator of the moment, on each call
             node.meta.update(generator=None, device=where)
         self.nodes.append(node)
@@ -401,6 +435,36 @@ class Tracer:
                 "Python value; a compiled function can only replay draws of arrays (pass size=)"
             )
         return self._outputs(result, node, plains, reads)
+
+
+_TENSOR_FILES = ("_tensor.py", "_methods.py", "_conversions.py")
+
+
+def _sized_by_values(node: Node, reads: list[Value]) -> list[Value]:
+    """The outputs whose size may differ on another call: all of a call whose result size
+    depends on values; of a call recorded whole, those shaped unlike every array it read.
+    """
+    if node.key not in rules.VALUE_DEPENDENT:
+        return list(node.outputs)
+    shapes = {v.shape for v in reads}
+    return [v for v in node.outputs if v.shape not in shapes]
+
+
+def _has_shape(array: Any, shape: tuple[int, ...]) -> bool:
+    """A shape guard's test: ``array`` still has the shape it had while tracing."""
+    return tuple(array.shape) == shape
+
+
+def _seed_of(generator: Any) -> int | None:
+    """The int a generator was seeded with, while it has drawn nothing yet (else None)."""
+    bit = getattr(generator, "bit_generator", None)
+    seq: Any = getattr(bit, "seed_seq", None)
+    entropy = getattr(seq, "entropy", None)
+    if type(bit) is not np.random.PCG64 or not isinstance(entropy, int) or seq.spawn_key:
+        return None
+    if bit.state != np.random.PCG64(entropy).state:
+        return None
+    return entropy
 
 
 #: Tensor methods that read values, and what the refusal calls them.

@@ -150,6 +150,8 @@ def __getattr__(name: str) -> Any:
             return record.cls
     # Raise the lookup's error: it names the package that would provide the name.
     kind = "optimizers" if name in _KNOWN_PROVIDERS["optimizers"] else "layers"
+    if reg.conflict("optimizers", name) is not None:
+        kind = "optimizers"
     return reg.lookup(kind, name).cls
 
 

@@ -48,15 +48,16 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         provides = ", ".join(
             f"{hook.removeprefix('register_')}={len(names)}"
             for hook, names in p.provides.items()
-            if names and hook != "register_commands"
+            if names
         )
-        if "register_commands" in p.provides:
-            provides = ", ".join(filter(None, [provides, "commands"]))
-        rows.append((p.name, p.distribution, p.version, p.status, provides or "-"))
+        status = p.status
+        if p.conflicts:
+            status += " (" + ", ".join(n for names in p.conflicts.values() for n in names) + ")"
+        rows.append((p.name, p.distribution, p.version, status, provides or "-"))
     _table(rows)
     for p in plugins:
         if p.error:
-            print(f"\n{p.name}: {p.error}")
+            print("\n" + "\n".join(f"{p.name}: {line}" for line in p.error.splitlines()))
     return 0
 
 

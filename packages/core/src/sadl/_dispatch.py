@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from sadl._engine import apply, constant_param
+from sadl._engine import apply, broadcast_error, constant_param, promote_to_default
 from sadl._grad_mode import is_grad_enabled
 from sadl._ops.nondifferentiable import ALL, ANY
 from sadl._ops.reductions import AMAX, AMIN, CUMPROD, CUMSUM, PROD, SUM
@@ -324,7 +324,13 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
             f"{label}(..., out=tensor) on tensors that require grad is not recorded on the "
             "graph; assign the result instead (t[...] = result), or detach the inputs"
         )
-    result = func(*_unwrap(args), **_unwrap(kwargs))
+    arrays = _bit_patterns(_unwrap(args)) if func in _BITWISE else _unwrap(args)
+    try:
+        result = func(*arrays, **_unwrap(kwargs))
+    except ValueError as exc:
+        raise broadcast_error(exc, label, _leaves(arrays)) from None
+    if func is not np.float_power and not written:  # float64 by definition, as in torch
+        result = _promoted(result, _leaves(arrays), kwargs)
     if needs_grad and _has_float(result):
         name = label.removeprefix("np.")
         instead = f"use {_INSTEAD[name]}, " if name in _INSTEAD else ""
@@ -338,6 +344,40 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
             t._version[0] += 1
         return kwargs["out"]
     return _wrap(result, args)
+
+
+_BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
+
+
+def _bit_patterns(args: Any) -> Any:
+    """A Python int that the integer array's dtype cannot hold, but its bits can, as that bit
+    pattern: ``int32 | 0xFFFFFFFF`` is ``int32 | -1``, as in torch (NumPy raises OverflowError).
+    """
+    dtype = next((a.dtype for a in args if is_array(a) and a.dtype.kind in "iu"), None)
+    if dtype is None:
+        return args
+    top, unsigned = np.iinfo(dtype).max, np.dtype(f"u{dtype.itemsize}")
+    return tuple(
+        np.array(a, unsigned).view(dtype)[()]
+        if type(a) is int and top < a <= np.iinfo(unsigned).max
+        else a
+        for a in args
+    )
+
+
+def _leaves(tree: Any) -> list[Any]:
+    if isinstance(tree, list | tuple):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    return [tree]
+
+
+def _promoted(result: Any, datas: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Integers and Python numbers give the default float dtype (float32), as in ops."""
+    if is_array(result) and result.dtype.kind == "f":
+        return promote_to_default(result, datas, kwargs)
+    if isinstance(result, tuple) and not hasattr(result, "_fields"):  # np.divmod, np.modf
+        return tuple(_promoted(r, datas, kwargs) for r in result)
+    return result
 
 
 def _name(func: Any) -> str:

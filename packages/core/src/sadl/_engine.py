@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -126,12 +126,15 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     if record and op.backward is None:
         raise MissingGradientError(_missing_backward_message(op))
 
-    out = op.forward(*datas, **params)
+    try:
+        out = op.forward(*datas, **params)
+    except ValueError as exc:
+        raise broadcast_error(exc, f"op {op.name!r}", datas) from None
     if type(out) is not _ndarray and not is_array(out):
         out = _as_array_like(out, datas)
     dtype = out.dtype
     if dtype is not _defaults._default_dtype and dtype.kind == "f":
-        out = _promote_to_default(out, datas, params)
+        out = promote_to_default(out, datas, params)
     base = out.base
     version = _shared_counter(base, args) if base is not None else [0]
     if not (record and out.dtype.kind in "fc"):
@@ -187,6 +190,10 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
     if op.composite:
         return op.forward(*args, **params)
     if params:
+        names = op.input_names  # an input given by name (mask=m) is an input, as in torch
+        while len(args) < len(names) and names[len(args)] in params:
+            params = dict(params)
+            args = (*args, params.pop(names[len(args)]))
         params = {k: constant_param(v, op, k) for k, v in params.items()}
     for a in args:
         if isinstance(a, TensorBase):
@@ -229,7 +236,22 @@ def _constant_message(op: OpDef, name: str) -> str:
     return f"{message}; pass value.detach() if a constant is meant"
 
 
-def _promote_to_default(out: Any, datas: Sequence[Any], params: dict[str, Any]) -> Any:
+def broadcast_error(exc: ValueError, label: str, datas: Sequence[Any]) -> ValueError:
+    """NumPy's shape-mismatch error with the op's name and its inputs' shapes; others as they are.
+
+    NumPy says only ``operands could not be broadcast together with shapes (2,3) (4,)``.
+    """
+    text = str(exc)
+    if "could not be broadcast" not in text and "cannot be broadcast" not in text:
+        return exc  # NumPy's words only: an op's own message already says what is wrong
+    shapes = " and ".join(str(tuple(d.shape)) for d in datas if hasattr(d, "shape"))
+    return ValueError(
+        f"{label}: input shapes {shapes} do not broadcast (from the last axis on, the sizes "
+        f"must be equal or 1); NumPy: {text.strip()}"
+    )
+
+
+def promote_to_default(out: Any, datas: Sequence[Any], params: Mapping[str, Any]) -> Any:
     """A float result computed from integers and Python numbers takes the default dtype.
 
     NumPy makes ``int_array * 1.5`` or ``np.sqrt(int_array)`` float64; torch (and sadl) give
@@ -303,6 +325,55 @@ def rebase_inplace(
     tensor._node = node
     tensor._requires_grad = node is not None
     return tensor
+
+
+def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any) -> bool:
+    """``tensor[key] = view`` where ``view`` is ``tensor[key]`` changed in place (``h[0] += 2``):
+    the memory already holds the result, so nothing is written; the graph records
+    ``tensor = setitem(old, key, view)``, ``old`` being ``tensor`` before the in-place change
+    (rebuilt from the slice the view's first in-place op kept), and ``view`` becomes
+    ``getitem(tensor, key)`` again. False when ``view`` was not made so (the caller assigns as
+    usual).
+    """
+    node, getitem = view._node, None
+    while node is not None and node.parents and isinstance(node.parents[0], Node):
+        if node.op.name == "getitem" and node.parents[0] is tensor._node:
+            getitem = node
+            break
+        node = node.parents[0]
+    if getitem is None or getitem.datas[0] is not tensor.data:
+        return False
+    old = tensor.data.copy()
+    old[key] = getitem.out  # the slice as it was (kept by the first in-place op's rebase)
+    counter = [0]
+    before = new_tensor(old, tensor._node, counter)
+    producer = tensor._node
+    if producer is not None:
+        producer.out, producer.counters = old, (*producer.counters[:-1], counter)
+        producer.versions = (*producer.versions[:-1], 0)
+    getitem.datas = (old, *getitem.datas[1:])
+    getitem.counters = (counter, *getitem.counters[1:])
+    getitem.versions = (0, *getitem.versions[1:])
+    result = apply(op, (before, view), {"key": key})
+    node = result._node
+    if node is not None:  # the view's values as they are now (later writes bump its counter)
+        node.datas = (node.datas[0], view.data.copy(), *node.datas[2:])
+        node.counters = (node.counters[0], [0], *node.counters[2:])
+        node.versions = (node.versions[0], 0, *node.versions[2:])
+        node.out = tensor.data
+        node.counters = (*node.counters[:-1], tensor._version)
+        node.versions = (*node.versions[:-1], tensor._version[0])
+    tensor._node = node
+    tensor._requires_grad = node is not None
+    last = view._node  # its output lives on in the setitem node's copy
+    last.out, last.counters = view.data.copy(), (*last.counters[:-1], [0])
+    last.versions = (*last.versions[:-1], 0)
+    again = apply(getitem_op, (tensor,), {"key": key})._node
+    if again is not None:
+        again.out, again.counters = view.data, (*again.counters[:-1], view._version)
+        again.versions = (*again.versions[:-1], view._version[0])
+    view._node = again
+    return True
 
 
 def write_into(target: Any, value: Any) -> None:

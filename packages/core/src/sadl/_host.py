@@ -8,6 +8,14 @@ blocks plugins by entry-point name. Core's own records and commands come through
 from built-in plugins imported by name (``BUILTIN_PLUGINS``, as pytest loads its own), which
 cannot be blocked.
 
+A name two plugins register (or a NumPy function two ops implement, a suffix two formats claim)
+is settled by one rule, whatever the discovery order: core's built-in keeps its own; otherwise
+the plugin that ``SADL_PREFER=NAME:PLUGIN`` (or ``SADL_PREFER=PLUGIN``) names serves it; otherwise
+nobody does, and using the name raises :class:`PluginConflictError` naming every provider. Only
+the contested records are set aside: both plugins get status ``conflict`` and serve the rest.
+A conflict is not a failure to load, so ``SADL_PLUGINS_STRICT=1`` leaves it as it is (a warning
+at discovery; the contested name raises wherever it is used).
+
 Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
 published. The host hands the array layer its device backends
 (``sadl.backends.install_backends``) and itself (``sadl.backends.install_plugin_loader``): the
@@ -17,6 +25,7 @@ NumPy dispatch reads its op table there.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import difflib
 import importlib
@@ -34,6 +43,7 @@ from typing import Any
 import pluggy
 
 from sadl import _hookspecs, backends
+from sadl._clashes import DECLARED_LABELS, NAME_KINDS, claims_of, hook_of, name_of, settle
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -69,10 +79,11 @@ class PluginInfo:
     name: str
     distribution: str
     version: str
-    status: str = "ok"  # ok | blocked | error | incompatible
+    status: str = "ok"  # ok | conflict | blocked | error | incompatible
     error: str = ""
     builtin: bool = False
     provides: dict[str, list[str]] = field(default_factory=dict)
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # by hook: names not served
     module: ModuleType | None = None
 
     @property
@@ -90,6 +101,7 @@ class PluginInfo:
             "error": self.error or None,
             "builtin": self.builtin,
             "provides": {hook: sorted(names) for hook, names in self.provides.items() if names},
+            "conflicts": {hook: sorted(names) for hook, names in self.conflicts.items()},
         }
 
 
@@ -100,16 +112,21 @@ class Registry:
         self.generation = 0
         self.plugins: list[PluginInfo] = []
         self.pluginmanager = _new_pluginmanager()
-        self.kinds: dict[str, RecordKind] = {}  # core's KINDS, then plugins' (add_hookspecs)
-        self._records: dict[str, dict[str, Any]] = {}
-        self._providers: dict[str, dict[str, PluginInfo]] = {}
-        self._ambiguous: dict[str, dict[str, PluginConflictError]] = {}
-        for kind, spec in KINDS.items():
-            self._add_kind(kind, spec)
+        self._commands_settled = False  # see settle_commands
+        self.kinds: dict[str, RecordKind] = dict(KINDS)  # and those plugins declare
+        self._records: dict[str, dict[str, Any]] = {kind: {} for kind in NAME_KINDS}
+        self._providers: dict[str, dict[str, PluginInfo]] = {kind: {} for kind in NAME_KINDS}
+        #: kind -> name -> (the record set aside, why): records that lost a clash
+        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = {
+            kind: {} for kind in NAME_KINDS
+        }
 
-    def _add_kind(self, kind: str, spec: RecordKind) -> None:
-        self.kinds[kind] = spec
-        self._records[kind], self._providers[kind], self._ambiguous[kind] = {}, {}, {}
+    def _add_kind(self, spec: RecordKind) -> None:
+        """A record kind a plugin declared (``records_hookspec``) joins this registry's."""
+        self.kinds[spec.kind] = spec
+        DECLARED_LABELS[spec.kind] = spec.label
+        for table in (self._records, self._providers, self._unserved):
+            table.setdefault(spec.kind, {})
 
     # ------------------------------------------------------------------ queries
     def records(self, kind: str) -> dict[str, Any]:
@@ -118,15 +135,29 @@ class Registry:
 
     def provider(self, kind: str, name: str) -> PluginInfo | None:
         """The plugin that registered ``name``."""
+        if kind == "commands":
+            self.settle_commands()
         return self._providers[kind].get(name)
 
+    def conflict(self, kind: str, name: str) -> PluginConflictError | None:
+        """Why a plugin's ``name`` is set aside (it lost a clash), or None."""
+        found = self.unserved(kind).get(name)
+        return None if found is None or name in self._records[kind] else found[1]
+
+    def unserved(self, kind: str) -> dict[str, tuple[Any, PluginConflictError]]:
+        """Name -> (record, why) for every record of ``kind`` set aside by a clash."""
+        if kind == "commands":
+            self.settle_commands()
+        return self._unserved[kind]
+
     def lookup(self, kind: str, name: str) -> Any:
-        """The record called ``name``; a missing or ambiguous name raises with a useful hint."""
+        """The record called ``name``; a missing or contested name raises with a useful hint."""
         found = self._records[kind].get(name)
         if found is not None:
             return found
-        if name in self._ambiguous[kind]:
-            raise self._ambiguous[kind][name]
+        conflict = self.conflict(kind, name)
+        if conflict is not None:
+            raise conflict
         raise UnknownNameError(
             f"no {self.kinds[kind].label} named {name!r} is registered{self.hint(kind, name)}"
         )
@@ -166,7 +197,7 @@ class Registry:
                 f"{what}, whose plugin {info.name!r} is blocked by "
                 f"SADL_DISABLE_PLUGINS={blocked} (remove {info.name!r} from it)"
             )
-        if info.status != "ok":
+        if info.status not in ("ok", "conflict"):
             return (
                 f"{what}, which failed to load ({info.status}): {info.error} "
                 "(`sadl plugins` shows every plugin's status)"
@@ -235,20 +266,16 @@ class Registry:
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
         for name in _hook_names(pm):  # record kinds that plugins declared (records_hookspec)
             spec = getattr(getattr(pm.hook, name).spec.function, "sadl_records", None)
-            if isinstance(spec, RecordKind) and spec.kind not in self.kinds:
-                self._add_kind(spec.kind, spec)
+            if isinstance(spec, RecordKind):
+                self._add_kind(spec)
+        offers = []
         for info in loaded:
             try:
                 self._check_hook_names(info)
-                collected = self._collect(info)
-                self._check_conflicts(info, collected)
-            except PluginConflictError as exc:
-                self._fail(info, "error", str(exc), exc, strict)
-                continue
+                offers.append((info, self._collect(info)))
             except (Exception, SystemExit) as exc:
                 self._fail(info, "error", _describe(exc), exc, strict)
-                continue
-            self._commit(info, collected)
+        self._settle(offers)
 
     def _fail(
         self, info: PluginInfo, status: str, message: str, exc: BaseException, strict: bool
@@ -327,62 +354,78 @@ class Registry:
             collected[kind] = records
         return collected
 
-    def _check_conflicts(self, info: PluginInfo, collected: dict[str, list[Any]]) -> None:
-        for kind, records in collected.items():
-            for record in records:
-                other = self._providers[kind].get(record.name)
-                if other is not None:
-                    error = PluginConflictError(
-                        f"the {self.kinds[kind].label} {record.name!r} is registered by two "
-                        f"plugins: {other.label} and {info.label}; uninstall or block one "
-                        f"(SADL_DISABLE_PLUGINS={info.name})"
-                    )
-                    if not other.builtin:
-                        # Neither may silently win: using the name raises until one is removed.
-                        self._ambiguous[kind][record.name] = error
-                        del self._records[kind][record.name]
-                        del self._providers[kind][record.name]
-                    raise error
-            if kind == "ops":
-                self._check_numpy_conflicts(info, records)
+    def settle_commands(self) -> None:
+        """Settle the clashes of subcommands, once, when first needed (the command line, a
+        listing): it runs every plugin's ``register_commands``, which library use never needs.
+        """
+        with _lock:
+            if self._commands_settled:
+                return
+            self._commands_settled = True
+            loaded = [p for p in self.plugins if p.module is not None]
+            with contextlib.redirect_stdout(sys.stderr):
+                for core in (p for p in loaded if p.builtin):
+                    self._commit(core, {"commands": self._command_names(core)})
+                self._settle(
+                    [(p, {"commands": self._command_names(p)}) for p in loaded if not p.builtin]
+                )
 
-    def _check_numpy_conflicts(self, info: PluginInfo, records: list[OpDef]) -> None:
-        claimed = {
-            func: (op, self._providers["ops"][name])
-            for name, op in self._records["ops"].items()
-            for func in op.numpy_funcs
+    def _command_names(self, info: PluginInfo) -> list[str]:
+        """The subcommands (aliases included) the plugin's ``register_commands`` adds."""
+        sub = argparse.ArgumentParser(add_help=False).add_subparsers()
+        for impl in self.pluginmanager.hook.register_commands.get_hookimpls():
+            if impl.plugin is info.module:
+                # A failure is reported where the command line is built (``sadl: warning:``).
+                with contextlib.suppress(Exception, SystemExit):
+                    impl.function(subparsers=sub)
+        return list(sub.choices)
+
+    def _settle(self, offers: list[tuple[PluginInfo, dict[str, list[Any]]]]) -> None:
+        """Commit every plugin's records but those that lost a clash (the rule above)."""
+        core = {
+            claim: (self._providers[kind][name], kind, record)
+            for kind, records in self._records.items()
+            for name, record in records.items()
+            for claim in claims_of(kind, record)
         }
-        for op in records:
-            for func in op.numpy_funcs:
-                if func in claimed:
-                    other_op, other = claimed[func]
-                    raise PluginConflictError(
-                        f"np.{getattr(func, '__name__', func)} is implemented by two ops: "
-                        f"{other_op.name!r} of plugin {other.label} and {op.name!r} of plugin "
-                        f"{info.label}"
-                    )
+        lost = settle(core, offers, _first_frame_outside_sadl)
+        for info, collected in offers:
+            served: dict[str, list[Any]] = {}
+            for kind, records in collected.items():
+                served[kind] = []
+                for record in records:
+                    why = lost.get((id(info), kind, name_of(record)))
+                    if why is None:
+                        served[kind].append(record)
+                        continue
+                    self._unserved[kind][name_of(record)] = (record, why)
+                    info.conflicts.setdefault(hook_of(kind), []).append(name_of(record))
+                    if str(why) not in info.error:
+                        info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
+            self._commit(info, served, provides=collected)
 
-    def _commit(self, info: PluginInfo, collected: dict[str, list[Any]]) -> None:
+    def _commit(
+        self,
+        info: PluginInfo,
+        collected: dict[str, list[Any]],
+        provides: dict[str, list[Any]] | None = None,
+    ) -> None:
+        for kind, records in (provides or collected).items():
+            info.provides[hook_of(kind)] = [name_of(r) for r in records]
         for kind, records in collected.items():
-            info.provides[self.kinds[kind].hook] = [r.name for r in records]
             for record in records:
-                self._records[kind][record.name] = record
-                self._providers[kind][record.name] = info
-        commands = [
-            impl
-            for impl in self.pluginmanager.hook.register_commands.get_hookimpls()
-            if impl.plugin is info.module
-        ]
-        if commands:
-            info.provides["register_commands"] = ["(subcommands)"]
+                self._records[kind][name_of(record)] = record
+                self._providers[kind][name_of(record)] = info
 
     def command_impls(self) -> list[tuple[PluginInfo, Any]]:
         """``(plugin, register_commands implementation)`` for every loaded plugin."""
+        self.settle_commands()
         by_module = {id(p.module): p for p in self.plugins if p.module is not None}
         return [
             (by_module[id(impl.plugin)], impl.function)
             for impl in self.pluginmanager.hook.register_commands.get_hookimpls()
-            if id(impl.plugin) in by_module and by_module[id(impl.plugin)].status == "ok"
+            if id(impl.plugin) in by_module
+            and by_module[id(impl.plugin)].status in ("ok", "conflict")
         ]
 
 
@@ -484,7 +527,8 @@ def _build(entry_points: Iterable[Any] | None, generation: int) -> Registry:
 def _publish(reg: Registry) -> None:
     global _registry
     _registry = reg
-    backends.install_backends(reg.records("backends"))
+    contested = {name: why for name, (_, why) in reg.unserved("backends").items()}
+    backends.install_backends(reg.records("backends"), contested)
 
 
 backends.install_plugin_loader(registry)

@@ -409,10 +409,6 @@ class ShapeMethods:
         """
         return _apply(_sh.RESHAPE, (self,), {"shape": _shape_args(shape), "order": order})
 
-    def view(self: TensorLike, *shape: Any) -> Tensor:
-        """Torch's name for reshape."""
-        return self.reshape(*shape)
-
     def flatten(
         self: TensorLike, start_dim: builtins.int = 0, end_dim: builtins.int = -1
     ) -> Tensor:

@@ -8,6 +8,7 @@ the loop, the groups and the bookkeeping, as in torch.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -22,11 +23,23 @@ from sadl.backends import is_array, to_device
 __all__ = ["Optimizer"]
 
 
-def _is_nonnegative_number(value: Any) -> bool:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+def _is_finite_number(value: Any) -> bool:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool | np.bool_):
         return False
-    number = float(value)
-    return math.isfinite(number) and number >= 0
+    return math.isfinite(float(value))
+
+
+def _is_nonnegative_number(value: Any) -> bool:
+    return _is_finite_number(value) and float(value) >= 0
+
+
+def _declared_defaults(cls: type) -> dict[str, Any]:
+    """The constructor's keyword defaults (``lr=1e-3`` ...): the types a group's values keep."""
+    try:
+        parameters = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return {}
+    return {k: p.default for k, p in parameters.items() if p.default is not p.empty}
 
 
 def _index(key: Any) -> int:
@@ -129,6 +142,7 @@ class Optimizer:
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         existing = {id(p) for g in self.param_groups for p in g["params"]}
+        here: dict[int, int] = {}
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
                 raise TypeError(
@@ -139,26 +153,52 @@ class Optimizer:
                     f"{type(self).__name__}: parameter {i} (shape {p.shape}) is not a leaf tensor "
                     "that requires grad (nor a frozen Parameter)"
                 )
+            if id(p) in here:
+                raise ValueError(
+                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) appears twice in "
+                    f"one param group (also as parameter {here[id(p)]}); pass each parameter once"
+                )
             if id(p) in existing:
                 raise ValueError(
                     f"{type(self).__name__}: parameter {i} (shape {p.shape}) appears in more "
                     "than one param group"
                 )
+            here[id(p)] = i
             existing.add(id(p))
         full = {**self.defaults, **group, "params": params}
         self.check_hyperparameters(full)
         self.param_groups.append(full)
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:
-        """Raise ``ValueError`` for a bad hyperparameter (subclasses extend this)."""
+        """Raise ``ValueError`` for a bad hyperparameter (subclasses extend this).
+
+        The constructor (through ``add_param_group``) and ``load_state_dict`` both call it, so
+        a restored hyperparameter is held to what the constructor accepts: ``lr``,
+        ``weight_decay`` and ``eps`` finite and >= 0, a hyperparameter whose constructor default
+        is a bool stays a bool and one whose default is a number a finite number, ``betas`` a
+        pair in [0, 1).
+        """
         name = type(self).__name__
+        declared = {**self.defaults, **_declared_defaults(type(self))}
         for key in ("lr", "weight_decay", "eps"):
             value = group.get(key)
-            if value is not None and not _is_nonnegative_number(value):
+            # None only where the constructor's default is None, and never for lr
+            required = key == "lr" or declared.get(key) is not None
+            if (value is not None or required) and not _is_nonnegative_number(value):
                 what = "learning rate lr" if key == "lr" else key
                 raise ValueError(f"{name}: invalid {what}={value!r} (need a finite number >= 0)")
+        for key in self.defaults:  # a flag stays a bool, a number a number
+            value, default = group.get(key), declared[key]
+            flag = isinstance(default, bool | np.bool_)
+            if flag or not isinstance(default, numbers.Real):
+                ok = not flag or isinstance(value, bool | np.bool_)
+            else:
+                ok = _is_finite_number(value)
+            if not ok:
+                need = "True or False" if flag else "a finite number"
+                raise ValueError(f"{name}: invalid {key}={value!r} (need {need})")
         betas = group.get("betas")
-        if betas is not None:
+        if betas is not None or declared.get("betas") is not None:
             if not isinstance(betas, tuple | list) or len(betas) != 2:
                 raise ValueError(f"{name}: invalid betas={betas!r} (need a pair like (0.9, 0.999))")
             if not all(_is_nonnegative_number(b) and b < 1 for b in betas):

@@ -101,6 +101,8 @@ class OpDef:
     examples: tuple[Example, ...] = ()
     singular_points: tuple[Example, ...] = ()
     accepts_needs_input_grad: bool = field(init=False, repr=False, default=False)
+    #: The forward's positional parameters: given by keyword, they are inputs all the same.
+    input_names: tuple[str, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
         _check_name(self, self.name)
@@ -127,6 +129,12 @@ class OpDef:
             except (TypeError, ValueError):
                 rule_params = {}  # type: ignore[assignment]
             object.__setattr__(self, "accepts_needs_input_grad", "needs_input_grad" in rule_params)
+        try:
+            forward_params = inspect.signature(self.forward).parameters.values()
+        except (TypeError, ValueError):
+            forward_params = ()  # type: ignore[assignment]
+        names = tuple(p.name for p in forward_params if p.kind is p.POSITIONAL_OR_KEYWORD)
+        object.__setattr__(self, "input_names", names)
         if not isinstance(self.numpy_funcs, tuple):
             object.__setattr__(self, "numpy_funcs", tuple(self.numpy_funcs))
         if not isinstance(self.examples, tuple):

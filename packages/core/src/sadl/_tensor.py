@@ -28,6 +28,7 @@ from sadl._methods import (
     _index_key,
 )
 from sadl._ops import indexing as _ix
+from sadl._ops import nondifferentiable as _nd
 from sadl._tensor_base import TensorBase, new_tensor
 from sadl.backends import Device, device_of, is_array, to_device
 
@@ -156,6 +157,12 @@ class Tensor(
         """
         return new_tensor(self.data, None, self._version)
 
+    def view(self, *shape: Any) -> Tensor:
+        """Torch's name for reshape; ``view(dtype)`` reads the same bytes as ``dtype``."""
+        if len(shape) == 1 and isinstance(shape[0], type | np.dtype):
+            return _engine.apply(_nd.BITCAST, (self,), {"dtype": np.dtype(shape[0])})
+        return self.reshape(*shape)
+
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""
         self._node = None
@@ -205,6 +212,9 @@ class Tensor(
     def _assign(self, key: Any, value: Any) -> Tensor:
         """``self[key] = value`` in place: written into memory, recorded when needed."""
         if self._records_inplace(value):
+            view = isinstance(value, Tensor) and _is_view_at(self.data, key, value.data)
+            if view and _engine.rebase_view_write(self, _ix.SETITEM, _ix.GETITEM, value, key):
+                return self  # ``h[0] += 2``: already written through the view
             return _engine.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
         self.data[key] = value.data if isinstance(value, Tensor) else value
         self._version[0] += 1
@@ -310,15 +320,16 @@ def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) 
         arr = np.asarray(data)
         if dtype is None and arr.dtype == np.float64 and not _is_numpy_data(data):
             arr = arr.astype(get_default_dtype())
-        if arr.dtype == object:
-            raise TypeError(
-                f"cannot make a Tensor from {type(data).__name__}: the values are not numeric "
-                "or the nested lists are ragged"
-            )
     if dtype is not None:
         dtype = np.dtype(dtype)
         if arr.dtype != dtype:
             arr = arr.astype(dtype)
+    if arr.dtype == object:  # as torch: a Tensor holds numbers (an object array, or ragged lists)
+        raise TypeError(
+            f"cannot make a Tensor from {type(data).__name__} of dtype object: the values are "
+            "not numeric or the nested lists are ragged; convert it to a numeric dtype first "
+            "(e.g. np.asarray(values, dtype=np.float32))"
+        )
     if device is not None:
         arr = to_device(arr, device)
     elif isinstance(arr, np.generic):
@@ -335,3 +346,18 @@ def _rebuild(cls: type, data: Any, requires_grad: builtins.bool) -> Tensor:
     if cls is Parameter:
         return Parameter(data)
     return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]
+
+
+def _is_view_at(data: Any, key: Any, value: Any) -> builtins.bool:
+    """Whether ``value`` is the very view ``data[key]`` (same memory, shape and strides)."""
+    if getattr(value, "base", None) is None or not isinstance(data, np.ndarray):
+        return False
+    if not _ix._is_basic(key):
+        return False  # fancy indexing copies: never a view
+    target = data[key]
+    return (
+        isinstance(target, np.ndarray)
+        and target.shape == value.shape
+        and target.strides == value.strides
+        and target.__array_interface__["data"][0] == value.__array_interface__["data"][0]
+    )

@@ -15,6 +15,7 @@ silent and fast where CuPy is absent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import sys
 import threading
@@ -43,12 +44,14 @@ __all__ = [
     "plugin_registry",
     "install_traced_array",
     "install_transfer_observer",
+    "install_value_dependent_observer",
     "is_array",
     "match_key",
     "parse_device",
     "scatter_add",
     "synchronize",
     "to_device",
+    "value_dependent",
 ]
 
 _ndarray = np.ndarray
@@ -142,6 +145,7 @@ class _Table:
         self.loaded: dict[str, Backend] = {}  # device type -> Backend, once imported
         self.by_type: dict[type, Backend] = {}  # array type -> Backend
         self.not_arrays: set[type] = set()  # types known to belong to no backend
+        self.contested: dict[str, Exception] = {}  # device types two plugins register
 
 
 _table = _Table()
@@ -216,16 +220,48 @@ def plugin_registry() -> Any:
     return _load_plugins()
 
 
+def value_dependent(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare that ``fn`` (an op's forward or backward helper) branches on its inputs' values.
+
+    Eager calls run ``fn`` as it is. A tracer (``sadl.compile``) that installed an observer
+    (:func:`install_value_dependent_observer`) records each call of ``fn`` whole, as one call it
+    makes again on every replay, instead of freezing the branches the first call took.
+    """
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        observer = _value_dependent_observer
+        return fn(*args, **kwargs) if observer is None else observer(fn, args, kwargs)
+
+    return call
+
+
+def install_value_dependent_observer(observer: Callable[..., Any] | None) -> None:
+    """Route every call of a :func:`value_dependent` function through ``observer(fn, args,
+    kwargs)`` (None: call it), which must return ``fn(*args, **kwargs)``.
+    """
+    global _value_dependent_observer
+    _value_dependent_observer = observer
+
+
+_value_dependent_observer: Callable[..., Any] | None = None
+
+
 def install_plugin_loader(loader: Callable[[], object]) -> None:
     """Called once by the plugin host: ``loader()`` discovers plugins (which fills the table)."""
     global _load_plugins
     _load_plugins = loader
 
 
-def install_backends(records: Mapping[str, BackendDef]) -> None:
-    """Called by the plugin host after each discovery: the backends by device type."""
+def install_backends(
+    records: Mapping[str, BackendDef], contested: Mapping[str, Exception] | None = None
+) -> None:
+    """Called by the plugin host after each discovery: the backends by device type, and why
+    each device type that plugins contest is served by none of them.
+    """
     with _table.lock:
         _table.records = {"cpu": CPU_BACKEND, **records}
+        _table.contested = dict(contested or {})
         _table.aliases = {}
         _table.loaded = {}
         _table.by_type = {}
@@ -254,6 +290,8 @@ def _record_for(name: str) -> BackendDef:
     if name in set(_table.aliases.values()):
         raise ValueError(f"device type {name!r} is serving {_alias_of(name)!r} at the moment")
     record = _table.records.get(name)
+    if record is None and name in _table.contested:
+        raise _table.contested[name]
     if record is None:
         known = ", ".join(repr(n) for n in backend_names())
         raise ValueError(

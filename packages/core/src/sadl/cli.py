@@ -117,17 +117,40 @@ def build_parser() -> ArgumentParser:
         help="full messages: untruncated check results, tracebacks of unexpected errors",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
-    for info, register in registry().command_impls():
+    reg = registry()
+    for info, register in reg.command_impls():
         try:
             # What a plugin prints here goes to stderr: `sadl plugins --json` stays parseable.
             with contextlib.redirect_stdout(sys.stderr):
-                register(subparsers=sub)
+                register(subparsers=_ServedCommands(sub, reg, info))
         except (Exception, SystemExit) as exc:
             _warn_line(
                 f"plugin {info.label} failed to add its commands ({type(exc).__name__}: {exc}); "
                 "the other commands work"
             )
     return parser
+
+
+class _ServedCommands:
+    """The subparsers a plugin's ``register_commands`` gets: a command it lost a clash for
+    (``sadl plugins`` says which) is built on a parser of its own, off the command line.
+    """
+
+    def __init__(self, sub: Any, reg: Any, info: Any) -> None:
+        self._sub, self._reg, self._info = sub, reg, info
+
+    def _serves(self, name: str) -> bool:
+        return bool(self._reg.provider("commands", name) is self._info)
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """``subparsers.add_parser``, for the commands this plugin serves."""
+        if not self._serves(name):
+            return ArgumentParser(prog=f"sadl {name}")
+        kwargs["aliases"] = [a for a in kwargs.get("aliases", ()) if self._serves(a)]
+        return self._sub.add_parser(name, **kwargs)  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sub, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,6 +208,9 @@ def _missing_command(parser: ArgumentParser, argv: list[str]) -> str:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if words[0] in sub.choices:
         return ""
+    conflict = registry().conflict("commands", words[0])
+    if conflict is not None:
+        return f"{type(conflict).__name__}: {conflict}"
     return registry().command_hint(words[0])
 
 

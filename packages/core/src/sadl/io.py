@@ -27,8 +27,11 @@ def _formats() -> dict[str, FormatDef]:
     return registry().records("formats")
 
 
-def _no_format(path: Path, what: str) -> LookupError:
+def _no_format(path: Path, what: str) -> Exception:
     formats = _formats()
+    for fmt, conflict in registry().unserved("formats").values():
+        if path.suffix.lower() in (s.lower() for s in fmt.suffixes):
+            return conflict  # two formats claim the suffix
     if not formats:
         return LookupError(
             f"cannot {what} {path}: no file format is installed; sadl-serialize provides .sadl "
@@ -45,6 +48,9 @@ def _no_format(path: Path, what: str) -> LookupError:
 def _by_name(name: str) -> FormatDef:
     formats = _formats()
     if name not in formats:
+        conflict = registry().conflict("formats", name)
+        if conflict is not None:
+            raise conflict
         known = ", ".join(sorted(formats)) or (
             f"none installed; sadl-serialize provides them: {install_command('sadl-serialize')}"
         )

@@ -63,9 +63,9 @@ __all__ = [
     "hookspecs",
     "install_command",
     "known_providers",
-    "lookup",
     "plugins",
     "records",
+    "served",
     "records_hookspec",
     "recording_hook",
     "reload_plugins",
@@ -103,8 +103,12 @@ def known_providers() -> dict[str, dict[str, str]]:
 
 
 def plugins() -> list[dict[str, object]]:
-    """Every discovered plugin as a dict (name, distribution, version, status, error, provides)."""
-    return [p.as_dict() for p in registry().plugins]
+    """Every discovered plugin as a dict (name, distribution, version, status, error, provides,
+    conflicts).
+    """
+    reg = registry()
+    reg.settle_commands()
+    return [p.as_dict() for p in reg.plugins]
 
 
 def reload_plugins() -> None:
@@ -125,6 +129,14 @@ def records(kind: str) -> dict[str, Any]:
     return dict(reg.records(kind))
 
 
+def served(kind: str, name: str) -> Any:
+    """The record of ``kind`` called ``name``; raises ``PluginConflictError`` when plugins
+    contest the name (none is served), ``UnknownNameError`` (with a hint) when none has it.
+    """
+    records(kind)  # an unknown kind says so
+    return registry().lookup(kind, name)
+
+
 def tensor_from_array(data: Any) -> Tensor:
     """A leaf Tensor holding ``data`` itself: no copy, no conversion, no checks.
 
@@ -143,13 +155,6 @@ def version_counter(tensor: Tensor) -> list[int]:
     memory apart.
     """
     return tensor._version
-
-
-def lookup(kind: str, name: str) -> Any:
-    """The record ``name`` of ``kind``; raises naming the provider when it is missing or claimed
-    by two plugins (``sadl check-plugins`` reports such a name as not served).
-    """
-    return registry().lookup(kind, name)
 
 
 def command_registrations() -> dict[str, Any]:

@@ -177,8 +177,16 @@ def _first_difference(reference: str, other: str, r: int) -> str:
             return f"rank 0 has {name} {desc}, rank {r} has no such {name.split()[0]}"
         if theirs[name] != desc:
             return f"{name} is {desc} on rank 0 and {theirs[name]} on rank {r}"
-    extra = next(n for n in theirs if n not in ours)
-    return f"rank {r} has {extra} {theirs[extra]}, rank 0 has no such {extra.split()[0]}"
+    extra = next((n for n in theirs if n not in ours), None)
+    if extra is not None:
+        return f"rank {r} has {extra} {theirs[extra]}, rank 0 has no such {extra.split()[0]}"
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:  # the same names, defined in another order: buckets would not line up
+            return (
+                f"the same names in a different order: number {i} is {a} on rank 0 and {b} "
+                f"on rank {r} (define them in the same order on every rank)"
+            )
+    return f"rank {r} lists its parameters and buffers differently (a name given twice?)"
 
 
 class _Bucket:

@@ -12,7 +12,9 @@ does), tells the surviving processes that one died with ``SIGUSR1``, whose defau
 end them silently; :class:`Peers` catches it and checks at once.
 
 An uncaught exception on one rank would leave the others waiting for it; ``abort_on_uncaught``
-makes it print the traceback with the rank and end every rank of the job.
+makes it print the traceback with the rank and end every rank of the job. A rank that caught such
+an error and returns (a command line prints it and exits 1) would wait forever in MPI's finalize
+for the dead rank; ``end_job_at_exit`` ends the job instead.
 """
 
 from __future__ import annotations
@@ -31,14 +33,27 @@ from types import TracebackType
 from typing import Any
 
 from sadl_distributed.errors import RankFailedError
-from sadl_distributed.reports import write_failure
+from sadl_distributed.reports import REPORTS_VARIABLE, read_failure, write_failure
 
-__all__ = ["Peers", "abort_on_uncaught", "machine_id", "process_alive"]
+__all__ = [
+    "Peers",
+    "abort_on_uncaught",
+    "end_job",
+    "end_job_at_exit",
+    "machine_id",
+    "process_alive",
+]
 
 #: How long ``abort`` may take before the process exits by itself.
 _ABORT_GRACE_S = 10.0
 #: How long a failing rank waits for the launcher to forward its last words before aborting.
 _OUTPUT_GRACE_S = 0.25
+#: How long, after the launcher's signal, a rank looks again for a neighbour that died.
+_REPOLL_S = 2.0
+#: How long a rank waits for a dead neighbour's report (its supervisor writes it).
+_REPORT_WAIT_S = 0.5
+#: Set once this process has started ending the job (abort called once only).
+_ending = threading.Event()
 
 
 def machine_id() -> int:
@@ -91,14 +106,24 @@ class Peers:
         return [r for r in self.neighbours if not process_alive(self.pids[r])]
 
     def check(self, what: str) -> None:
-        """Raise :class:`RankFailedError` naming the first dead rank, if any."""
+        """Raise :class:`RankFailedError` naming the first dead rank, if any.
+
+        After the launcher's signal, a rank that it saw fail may still be visible for a moment
+        (exiting, not yet reaped): look again for up to ``_REPOLL_S`` before concluding that
+        the failed process is on another machine.
+        """
         dead = self.dead()
+        deadline = time.monotonic() + _REPOLL_S
+        while not dead and self.failure_reported and time.monotonic() < deadline:
+            time.sleep(0.02)
+            dead = self.dead()
         if dead:
             r = dead[0]
+            why = _report_of(r) or f"see rank {r}'s own output above for why it stopped"
             raise RankFailedError(
                 f"rank {r} (process {self.pids[r]} on this machine) died while rank "
                 f"{self.rank} was waiting for it in {what}; the job cannot continue without "
-                f"it (see rank {r}'s own output above for why it stopped)",
+                f"it ({why})",
                 r,
             )
         if self.failure_reported:
@@ -129,6 +154,61 @@ class Peers:
         atexit.register(signal.signal, usr1, signal.SIG_IGN)
 
 
+def _report_of(rank: int) -> str | None:
+    """The dead rank's report (``sadl launch``): its supervisor writes it just after the death."""
+    if not os.environ.get(REPORTS_VARIABLE):
+        return None
+    deadline = time.monotonic() + _REPORT_WAIT_S
+    while (text := read_failure(rank)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return text
+
+
+def end_job(abort: Callable[[int], Any], code: int = 1) -> None:
+    """Flush, give the launcher a moment to forward the output, then end every rank."""
+    _ending.set()
+    sys.stderr.flush()
+    sys.stdout.flush()
+    # The launcher forwards our output asynchronously; aborting at once can cut it off.
+    time.sleep(_OUTPUT_GRACE_S)
+    # If aborting itself hangs (a broken network), exit anyway.
+    timer = threading.Timer(_ABORT_GRACE_S, os._exit, (code,))
+    timer.daemon = True
+    timer.start()
+    abort(code)
+
+
+def end_job_at_exit(
+    rank: int,
+    size: int,
+    broken: Callable[[], BaseException | None],
+    abort: Callable[[int], Any],
+    finalize: Callable[[], Any] | None,
+) -> None:
+    """At interpreter exit: end the job if ``broken()`` (an error this rank raised, or caught,
+    said the job cannot go on), else ``finalize()`` (if given).
+
+    A program that catches :class:`RankFailedError` and returns (as every command line does)
+    would otherwise wait forever in MPI's finalize for the rank that died.
+    """
+
+    def at_exit() -> None:
+        error = broken()
+        if _ending.is_set():
+            return  # the uncaught-exception hook has ended the job already
+        if error is not None:
+            sys.stderr.write(
+                f"sadl_distributed: rank {rank} of {size} ends the job after "
+                f"{type(error).__name__} (it cannot continue)\n"
+            )
+            write_failure(rank, size, type(error), error, error.__traceback__)
+            end_job(abort)
+        elif finalize is not None:
+            finalize()
+
+    atexit.register(at_exit)
+
+
 def abort_on_uncaught(rank: int, size: int, abort: Callable[[int], Any]) -> None:
     """Make an uncaught exception print its traceback with the rank, then end the whole job.
 
@@ -145,15 +225,7 @@ def abort_on_uncaught(rank: int, size: int, abort: Callable[[int], Any]) -> None
         sys.stderr.write(f"sadl_distributed: rank {rank} of {size} stopped with an error:\n")
         previous(exc_type, exc, tb)
         sys.stderr.write(f"sadl_distributed: rank {rank} ends the job (all {size} ranks)\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
         write_failure(rank, size, exc_type, exc, tb)
-        # The launcher forwards our output asynchronously; aborting at once can cut it off.
-        time.sleep(_OUTPUT_GRACE_S)
-        # If aborting itself hangs (a broken network), exit anyway.
-        timer = threading.Timer(_ABORT_GRACE_S, os._exit, (1,))
-        timer.daemon = True
-        timer.start()
-        abort(1)
+        end_job(abort)
 
     sys.excepthook = excepthook

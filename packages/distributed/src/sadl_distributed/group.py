@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sadl_distributed.errors import CollectiveTimeoutError
+from sadl_distributed.errors import CollectiveTimeoutError, DistributedError
 
 __all__ = ["DEFAULT_TIMEOUT_S", "LocalGroup", "ProcessGroup", "Work"]
 
@@ -92,6 +92,8 @@ class ProcessGroup(abc.ABC):
     local_rank: int  #: this rank's index among the ranks on the same machine
     local_size: int
     timeout: float
+    #: The error that left this rank unable to go on (a dead or hung peer), or None.
+    broken: BaseException | None = None
 
     @abc.abstractmethod
     def all_reduce(self, buffer: Any, op: str) -> Work:
@@ -142,6 +144,14 @@ class ProcessGroup(abc.ABC):
         """
         if self.test(handle):
             return
+        try:
+            self._poll(handle, what)
+        except DistributedError as exc:
+            self.broken = exc  # the job cannot go on: at exit, end it instead of finalizing
+            raise
+        self.broken = None  # a caught timeout that a retry got past
+
+    def _poll(self, handle: Any, what: str) -> None:
         start = time.monotonic()
         next_check = start + LIVENESS_INTERVAL_S
         pause = 0.0

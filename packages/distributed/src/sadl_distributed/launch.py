@@ -13,6 +13,10 @@ flags so that it also works on a bare machine:
 * Unless the environment sets them, each rank's BLAS gets ``cores // N`` threads
   (``OMP_NUM_THREADS`` and friends), so N ranks do not fight over the cores.
 * Ctrl-C goes to the ranks first (a training loop can stop cleanly), a second one to mpiexec.
+* A job in which a rank failed ends: if the other ranks have not ended it themselves
+  ``END_GRACE_S`` (10 s) later, or 2 s later for a rank that failed before
+  ``sadl_distributed.init()`` (the others wait in MPI's start-up, where nothing can reach
+  them), the launcher stops mpiexec and names the rank.
 
 On a cluster, use the site's ``mpiexec``/``srun`` with a hostfile instead (docs/distributed.md).
 """
@@ -26,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -43,6 +48,10 @@ __all__ = [
 
 #: How often the launcher looks at the ranks while they run.
 _POLL_S = 0.1
+#: How long after a rank failed the launcher lets the others end the job before it does.
+END_GRACE_S = 10.0
+#: How long mpiexec gets to end its ranks after SIGTERM before it is killed.
+_STOP_GRACE_S = 5.0
 #: The variables that set how many threads BLAS and OpenMP use in each rank.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -127,14 +136,16 @@ def run(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> int:
         interrupted = False
         while True:
             try:
-                deaths = _watch(process, Path(reports))
+                deaths = _watch(process, Path(reports), interrupted)
                 break
             except KeyboardInterrupt:
                 interrupted = _interrupt(process, Path(reports), again=interrupted)
             except BaseException:
-                process.kill()  # never leave the job behind
+                _stop(process)  # never leave the job behind
                 raise
         status = process.returncode
+        if status < 0:  # ended by a signal (here, by _watch)
+            status = 128 - status
         if status != 0 and not interrupted:
             for line in _failure_summary(read_ranks(reports), deaths):
                 print(f"sadl launch: {line}", file=sys.stderr)
@@ -164,10 +175,19 @@ def _interrupt(process: subprocess.Popen[bytes], reports: Path, *, again: bool) 
     return True
 
 
-def _watch(process: subprocess.Popen[bytes], reports: Path) -> list[int]:
-    """Wait for ``process``; meanwhile note, in order, the ranks whose process disappears."""
+def _watch(process: subprocess.Popen[bytes], reports: Path, interrupted: bool) -> list[int]:
+    """Wait for ``process``; meanwhile note, in order, the ranks whose process disappears
+    or that leave a failure report.
+
+    Once a rank has failed (left a report), the others normally end the job themselves
+    within seconds. If the job is still running ``END_GRACE_S`` later (the others are stuck
+    where no rank can notice anything: in MPI's start-up, waiting for a rank that failed
+    before ``init``; a fifth of that for those), the launcher ends it.
+    """
     here = machine_id()
     deaths: list[int] = []
+    failed_at: float | None = None
+    first = RankRecord(-1, -1, -1)
     while True:
         try:
             process.wait(timeout=_POLL_S)
@@ -175,10 +195,35 @@ def _watch(process: subprocess.Popen[bytes], reports: Path) -> list[int]:
         except subprocess.TimeoutExpired:
             pass
         for record in read_ranks(reports).values():
-            if record.rank in deaths or record.machine != here:
+            if record.failure and failed_at is None:
+                first, failed_at = record, time.monotonic()
+            if record.rank in deaths:
                 continue
-            if not process_alive(record.pid):
+            if record.failure or (record.machine == here and not process_alive(record.pid)):
                 deaths.append(record.rank)
+        if failed_at is None or interrupted:  # after Ctrl-C, ranks stop in their own time
+            continue
+        # A rank that failed before init: nobody else can notice (they wait in MPI's start-up).
+        grace = END_GRACE_S if first.pid >= 0 else END_GRACE_S / 5
+        if time.monotonic() - failed_at > grace:
+            print(
+                f"sadl launch: rank {first.rank} failed {grace:g} s ago and the other "
+                "ranks have not ended: stopping the job",
+                file=sys.stderr,
+                flush=True,
+            )
+            _stop(process)
+            return deaths
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End mpiexec (SIGTERM: it ends every rank), or kill it if it does not end."""
+    process.terminate()
+    try:
+        process.wait(timeout=_STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _failure_summary(ranks: dict[int, RankRecord], deaths: list[int]) -> list[str]:

@@ -9,13 +9,14 @@ rank ends in an error that names it instead of a hang. The group works on its ow
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from sadl_distributed.errors import MismatchError
-from sadl_distributed.faults import Peers, abort_on_uncaught, machine_id
+from sadl_distributed.faults import Peers, abort_on_uncaught, end_job_at_exit, machine_id
 from sadl_distributed.group import DEFAULT_TIMEOUT_S, ProcessGroup, Work
 from sadl_distributed.reports import register_rank
 
@@ -58,12 +59,25 @@ class MpiGroup(ProcessGroup):
     backend = "mpi"
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        import mpi4py
+
+        # This group finalizes MPI itself, at exit (faults.end_job_at_exit): so that a rank
+        # that leaves while others still wait (``sys.exit(3)``) exits, and they see it,
+        # instead of waiting in MPI_Finalize for them. Too late if the program imported
+        # mpi4py.MPI first.
+        owns_finalize = "mpi4py.MPI" not in sys.modules
+        if owns_finalize:
+            mpi4py.rc.finalize = False
         from mpi4py import MPI
 
         self._MPI = MPI
         self.timeout = timeout
         self.comm = MPI.COMM_WORLD.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        # MPICH needs no MPI_Finalize of a job of several ranks, and waits in it for all of them.
+        skip = self.size > 1 and "MPICH" in MPI.Get_library_version()
+        finalize = _finalize if owns_finalize and not skip else None
+        end_job_at_exit(self.rank, self.size, lambda: self.broken, self.abort, finalize)
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
         self._peers: Peers | None = None
         expected = launcher_world_size()
@@ -141,6 +155,13 @@ class MpiGroup(ProcessGroup):
     def _check_rank(self, r: int, what: str) -> None:
         if not 0 <= r < self.size:
             raise ValueError(f"{what}: rank {r} does not exist in a world of {self.size}")
+
+
+def _finalize() -> None:
+    from mpi4py import MPI
+
+    if not MPI.Is_finalized():
+        MPI.Finalize()
 
 
 def _as_bytes(array: Any) -> Any:

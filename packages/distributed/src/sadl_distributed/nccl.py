@@ -139,6 +139,15 @@ class NcclGroup(ProcessGroup):
         """Whether MPI's launcher has signalled a failed process."""
         return self.world.failure_reported()
 
+    @property  # type: ignore[override]
+    def broken(self) -> BaseException | None:
+        """The MPI group's: a failed wait here ends the job at exit just the same."""
+        return self.world.broken
+
+    @broken.setter
+    def broken(self, error: BaseException | None) -> None:
+        self.world.broken = error
+
     def abort(self, code: int = 1) -> None:
         """Abort NCCL's communicator (so no kernel waits forever), then the MPI job."""
         try:

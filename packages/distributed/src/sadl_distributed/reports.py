@@ -4,8 +4,9 @@
 at ``init``, ``rank<r>.pid`` (its process id and machine), at a normal exit ``rank<r>.done``,
 and when an uncaught exception ends it, ``rank<r>.txt`` (the error, then the traceback); the
 rank's supervisor (``sadl_distributed.supervise``) writes ``rank<r>.txt`` when a signal killed
-it. From these the launcher says, after a failed job, which rank failed and why, even when MPI's
-launcher cut the ranks' own output short. Without the variable (a plain ``mpiexec`` run)
+it or it exited with a non-zero status (before ``init`` too). From these the launcher says,
+after a failed job, which rank failed and why, even when MPI's launcher cut the ranks' own
+output short. Without the variable (a plain ``mpiexec`` run)
 nothing is written.
 """
 
@@ -25,8 +26,9 @@ __all__ = [
     "RankRecord",
     "read_ranks",
     "register_rank",
+    "read_failure",
+    "write_ended",
     "write_failure",
-    "write_killed",
 ]
 
 #: The environment variable naming the directory the ranks write into.
@@ -70,20 +72,36 @@ def write_failure(
         (directory / f"rank{rank}.txt").write_text("\n".join(text))
 
 
-def write_killed(rank: int, size: int, pid: int, signum: int) -> None:
-    """Leave ``rank<r>.txt`` for a rank that a signal killed (it could not say so itself)."""
+def write_ended(rank: int, size: int, pid: int, status: int) -> None:
+    """Leave ``rank<r>.txt`` for a rank whose process a signal killed (``status`` < 0: it
+    could not say so itself) or that exited with a non-zero status (``sys.exit(3)``; before
+    ``init`` too), unless the rank has left its own report (its error, written first).
+    """
     directory = _directory()
-    if directory is None:
+    if directory is None or (directory / f"rank{rank}.txt").exists():
         return
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
-    hint = " (the out-of-memory killer sends SIGKILL)" if signum == signal.SIGKILL else ""
+    if status >= 0:
+        when = "" if (directory / f"rank{rank}.pid").exists() else " before sadl_distributed.init()"
+        text = f"rank {rank} of {size}: exited with status {status}{when}, process {pid}"
+    else:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        hint = " (the out-of-memory killer sends SIGKILL)" if -status == signal.SIGKILL else ""
+        text = f"rank {rank} of {size}: killed by {name}{hint}, process {pid}"
     with contextlib.suppress(OSError):
-        (directory / f"rank{rank}.txt").write_text(
-            f"rank {rank} of {size}: killed by {name}{hint}, process {pid}\n"
-        )
+        (directory / f"rank{rank}.txt").write_text(text + "\n")
+
+
+def read_failure(rank: int) -> str | None:
+    """The first line of ``rank<r>.txt`` of this job (``sadl launch``), if it is there."""
+    directory = _directory()
+    try:
+        text = (directory / f"rank{rank}.txt").read_text(errors="replace") if directory else ""
+    except OSError:
+        return None
+    return text.splitlines()[0] if text else None
 
 
 @dataclass
@@ -101,15 +119,17 @@ def read_ranks(directory: str | os.PathLike[str]) -> dict[int, RankRecord]:
     """Every registered rank's record, by rank."""
     root = Path(directory)
     ranks: dict[int, RankRecord] = {}
-    for path in root.glob("rank*.pid"):
+    for path in [*root.glob("rank*.pid"), *root.glob("rank*.txt")]:
         number = path.stem[4:]
-        try:
-            pid, machine = (int(v) for v in path.read_text().split())
-        except (OSError, ValueError):
-            continue  # being written, or damaged: not registered
-        if not number.isdigit():
+        if not number.isdigit() or int(number) in ranks:
             continue
         r = int(number)
+        try:  # a rank that failed before init has a report but no process id (-1)
+            pid, machine = (int(v) for v in (root / f"rank{r}.pid").read_text().split())
+        except FileNotFoundError:
+            pid, machine = -1, -1
+        except (OSError, ValueError):
+            continue  # being written, or damaged: not registered
         record = RankRecord(r, pid, machine, done=(root / f"rank{r}.done").exists())
         with contextlib.suppress(OSError):
             text = (root / f"rank{r}.txt").read_text(errors="replace")

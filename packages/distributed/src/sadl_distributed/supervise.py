@@ -3,10 +3,10 @@
 ``sadl launch`` starts each rank through this under MPICH's launcher (hydra). The reason: when
 a process that hydra started is killed by a signal (the out-of-memory killer's SIGKILL), hydra
 kills every other process of the job at once, so no survivor can say which rank died. Here the
-rank is a child; when a signal kills it, this process notes it in the job's reports
-(``sadl_distributed.reports``) and exits with status 128 + signal, which hydra treats as an
-ordinary failure: it tells the survivors (SIGUSR1, see ``faults``), and they stop with an error
-that names the dead rank.
+rank is a child; when a signal kills it, or it exits with a non-zero status, this process notes
+it in the job's reports (``sadl_distributed.reports``) and exits with the same status (128 +
+signal), which hydra treats as an ordinary failure: it tells the survivors (SIGUSR1, see
+``faults``), and they stop with an error that names the dead rank and its status.
 
 The child gets this process's environment, standard streams and the PMI connection
 (``PMI_FD``); signals sent to the process group (Ctrl-C, hydra's SIGUSR1) reach it directly.
@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 
-from sadl_distributed.reports import write_killed
+from sadl_distributed.reports import write_ended
 
 __all__ = ["main"]
 
@@ -50,14 +50,11 @@ def main(argv: list[str]) -> int:
         number = getattr(signal, name, None)
         if number is not None:
             signal.signal(number, signal.SIG_IGN)
-    if status >= 0:
-        return status
-    signum = -status
     rank = os.environ.get("PMI_RANK", "")
     size = os.environ.get("PMI_SIZE", "")
-    if rank.isdigit() and size.isdigit():
-        write_killed(int(rank), int(size), child.pid, signum)
-    return 128 + signum
+    if status != 0 and rank.isdigit() and size.isdigit():
+        write_ended(int(rank), int(size), child.pid, status)
+    return status if status >= 0 else 128 - status
 
 
 if __name__ == "__main__":

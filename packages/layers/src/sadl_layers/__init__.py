@@ -16,6 +16,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
+from sadl_layers import init
 from sadl_layers.activation_checkpoint import checkpoint
 from sadl_layers.modules import LAYERS
 from sadl_layers.modules.activations import *  # noqa: F403
@@ -23,6 +24,7 @@ from sadl_layers.modules.attention import *  # noqa: F403
 from sadl_layers.modules.containers import *  # noqa: F403
 from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
+from sadl_layers.modules.grouped import *  # noqa: F403
 from sadl_layers.modules.losses import *  # noqa: F403
 from sadl_layers.modules.normalization import *  # noqa: F403
 from sadl_layers.modules.pooling import *  # noqa: F403
@@ -36,6 +38,7 @@ from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.erf_family import *  # noqa: F403
+from sadl_layers.ops.grouped import *  # noqa: F403
 from sadl_layers.ops.layout import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
@@ -45,6 +48,8 @@ from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
+from sadl_layers.ops.tensor_ops import *  # noqa: F403
+from sadl_layers.ops.volume import *  # noqa: F403
 
 try:
     __version__ = _dist_version("sadl-layers")
@@ -52,4 +57,4 @@ except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 # The names of every layer class and op, as their modules list them (one list each).
-__all__ = [*LAYERS, *(op.name for op in OPS), "checkpoint"]
+__all__ = ["init", *LAYERS, *(op.name for op in OPS), "checkpoint"]

@@ -63,17 +63,21 @@ def _int_type(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _float_type(minimum: float, *, open_low: bool = False) -> Callable[[str], float]:
+def _float_type(
+    minimum: float, *, open_low: bool = False, maximum: float | None = None
+) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(value) or (value <= minimum if open_low else value < minimum):
-            sign = ">" if open_low else ">="
-            raise argparse.ArgumentTypeError(
-                f"expected a finite number {sign} {minimum:g}, got {text!r}"
-            )
+        if maximum is not None:  # an interval (minimum, maximum]; NaN and inf fall outside
+            ok, want = minimum < value <= maximum, f"a number in ({minimum:g}, {maximum:g}]"
+        else:
+            ok = math.isfinite(value) and (value > minimum if open_low else value >= minimum)
+            want = f"a finite number {'>' if open_low else '>='} {minimum:g}"
+        if not ok:  # quote what was typed, as every option does
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}")
         return value
 
     parse.__name__ = "number"
@@ -84,6 +88,7 @@ POSITIVE = _int_type(1)
 NON_NEGATIVE = _int_type(0)
 POSITIVE_FLOAT = _float_type(0.0, open_low=True)
 NON_NEGATIVE_FLOAT = _float_type(0.0)
+PROBABILITY = _float_type(0.0, maximum=1.0)  # (0, 1]
 
 
 def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
@@ -141,6 +146,12 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
     )
     arg("--out", metavar="DIR", default="runs/gpt", help="output directory (default: runs/gpt)")
     arg("--resume", action="store_true", help="continue the run saved in --out")
+    arg(
+        "--overwrite",
+        action="store_true",
+        help="replace the run saved in --out (without it, or --resume, a checkpoint there is "
+        "refused)",
+    )
     arg(
         "--stop-after",
         type=POSITIVE,
@@ -202,6 +213,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
             stop_after=args.stop_after,
             progress=args.progress,
             compile=args.compile,
+            overwrite=args.overwrite,
         )
     except (TrainError, CorpusError, TokenizerError) as exc:
         return _fail(prog, str(exc))
@@ -218,6 +230,8 @@ def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
     flags += ["--out", str(args.out)]
     if args.resume:
         flags.append("--resume")
+    if args.overwrite:
+        flags.append("--overwrite")
     if args.stop_after is not None:
         flags += ["--stop-after", str(args.stop_after)]
     if args.progress is not None:  # None: each rank decides by its own terminal
@@ -244,7 +258,7 @@ def _add_generate(sub: Any) -> argparse.ArgumentParser:
         help="0 is greedy (default: 0.8)",
     )
     arg("--top-k", type=POSITIVE, metavar="K", help="sample from the K most likely tokens")
-    arg("--top-p", type=POSITIVE_FLOAT, metavar="P", help="nucleus sampling, P in (0, 1]")
+    arg("--top-p", type=PROBABILITY, metavar="P", help="nucleus sampling, P in (0, 1]")
     arg("--seed", type=NON_NEGATIVE, default=0, metavar="S", help="default: 0")
     arg("--device", default="cpu", metavar="DEV", help="cpu, cuda or cuda:N (default: cpu)")
     arg("--no-cache", action="store_true", help="re-run the context per token (slower)")
@@ -261,8 +275,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     prog = "sadl generate"
     sadl.set_num_threads(args.threads)
-    if args.top_p is not None and args.top_p > 1:
-        return _fail(prog, f"argument --top-p: expected a number in (0, 1], got {args.top_p}")
     model = None
     try:
         device = check_device(args.device)

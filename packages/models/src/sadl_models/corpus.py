@@ -41,11 +41,14 @@ def builtin_corpus() -> str:
     return "\n\n".join(topics[key].strip("\n") for key in sorted(topics)) + "\n"
 
 
-def read_text(path: str | os.PathLike[str]) -> str:
+def read_text(path: str | os.PathLike[str], *, any_bytes: bool = False) -> str:
     """The contents of the UTF-8 text file ``path`` (a BOM is dropped).
 
     Raises :class:`CorpusError` with a one-line reason for a missing file, a directory, an
-    unreadable file, bytes that are not UTF-8 (naming the offset) and an empty file.
+    unreadable file, bytes that are not UTF-8 (naming the offset) and an empty file. With
+    ``any_bytes`` (the byte tokenizer: bytes are bytes) every file reads: a byte that is not
+    UTF-8 becomes a lone surrogate (``surrogateescape``), which ``ByteTokenizer.encode`` turns
+    back into that very byte.
     """
     p = Path(path)
     try:
@@ -59,12 +62,12 @@ def read_text(path: str | os.PathLike[str]) -> str:
     except OSError as exc:
         raise CorpusError(f"{p}: cannot read: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig", "surrogateescape" if any_bytes else "strict")
     except UnicodeDecodeError as exc:
         bad = raw[exc.start : exc.start + 1].hex()
         raise CorpusError(
             f"{p}: not UTF-8 text (byte 0x{bad} at offset {exc.start} is invalid); "
-            "convert it to UTF-8 first"
+            "convert it to UTF-8 first, or train on its bytes with --tokenizer byte"
         ) from None
     if not text.strip():
         raise CorpusError(f"{p}: the file is empty")

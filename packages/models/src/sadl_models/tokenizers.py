@@ -135,6 +135,9 @@ class CharTokenizer:
 class ByteTokenizer:
     """One token per byte of the UTF-8 encoding: 256 ids, every text encodes.
 
+    A file of any bytes trains too: ``read_text(path, any_bytes=True)`` keeps each byte that is
+    not UTF-8 as a lone surrogate (``surrogateescape``), and ``encode`` gives that byte back.
+
     Decoding a byte sequence that is not valid UTF-8 (a sample cut in the middle of a character)
     puts U+FFFD in place of the broken bytes rather than failing.
     """
@@ -147,8 +150,9 @@ class ByteTokenizer:
         return 256
 
     def encode(self, text: str) -> np.ndarray[Any, np.dtype[np.int64]]:
-        """The UTF-8 bytes of ``text`` as ids."""
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+        """The UTF-8 bytes of ``text`` as ids (an escaped lone surrogate: its byte)."""
+        raw = text.encode("utf-8", "surrogateescape")
+        return np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids: Iterable[int] | np.ndarray[Any, Any]) -> str:
         """The text of the bytes ``ids`` (invalid UTF-8 becomes U+FFFD)."""

@@ -3,10 +3,10 @@
 Installed next to ``sadl-core``, its classes are also served as ``sadl.optim.<Name>`` and
 ``sadl.<Name>`` through the plugin registry (entry point ``optim``).
 
-* Optimizers (on core's ``Optimizer`` base): ``AdamW``, ``RMSprop``, ``Adagrad``, ``Lion``.
-  Core itself provides ``SGD`` and ``Adam``.
-* Schedules: ``LRScheduler`` (base), ``StepLR``, ``CosineWithWarmup``, ``LinearWarmup``,
-  ``OneCycle``.
+* Optimizers (on core's ``Optimizer`` base): ``AdamW``, ``RMSprop``, ``Adagrad``, ``Lion``,
+  ``Muon``, ``LAMB``. Core itself provides ``SGD`` and ``Adam``.
+* Schedules: ``LRScheduler`` (base), ``StepLR``, ``MultiStepLR``, ``CosineWithWarmup``,
+  ``LinearWarmup``, ``OneCycle``; ``ReduceLROnPlateau`` (driven by a metric).
 * Utilities: ``clip_grad_norm``, ``clip_grad_value``, ``param_groups_for_weight_decay``.
 """
 
@@ -15,8 +15,17 @@ from importlib.metadata import version as _dist_version
 
 from sadl_optim.clip import clip_grad_norm, clip_grad_value
 from sadl_optim.groups import param_groups_for_weight_decay
+from sadl_optim.matrix import LAMB, Muon
 from sadl_optim.optimizers import Adagrad, AdamW, Lion, RMSprop
-from sadl_optim.schedulers import CosineWithWarmup, LinearWarmup, LRScheduler, OneCycle, StepLR
+from sadl_optim.plateau import ReduceLROnPlateau
+from sadl_optim.schedulers import (
+    CosineWithWarmup,
+    LinearWarmup,
+    LRScheduler,
+    MultiStepLR,
+    OneCycle,
+    StepLR,
+)
 
 try:
     __version__ = _dist_version("sadl-optim")
@@ -26,12 +35,16 @@ except PackageNotFoundError:  # a source tree that is not installed
 __all__ = [
     "Adagrad",
     "AdamW",
+    "LAMB",
     "CosineWithWarmup",
     "LRScheduler",
     "LinearWarmup",
     "Lion",
+    "Muon",
+    "MultiStepLR",
     "OneCycle",
     "RMSprop",
+    "ReduceLROnPlateau",
     "StepLR",
     "clip_grad_norm",
     "clip_grad_value",

@@ -12,11 +12,14 @@ from sadl.plugins import Example, OptimizerDef, hookimpl, require_api
 
 require_api("1.0")
 
+from sadl_optim.matrix import LAMB, Muon  # noqa: E402
 from sadl_optim.optimizers import Adagrad, AdamW, Lion, RMSprop  # noqa: E402
+from sadl_optim.plateau import ReduceLROnPlateau  # noqa: E402
 from sadl_optim.schedulers import (  # noqa: E402
     CosineWithWarmup,
     LinearWarmup,
     LRScheduler,
+    MultiStepLR,
     OneCycle,
     StepLR,
 )
@@ -27,11 +30,15 @@ PROVIDED: tuple[type, ...] = (
     RMSprop,
     Adagrad,
     Lion,
+    Muon,
+    LAMB,
     LRScheduler,
     StepLR,
+    MultiStepLR,
     CosineWithWarmup,
     LinearWarmup,
     OneCycle,
+    ReduceLROnPlateau,
 )
 
 
@@ -40,7 +47,15 @@ EXAMPLES: dict[type, tuple[Example, ...]] = {
     AdamW: (Example(lr=0.01), Example(lr=0.01, amsgrad=True)),
     RMSprop: (Example(lr=0.01), Example(lr=0.01, momentum=0.9, centered=True)),
     Lion: (Example(lr=0.01),),
+    # Muon orthogonalises matrices: parameters of shapes (3, 4), (4, 2) and (2, 3)
+    Muon: (
+        Example((3, 4), (4, 2), (2, 3), lr=0.02),
+        Example((2, 3, 2), (5, 2), (2, 2), nesterov=False),
+    ),
+    LAMB: (Example(lr=0.01), Example(lr=0.01, weight_decay=0.1)),
     StepLR: (Example(step_size=2, gamma=0.5),),
+    MultiStepLR: (Example(milestones=[1, 2], gamma=0.5),),
+    ReduceLROnPlateau: (Example(1.0, patience=0),),  # step(1.0): never better, lr drops
     CosineWithWarmup: (Example(warmup_steps=1, total_steps=3),),
     LinearWarmup: (Example(warmup_steps=2),),
     OneCycle: (Example(max_lr=0.5, total_steps=4),),
@@ -49,5 +64,7 @@ EXAMPLES: dict[type, tuple[Example, ...]] = {
 
 @hookimpl
 def register_optimizers() -> Iterable[OptimizerDef]:
-    """AdamW, RMSprop, Adagrad, Lion and the schedules (with their base ``LRScheduler``)."""
+    """AdamW, RMSprop, Adagrad, Lion, Muon, LAMB and the schedules (with their base
+    ``LRScheduler``).
+    """
     return [OptimizerDef(cls.__name__, cls, EXAMPLES.get(cls, ())) for cls in PROVIDED]

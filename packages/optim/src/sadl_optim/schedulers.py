@@ -1,5 +1,5 @@
-"""Learning-rate schedules: ``LRScheduler`` and ``StepLR``, ``CosineWithWarmup``, ``LinearWarmup``,
-``OneCycle``.
+"""Learning-rate schedules: ``LRScheduler`` and ``StepLR``, ``MultiStepLR``, ``CosineWithWarmup``,
+``LinearWarmup``, ``OneCycle`` (``ReduceLROnPlateau``, driven by a metric, is in ``plateau``).
 
 A schedule is a closed-form function of the step number, ``lr_at(step) -> [lr per param group]``.
 Constructing a scheduler records each group's base lr and applies step 0 (as torch does);
@@ -17,6 +17,7 @@ not matter.
 from __future__ import annotations
 
 import abc
+import bisect
 import copy
 import math
 from collections.abc import Mapping, Sequence
@@ -24,9 +25,9 @@ from typing import Any
 
 from sadl import Optimizer
 
-from sadl_optim._checks import check_bool, check_int, check_number, is_number
+from sadl_optim._checks import check_bool, check_int, check_number
 
-__all__ = ["CosineWithWarmup", "LRScheduler", "LinearWarmup", "OneCycle", "StepLR"]
+__all__ = ["CosineWithWarmup", "LRScheduler", "LinearWarmup", "MultiStepLR", "OneCycle", "StepLR"]
 
 
 class LRScheduler(abc.ABC):
@@ -133,16 +134,15 @@ class LRScheduler(abc.ABC):
         lists = {}
         for key in ("base_lrs", "last_lr"):
             values = state_dict[key]
-            if (
-                not isinstance(values, Sequence)
-                or len(values) != groups
-                or not all(is_number(v) for v in values)
-            ):
+            if not isinstance(values, Sequence) or len(values) != groups:
                 raise ValueError(
                     f"{where}: {key} must be a list of {groups} numbers (one per param group), "
                     f"got {values!r}"
                 )
-            lists[key] = [float(v) for v in values]
+            # Held to what the constructor accepts of an lr: a finite number >= 0.
+            lists[key] = [
+                check_number(where, f"{key}[{i}]", v, low=0) for i, v in enumerate(values)
+            ]
         last_epoch = check_int(where, "last_epoch", state_dict["last_epoch"], low=0)
         before = dict(self.__dict__)
         try:
@@ -184,6 +184,38 @@ class StepLR(LRScheduler):
     def lr_at(self, step: int) -> list[float]:
         """``base_lr * gamma ** (step // step_size)`` for each group."""
         factor = self.gamma ** (step // self.step_size)
+        return [base * factor for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """``MultiStepLR(optimizer, milestones, gamma=0.1)``: multiply the lr by ``gamma`` at each
+    milestone step.
+
+    ``lr(t) = base_lr * gamma ** (number of milestones <= t)`` (a milestone listed twice counts
+    twice). Matches ``torch.optim.lr_scheduler.MultiStepLR``.
+    """
+
+    hyperparameters = ("milestones", "gamma")
+
+    def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1) -> None:
+        self.milestones = milestones
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def _validate(self) -> None:
+        milestones = self.milestones
+        if not isinstance(milestones, Sequence) or isinstance(milestones, str):
+            raise ValueError(
+                f"MultiStepLR: milestones must be a list of step numbers, got {milestones!r}"
+            )
+        self.milestones = sorted(
+            check_int("MultiStepLR", "milestone", m, low=0) for m in milestones
+        )
+        self.gamma = check_number("MultiStepLR", "gamma", self.gamma, low=0, low_open=True)
+
+    def lr_at(self, step: int) -> list[float]:
+        """``base_lr * gamma ** bisect_right(milestones, step)`` for each group."""
+        factor = self.gamma ** bisect.bisect_right(self.milestones, step)
         return [base * factor for base in self.base_lrs]
 
 

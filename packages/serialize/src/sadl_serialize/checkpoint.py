@@ -7,6 +7,14 @@ extras) goes into one JSON document stored as a ``uint8`` tensor under the reser
 ``__meta__``. JSON keeps Python types exactly through small tags: tuples, non-string dict keys,
 non-finite floats and NumPy scalars survive the round trip, so a resumed run is bit-identical.
 Nothing is ever pickled: loading a checkpoint cannot execute code.
+
+Integrity: the JSON document ends with an ``integrity`` record, the CRC32 of every tensor
+entry's data (as stored: C-order little-endian bytes) and of the document itself without that
+record. ``load_checkpoint`` verifies them, so bytes overwritten anywhere in the file (not only a
+truncation) are a :class:`SadlFormatError` naming the file and the entry; ``verify=False``
+skips it (``mmap=True`` does by default, since checking reads every page). The file stays a
+plain ``.sadl`` file of format version 1, readable by py-sadl 2.0.0; checkpoints written before
+this record existed load without the check.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +32,7 @@ from sadl.backends import is_array
 
 from sadl_serialize.bounded_json import loads_bounded
 from sadl_serialize.errors import SadlFormatError
-from sadl_serialize.sadl_format import load, save
+from sadl_serialize.sadl_format import _host_array, load, read_index, save
 
 __all__ = ["META_KEY", "load_checkpoint", "save_checkpoint"]
 
@@ -32,6 +41,7 @@ META_KEY = "__meta__"
 _KIND = "sadl-checkpoint"
 _WHAT = "sadl checkpoint"  # how errors name such a file
 _CHECKPOINT_VERSION = 1
+_INTEGRITY = "integrity"  # the last key of the JSON document: {"algorithm", "meta", "entries"}
 _PARTS = ("model", "optimizer", "scheduler")
 # JSON objects carrying one of these keys are tagged values, not plain dicts.
 _TENSOR, _TUPLE, _FLOAT, _DICT = "__tensor__", "__tuple__", "__float__", "__dict__"
@@ -70,8 +80,14 @@ def save_checkpoint(
         meta["rng"] = _encode(_bit_generator(rng).state, "rng", tensors)
     if extra is not None:
         meta["extra"] = _encode(extra, "extra", tensors)
-    document = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    entries = {META_KEY: np.frombuffer(document, dtype=np.uint8), **tensors}
+    host = {key: _host_array(value) for key, value in tensors.items()}  # the bytes written
+    meta[_INTEGRITY] = {
+        "algorithm": "crc32",
+        "meta": zlib.crc32(_canonical(meta)),
+        "entries": {key: _crc32(array) for key, array in host.items()},
+    }
+    document = _canonical(meta)
+    entries = {META_KEY: np.frombuffer(document, dtype=np.uint8), **host}
     save(entries, path)
 
 
@@ -83,6 +99,8 @@ def load_checkpoint(
     scheduler: Any = None,
     rng: np.random.Generator | np.random.BitGenerator | None = None,
     strict: bool = True,
+    mmap: bool = False,
+    verify: bool | None = None,
 ) -> dict[str, Any]:
     """Read a checkpoint and restore it into the objects given; returns everything it holds.
 
@@ -94,15 +112,23 @@ def load_checkpoint(
     sadl checkpoint raises :class:`SadlFormatError`. Restoring is all or nothing: when one part
     refuses its state (a bad shape, a hyperparameter its optimizer's constructor would refuse),
     the error propagates and every object given is left as it was.
+
+    The checksums saved with the checkpoint are verified first: data changed after it was
+    written is a :class:`SadlFormatError` naming the file and the entry. ``mmap=True`` maps the
+    tensors' data instead of reading it (see :func:`sadl_serialize.load`) and then skips the
+    check, which would read every page; ``verify`` forces it on or off either way.
     """
     name = os.fspath(path)
-    entries = load(path)
+    entries = load(path, mmap=mmap)
     if not isinstance(entries, dict) or META_KEY not in entries:
         raise SadlFormatError(
             name, None, f"it has no {META_KEY!r} entry (a plain .sadl file?)", format=_WHAT
         )
     meta_tensor = entries.pop(META_KEY)
     meta = _parse_meta(meta_tensor, name)
+    integrity = meta.pop(_INTEGRITY, None)
+    if integrity is not None and (not mmap if verify is None else verify):
+        _verify(path, meta, integrity, entries)
     try:
         state = {
             key: _decode(meta.get(key), entries)
@@ -266,6 +292,49 @@ def _parse_meta(meta_tensor: Tensor, name: str) -> dict[str, Any]:
             format=_WHAT,
         )
     return meta
+
+
+def _canonical(meta: dict[str, Any]) -> bytes:
+    """The JSON document of ``meta`` (parsing it back and writing it again gives these bytes)."""
+    return json.dumps(meta, allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+def _crc32(value: Any) -> int:
+    """CRC32 of an entry's data as the file stores it (C-order little-endian bytes)."""
+    return zlib.crc32(_host_array(value).reshape(-1).view(np.uint8).data)
+
+
+def _verify(
+    path: str | os.PathLike[str], meta: dict[str, Any], integrity: Any, entries: dict[str, Any]
+) -> None:
+    """Raise ``SadlFormatError`` unless every checksum ``save_checkpoint`` recorded matches."""
+    name = os.fspath(path)
+    expected = integrity.get("entries") if isinstance(integrity, dict) else None
+    if not isinstance(expected, dict) or integrity.get("algorithm") != "crc32":
+        raise SadlFormatError(name, None, "its checksum record is damaged", format=_WHAT)
+    damaged = "changed after it was written (a damaged copy or disk?); restore it from a backup"
+    if zlib.crc32(_canonical(meta)) != integrity.get("meta"):
+        raise SadlFormatError(
+            name,
+            None,
+            f"its metadata ({META_KEY!r}) fails its CRC32 check: it {damaged}",
+            format=_WHAT,
+        )
+    if set(expected) != set(entries):
+        odd = sorted(set(expected) ^ set(entries))[:3]
+        raise SadlFormatError(
+            name, None, f"its entries do not match its checksum record ({odd})", format=_WHAT
+        )
+    for key, tensor in entries.items():
+        if _crc32(tensor) != expected[key]:
+            start = next((i.offset for i in read_index(path) if i.key == key), "?")
+            raise SadlFormatError(
+                name,
+                None,
+                f"the data of entry {key!r} (from byte {start}) fails its CRC32 check: it "
+                f"{damaged}",
+                format=_WHAT,
+            )
 
 
 def _reject_constant(text: str) -> Any:

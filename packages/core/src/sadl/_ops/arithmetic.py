@@ -100,17 +100,20 @@ DIV = OpDef(
 
 
 def _power_grad_base(g, out, a, b):
-    # b * a**(b - 1) is 0 * inf = nan at a == 0, b == 0; the derivative of a**0 is 0 (torch
-    # agrees). Taking a**1 there keeps it finite to any order of differentiation.
+    # The derivative of a**0 is 0 everywhere (torch agrees), also where b * a**(b - 1) is
+    # 0 * inf (a == 0 or a == ±inf). Taking a**1 there keeps it finite to any order.
     if np.ndim(b) == 0 and not hasattr(b, "requires_grad"):
         return g * b * a ** (b - 1) if b != 0 else g * 0.0
-    return g * b * a ** np.where(b == 0, 1.0, b - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return g * np.where(b == 0, 0.0, b * a ** np.where(b == 0, 1.0, b - 1))
 
 
 def _power_grad_exponent(g, out, a, b):
     with np.errstate(divide="ignore", invalid="ignore"):
-        # d(a**b)/db = a**b * log(a); at a == 0 (b > 0) the limit is 0, as in torch.
-        return g * np.where(a == 0, 0.0 * out, out * np.log(np.where(a == 0, 1.0, a)))
+        # d(a**b)/db = a**b * log(a); at a == 0 the limit is 0 for b >= 0 and inf * log(0) =
+        # -inf for b < 0, as in torch.
+        flat = (a == 0) & (b >= 0)
+        return g * np.where(flat, 0.0 * out, out * np.log(np.where(flat, 1.0, a)))
 
 
 POWER = OpDef(

@@ -59,7 +59,19 @@ INVERT = _nondiff("invert", np.invert, examples=(Example(np.array([True, False])
 ISFINITE = _nondiff("isfinite", np.isfinite)
 ISNAN = _nondiff("isnan", np.isnan)
 ISINF = _nondiff("isinf", np.isinf)
+ISNEGINF = _nondiff("isneginf", np.isneginf)
+ISPOSINF = _nondiff("isposinf", np.isposinf)
 SIGNBIT = _nondiff("signbit", np.signbit)
+
+
+def _bitcast(x, *, dtype):
+    """The same bytes read as ``dtype`` (torch's ``view(dtype)``; the last axis scales by the
+    ratio of item sizes).
+    """
+    return x.view(dtype)
+
+
+BITCAST = _nondiff("bitcast", _bitcast, (), examples=(Example((3, 4), dtype=np.int32),))
 
 
 def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
@@ -138,6 +150,9 @@ OPS = (
     ISFINITE,
     ISNAN,
     ISINF,
+    ISNEGINF,
+    ISPOSINF,
+    BITCAST,
     SIGNBIT,
     ISCLOSE,
     ALL,

@@ -13,6 +13,7 @@ from sadl_layers.modules import (
     containers,
     conv,
     dense,
+    grouped,
     losses,
     normalization,
     pooling,
@@ -24,6 +25,7 @@ from sadl_layers.modules.attention import *  # noqa: F403
 from sadl_layers.modules.containers import *  # noqa: F403
 from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
+from sadl_layers.modules.grouped import *  # noqa: F403
 from sadl_layers.modules.losses import *  # noqa: F403
 from sadl_layers.modules.normalization import *  # noqa: F403
 from sadl_layers.modules.pooling import *  # noqa: F403
@@ -34,6 +36,7 @@ _TABLES = (
     containers,
     dense,
     normalization,
+    grouped,
     activations,
     attention,
     conv,

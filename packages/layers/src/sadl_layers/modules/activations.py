@@ -2,18 +2,21 @@
 
 Each is one op on the graph: core's ``relu``/``tanh``/``sigmoid``/``softmax``/``log_softmax``,
 or this package's ``gelu``, ``silu``, ``mish``, ``softplus_beta``, ``logsigmoid``,
-``leaky_relu``, ``elu``/``selu``/``celu`` and ``hardtanh``/``hardsigmoid``/``hardswish``.
+``leaky_relu``, ``elu``/``selu``/``celu``, ``hardtanh``/``hardsigmoid``/``hardswish``,
+``softmin`` and ``quick_gelu``; ``Softsign`` is three core ops.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from sadl import Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import activations as _ops
 from sadl_layers.ops import piecewise as _piecewise
+from sadl_layers.ops import tensor_ops as _tensor_ops
 
 __all__ = [
     "ReLU",
@@ -34,6 +37,9 @@ __all__ = [
     "ReLU6",
     "Hardsigmoid",
     "Hardswish",
+    "Softmin",
+    "Softsign",
+    "QuickGELU",
 ]
 
 
@@ -134,6 +140,35 @@ class LogSoftmax(Softmax):
     def forward(self, x: Any) -> Tensor:
         """Normalize along ``dim``, in log space."""
         return self._checked(x).log_softmax(self.dim)
+
+
+class Softmin(Softmax):
+    """softmax(-x) along ``dim`` (default: the last axis), as torch.nn.Softmin."""
+
+    def forward(self, x: Any) -> Tensor:
+        """Normalize ``-x`` along ``dim``."""
+        out: Tensor = self.call_op(_tensor_ops.softmin, self._checked(x), self.dim)
+        return out
+
+
+class Softsign(Layer):
+    """x / (1 + |x|), as torch.nn.Softsign (core ops; no op of its own: ``softsign`` is the
+    plugin tutorial's example op).
+    """
+
+    def forward(self, x: Any) -> Tensor:
+        """Apply elementwise."""
+        t = as_tensor(x)
+        return t / (1.0 + np.abs(t))
+
+
+class QuickGELU(Layer):
+    """x * sigmoid(1.702 x): CLIP's fast GELU approximation (open_clip's ``QuickGELU``)."""
+
+    def forward(self, x: Any) -> Tensor:
+        """Apply elementwise."""
+        out: Tensor = self.call_op(_tensor_ops.quick_gelu, as_tensor(x))
+        return out
 
 
 class _Pointwise(Layer):

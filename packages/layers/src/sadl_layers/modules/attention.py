@@ -111,11 +111,12 @@ class MultiHeadAttention(Layer):
         q_in = self._check("query", as_tensor(query))
         E, H = self.embed_dim, self.num_heads
         if mask is not None and not isinstance(mask, Tensor) and not is_array(mask):
-            # A Tensor mask goes to the op as is: a float one that requires grad is refused there
-            # (the mask is a constant of the op), never silently detached here. A device array
-            # stays where it is; the op copies a host mask to the inputs' device.
+            # A Tensor mask goes to the op as is, never silently detached here (a float one
+            # that requires grad, a learned bias, gets its gradient). A device array stays
+            # where it is; the op copies a host mask to the inputs' device.
             mask = np.asarray(mask)
-        if self_attention:
+        learned = isinstance(mask, Tensor) and mask.requires_grad  # the packed op takes none
+        if self_attention and not learned:
             B, T, _ = q_in.shape
             qkv = self.call_op(_dense.linear, q_in, self.in_proj_weight, self.in_proj_bias)
             dm = _attention_dropout(self.attn_dropout, (B, H, T, T), q_in)

@@ -1,5 +1,6 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (torch.nn's names,
-parameters, shapes and initialization), on (N, C, L) / (N, C, H, W) inputs or unbatched ones.
+"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d (torch.nn's names, parameters,
+shapes and initialization), on (N, C, L) / (N, C, H, W) / (N, C, D, H, W) inputs or unbatched
+ones. The (non-transposed) convolutions also take torch's ``padding="same"`` and ``"valid"``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from sadl_layers.modules._base import (
     resolve_generator,
 )
 from sadl_layers.ops import conv as _ops
-from sadl_layers.ops._window import pair
+from sadl_layers.ops import volume as _volume
+from sadl_layers.ops._window import ntuple, pair
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 IntPair = int | tuple[int, int]
 
@@ -29,9 +31,10 @@ IntPair = int | tuple[int, int]
 def batched(layer: Layer, x: Tensor, channels: int | None, spatial: int) -> tuple[Tensor, bool]:
     """The input with a batch axis, and whether one was added (an unbatched input).
 
-    ``spatial`` is 1 for (N, C, L) / (C, L) inputs and 2 for (N, C, H, W) / (C, H, W).
+    ``spatial`` is 1 for (N, C, L) / (C, L) inputs, 2 for (N, C, H, W) / (C, H, W) and 3 for
+    (N, C, D, H, W) / (C, D, H, W).
     """
-    axes = "L" if spatial == 1 else "H, W"
+    axes = {1: "L", 2: "H, W", 3: "D, H, W"}[spatial]
     c = "C" if channels is None else str(channels)
     if x.ndim not in (spatial + 1, spatial + 2) or (
         channels is not None and x.shape[-spatial - 1] != channels
@@ -79,12 +82,17 @@ class _ConvNd(Layer):
             )
         self.kernel_size = self._size(kernel_size, "kernel_size")
         self.stride = self._size(stride, "stride")
-        self.padding = self._size(padding, "padding")
+        self.padding: Any = self._padding(padding)
         self.dilation = self._size(dilation, "dilation")
         if min(*self.kernel_size, *self.stride, *self.dilation) < 1:
             raise ValueError(
                 f"{name}: kernel_size, stride and dilation must be positive, got "
                 f"kernel_size={kernel_size!r}, stride={stride!r}, dilation={dilation!r}"
+            )
+        if self.padding == "same" and any(s != 1 for s in self.stride):
+            raise ValueError(
+                f"{name}: padding='same' is not supported for strided convolutions "
+                f"(stride={stride!r}); pass stride=1 or a numeric padding"
             )
         if self.transposed:
             shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
@@ -97,13 +105,29 @@ class _ConvNd(Layer):
         self.bias = init_uniform(gen, bound, (self.out_channels,), dtype) if bias else None
 
     def _size(self, value: Any, name: str) -> tuple[int, ...]:
-        if self.spatial == 2:
-            return pair(value, type(self).__name__, name)
-        return (_ops.single(value, type(self).__name__, name),)
+        if self.spatial == 1:
+            return (_ops.single(value, type(self).__name__, name),)
+        return ntuple(value, self.spatial, type(self).__name__, name)
 
-    def _param(self, sizes: tuple[int, ...]) -> Any:
-        """A size for the op: a pair in 2-D, an int in 1-D."""
-        return sizes if self.spatial == 2 else sizes[0]
+    def _padding(self, value: Any) -> Any:
+        """Sizes, or torch's "same"/"valid" (convolutions only, as in torch)."""
+        if not isinstance(value, str):
+            return self._size(value, "padding")
+        name = type(self).__name__
+        if self.transposed:
+            raise ValueError(
+                f"{name}: padding must be an int or a tuple of ints, got {value!r} (torch's "
+                "'same'/'valid' exist for convolutions, not transposed ones)"
+            )
+        if value not in ("same", "valid"):
+            raise ValueError(
+                f"{name}: padding must be an int, a tuple of ints, 'same' or 'valid', got {value!r}"
+            )
+        return value
+
+    def _param(self, sizes: Any) -> Any:
+        """A size for the op: a tuple in 2-D and 3-D, an int in 1-D, a padding string as is."""
+        return sizes if self.spatial != 1 or isinstance(sizes, str) else sizes[0]
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -244,6 +268,47 @@ class Conv1d(_ConvNd):
         return self._convolve(_ops.conv1d, x)
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution (cross-correlation) over (N, C, D, H, W) inputs, torch's Conv3d.
+
+    ``weight`` has shape ``(out_channels, in_channels / groups, kd, kh, kw)`` and ``bias``
+    ``(out_channels,)``.
+    """
+
+    spatial = 3
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        rng: np.random.Generator | int | None = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            rng,
+            dtype,
+        )
+
+    def forward(self, x: Any) -> Tensor:
+        """Convolve ``x`` of shape ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
+        return self._convolve(_volume.conv3d, x)
+
+
 class _ConvTransposeNd(_ConvNd):
     """A transposed convolution: weight (in_channels, out_channels / groups, *kernel)."""
 
@@ -329,3 +394,44 @@ class ConvTranspose1d(_ConvTransposeNd):
     def forward(self, x: Any, output_size: Any = None) -> Tensor:
         """Transposed convolution of ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
         return self._convolve(_ops.conv_transpose1d, x, output_size)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution over (N, C, D, H, W) inputs; ``weight`` is
+    ``(in_channels, out_channels / groups, kd, kh, kw)``, as in torch.
+    """
+
+    spatial = 3
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: Any = 1,
+        *,
+        rng: np.random.Generator | int | None = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            rng,
+            dtype,
+        )
+        self.output_padding = ntuple(output_padding, 3, "ConvTranspose3d", "output_padding")
+
+    def forward(self, x: Any, output_size: Any = None) -> Tensor:
+        """Transposed convolution of ``x`` of shape ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
+        return self._convolve(_volume.conv_transpose3d, x, output_size)

@@ -32,6 +32,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "RMSNorm": (Example((2, 5), normalized_shape=5),),
     "BatchNorm1d": (Example((6, 3), num_features=3),),
     "BatchNorm2d": (Example((4, 2, 3, 3), num_features=2),),
+    "BatchNorm3d": (Example((2, 2, 3, 2, 3), num_features=2),),
+    "GroupNorm": (Example((2, 4, 3), num_groups=2, num_channels=4),),
+    "InstanceNorm1d": (Example((2, 3, 5), num_features=3, affine=True),),
+    "InstanceNorm2d": (Example((3, 4, 4), num_features=3, track_running_stats=True),),
+    "InstanceNorm3d": (Example((1, 2, 3, 2, 3), num_features=2, affine=True),),
     "ReLU": (Example((3, 4)),),
     "GELU": (Example((3, 4)), Example((3, 4), approximate="tanh")),
     "SiLU": (Example((3, 4)),),
@@ -50,10 +55,27 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "ReLU6": (Example((3, 4), domain=(-3.0, 9.0)),),
     "Hardsigmoid": (Example((3, 4), domain=(-5.0, 5.0)),),
     "Hardswish": (Example((3, 4), domain=(-5.0, 5.0)),),
+    "Softmin": (Example((3, 4), dim=0), Example((3, 4))),
+    "Softsign": (Example((3, 4), domain=(-4.0, 4.0)),),
+    "QuickGELU": (Example((3, 4), domain=(-4.0, 4.0)),),
     "MultiHeadAttention": (Example((2, 3, 4), (2, 3, 4), (2, 3, 4), embed_dim=4, num_heads=2),),
     "CausalSelfAttention": (Example((2, 3, 4), n_embd=4, n_head=2),),
-    "Conv2d": (Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding=1),),
-    "Conv1d": (Example((2, 2, 6), in_channels=2, out_channels=3, kernel_size=3, padding=1),),
+    "Conv2d": (
+        Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding=1),
+        Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=(2, 3), padding="same"),
+        Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding="valid"),
+    ),
+    "Conv1d": (
+        Example((2, 2, 6), in_channels=2, out_channels=3, kernel_size=3, padding=1),
+        Example((2, 2, 6), in_channels=2, out_channels=3, kernel_size=4, padding="same"),
+    ),
+    "Conv3d": (
+        Example((1, 2, 3, 4, 4), in_channels=2, out_channels=3, kernel_size=3, padding=1),
+        Example((2, 3, 3, 4), in_channels=2, out_channels=2, kernel_size=2, padding="same"),
+    ),
+    "ConvTranspose3d": (
+        Example((1, 2, 2, 3, 2), in_channels=2, out_channels=3, kernel_size=2, stride=2),
+    ),
     "ConvTranspose1d": (
         Example((2, 2, 4), in_channels=2, out_channels=3, kernel_size=3, stride=2),
     ),
@@ -75,6 +97,12 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     ),
     "AvgPool1d": (Example((2, 2, 6), kernel_size=3, stride=2, ceil_mode=True),),
     "AvgPool2d": (Example((1, 2, 4, 4), kernel_size=2),),
+    "MaxPool3d": (Example((1, 2, 4, 4, 4), kernel_size=2),),
+    "Unfold": (Example((1, 2, 4, 5), kernel_size=(2, 3), padding=1, stride=2),),
+    "MaxUnpool2d": (
+        Example((1, 2, 2, 2), np.array([[[[5, 7], [13, 15]], [[0, 3], [9, 10]]]]), kernel_size=2),
+    ),
+    "AvgPool3d": (Example((1, 2, 4, 4, 4), kernel_size=2, stride=1),),
     "AdaptiveAvgPool1d": (Example((2, 2, 7), output_size=3),),
     "AdaptiveAvgPool2d": (Example((1, 2, 5, 4), output_size=(2, 3)),),
     "Upsample": (
@@ -109,6 +137,10 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "NLLLoss": (
         Example((4, 5), _TARGETS),
         Example((4, 5), _TARGETS, weight=np.array([1.0, 2.0, 0.5, 1.0, 1.5])),
+    ),
+    "BCELoss": (
+        Example(np.linspace(0.1, 0.9, 12).reshape(4, 3), np.linspace(0.0, 1.0, 12).reshape(4, 3)),
+        Example(np.full((2, 3), 0.3), np.ones((2, 3)), weight=np.array([1.0, 2.0, 0.5])),
     ),
     "BCEWithLogitsLoss": (Example((4, 3), np.linspace(0.0, 1.0, 12).reshape(4, 3)),),
 }

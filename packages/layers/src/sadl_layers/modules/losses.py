@@ -20,7 +20,7 @@ from sadl_layers.ops import classification as _classification
 from sadl_layers.ops import losses as _ops
 from sadl_layers.ops._common import check_reduction
 
-__all__ = ["CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss", "BCEWithLogitsLoss"]
+__all__ = ["CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss", "BCEWithLogitsLoss", "BCELoss"]
 
 
 def _target_like(target: Any, x: Tensor) -> Any:
@@ -197,5 +197,30 @@ class BCEWithLogitsLoss(_Loss):
             _target_like(targets, x),
             reduction=self.reduction,
             pos_weight=None if self.pos_weight is None else self.pos_weight.data,
+        )
+        return out
+
+
+class BCELoss(_Loss):
+    """Binary cross-entropy of probabilities in [0, 1] against targets in [0, 1], as torch's
+    BCELoss (logs clamped at -100); ``weight`` (broadcast against the input) is a buffer.
+    """
+
+    def __init__(self, weight: Any = None, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        if weight is None:
+            self.weight = None
+        else:
+            self.register_buffer("weight", as_tensor(weight))
+
+    def forward(self, input: Any, target: Any) -> Tensor:
+        """The loss."""
+        x = as_tensor(input)
+        out: Tensor = self.call_op(
+            _ops.binary_cross_entropy,
+            x,
+            _target_like(target, x),
+            None if self.weight is None else self.weight.data,
+            reduction=self.reduction,
         )
         return out

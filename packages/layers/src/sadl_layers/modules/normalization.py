@@ -10,7 +10,7 @@ from sadl import Parameter, Tensor
 from sadl_layers.modules._base import Layer, as_tensor, check_count, param_dtype
 from sadl_layers.ops import normalization as _ops
 
-__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"]
+__all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 def _shape(layer: str, normalized_shape: Any) -> tuple[int, ...]:
@@ -173,8 +173,9 @@ class _BatchNorm(Layer):
             if self.training:
                 assert self.num_batches_tracked is not None
                 self.num_batches_tracked.data += 1
-                n = int(self.num_batches_tracked.data)
-                momentum = 1.0 / n if self.momentum is None else self.momentum
+                momentum = self.momentum
+                if momentum is None:  # a cumulative average: the count is read only then
+                    momentum = 1.0 / int(self.num_batches_tracked.data)
                 running_mean, running_var = self.running_mean.data, self.running_var.data
             else:
                 # Copies: a later training step updates the buffers in place, and this graph's
@@ -214,3 +215,10 @@ class BatchNorm2d(_BatchNorm):
 
     _ndims = (4,)
     _expected = "(N, {C}, H, W)"
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm of (N, C, D, H, W) inputs over all axes but C (torch.nn.BatchNorm3d)."""
+
+    _ndims = (5,)
+    _expected = "(N, {C}, D, H, W)"

@@ -1,5 +1,6 @@
-"""Pooling layers: MaxPool1d/2d, AvgPool1d/2d and AdaptiveAvgPool1d/2d (torch.nn's names and
-arguments, in torch's order), on (N, C, L) / (N, C, H, W) inputs or unbatched ones.
+"""Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d and AdaptiveAvgPool1d/2d (torch.nn's names
+and arguments, in torch's order), on (N, C, L) / (N, C, H, W) / (N, C, D, H, W) inputs or
+unbatched ones.
 """
 
 from __future__ import annotations
@@ -11,14 +12,19 @@ from sadl import Tensor
 from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import pooling as _ops
 from sadl_layers.ops import resize as _resize
-from sadl_layers.ops._window import pair
+from sadl_layers.ops import volume as _volume
+from sadl_layers.ops._window import ntuple
 from sadl_layers.ops.conv import single
 
 __all__ = [
     "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
     "AvgPool1d",
     "AvgPool2d",
+    "AvgPool3d",
+    "MaxUnpool2d",
+    "Unfold",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
 ]
@@ -38,15 +44,15 @@ class _Pool(Layer):
         self.padding = self._size(padding, "padding")
 
     def _size(self, value: Any, name: str) -> Any:
-        if self.spatial == 2:
-            return pair(value, type(self).__name__, name)
-        return single(value, type(self).__name__, name)
+        if self.spatial == 1:
+            return single(value, type(self).__name__, name)
+        return ntuple(value, self.spatial, type(self).__name__, name)
 
     def _checked(self, x: Any) -> Tensor:
         t = as_tensor(x)
         if t.ndim not in (self.spatial + 1, self.spatial + 2):
-            layout = "(N, C, L) or (C, L)" if self.spatial == 1 else "(N, C, H, W) or (C, H, W)"
-            raise self.fail(f"input has shape {t.shape}, expected {layout}")
+            axes = {1: "L", 2: "H, W", 3: "D, H, W"}[self.spatial]
+            raise self.fail(f"input has shape {t.shape}, expected (N, C, {axes}) or (C, {axes})")
         return t
 
 
@@ -103,10 +109,21 @@ class MaxPool1d(_MaxPool):
     spatial = 1
 
 
-class AvgPool2d(_Pool):
-    """Mean over each window of (N, C, H, W) (zero padding; ``count_include_pad`` and
-    ``divisor_override`` pick the divisor, as in torch).
+class MaxPool3d(_MaxPool):
+    """Maximum over each window of (N, C, D, H, W); ``return_indices=True`` also returns each
+    maximum's flat index ``(d * H + h) * W + w``, as in torch.
     """
+
+    op = _volume.max_pool3d
+    spatial = 3
+
+
+class _AvgPool(_Pool):
+    """Mean over each window (zero padding; ``count_include_pad`` and ``divisor_override`` pick
+    the divisor, as in torch).
+    """
+
+    op: Any
 
     def __init__(
         self,
@@ -123,9 +140,9 @@ class AvgPool2d(_Pool):
         self.divisor_override = divisor_override
 
     def forward(self, x: Any) -> Tensor:
-        """Pool ``x`` of shape ``(N, C, H, W)`` or ``(C, H, W)``."""
+        """Pool ``x`` (with or without its batch axis)."""
         out: Tensor = self.call_op(
-            _ops.avg_pool2d,
+            type(self).op,
             self._checked(x),
             kernel_size=self.kernel_size,
             stride=self.stride,
@@ -142,6 +159,23 @@ class AvgPool2d(_Pool):
             f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
             f"ceil_mode={self.ceil_mode}, count_include_pad={self.count_include_pad}"
         )
+
+
+class AvgPool2d(_AvgPool):
+    """Mean over each window of (N, C, H, W) (zero padding; ``count_include_pad`` and
+    ``divisor_override`` pick the divisor, as in torch).
+    """
+
+    op = _ops.avg_pool2d
+
+
+class AvgPool3d(_AvgPool):
+    """Mean over each window of (N, C, D, H, W) (zero padding; ``count_include_pad`` and
+    ``divisor_override`` pick the divisor, as in torch).
+    """
+
+    op = _volume.avg_pool3d
+    spatial = 3
 
 
 class AvgPool1d(_Pool):
@@ -179,6 +213,69 @@ class AvgPool1d(_Pool):
         return (
             f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
             f"ceil_mode={self.ceil_mode}, count_include_pad={self.count_include_pad}"
+        )
+
+
+class MaxUnpool2d(Layer):
+    """``MaxUnpool2d(kernel_size, stride=None, padding=0)``: put each value back at the index
+    ``MaxPool2d(..., return_indices=True)`` gave it, zeros elsewhere, as torch.nn.MaxUnpool2d.
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        self.kernel_size = ntuple(kernel_size, 2, "MaxUnpool2d", "kernel_size")
+        self.stride = (
+            self.kernel_size if stride is None else ntuple(stride, 2, "MaxUnpool2d", "stride")
+        )
+        self.padding = ntuple(padding, 2, "MaxUnpool2d", "padding")
+
+    def forward(self, x: Any, indices: Any, output_size: Any = None) -> Tensor:
+        """Unpool ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``) with its pooling indices."""
+        out: Tensor = self.call_op(
+            _volume.max_unpool2d,
+            as_tensor(x),
+            indices,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            output_size=output_size,
+        )
+        return out
+
+    def extra_repr(self) -> str:
+        """Window options."""
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class Unfold(Layer):
+    """``Unfold(kernel_size, dilation=1, padding=0, stride=1)``: sliding blocks of (N, C, H, W)
+    as columns (N, C * kh * kw, L), as torch.nn.Unfold (im2col).
+    """
+
+    def __init__(
+        self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, x: Any) -> Tensor:
+        """The columns of ``x``."""
+        out: Tensor = self.call_op(
+            _volume.unfold,
+            as_tensor(x),
+            self.kernel_size,
+            dilation=self.dilation,
+            padding=self.padding,
+            stride=self.stride,
+        )
+        return out
+
+    def extra_repr(self) -> str:
+        """Window options."""
+        return (
+            f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+            f"stride={self.stride}"
         )
 
 

@@ -23,6 +23,7 @@ from sadl_layers.ops import (
     conv,
     dense,
     erf_family,
+    grouped,
     layout,
     losses,
     normalization,
@@ -32,6 +33,8 @@ from sadl_layers.ops import (
     resize,
     scatter_gather,
     selection,
+    tensor_ops,
+    volume,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
@@ -40,6 +43,7 @@ from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.erf_family import *  # noqa: F403
+from sadl_layers.ops.grouped import *  # noqa: F403
 from sadl_layers.ops.layout import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
@@ -49,6 +53,8 @@ from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
+from sadl_layers.ops.tensor_ops import *  # noqa: F403
+from sadl_layers.ops.volume import *  # noqa: F403
 
 _TABLES = (
     classification,
@@ -57,6 +63,7 @@ _TABLES = (
     activations,
     piecewise,
     normalization,
+    grouped,
     dense,
     attention,
     conv,
@@ -67,6 +74,8 @@ _TABLES = (
     selection,
     layout,
     binary,
+    volume,
+    tensor_ops,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)

@@ -88,6 +88,19 @@ def check_float(fn: str, arg: str, value: Any) -> None:
         raise TypeError(f"{fn}: {arg} must be a floating-point array, got {got}")
 
 
+def check_real(fn: str, arg: str, value: Any) -> None:
+    """``value`` must be a floating-point or integer array (a uint8 image, say)."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or dtype.kind not in "fiu":
+        got = dtype if dtype is not None else type(value).__name__
+        raise TypeError(f"{fn}: {arg} must be a floating-point or integer array, got {got}")
+
+
+def lowest(dtype: Any) -> Any:
+    """The smallest value of ``dtype``: -inf, or an integer type's minimum."""
+    return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+
+
 def check_int(fn: str, arg: str, value: Any, expected_shape: str = "") -> None:
     """``value`` must be an integer array (class ids, token ids)."""
     dtype = getattr(value, "dtype", None)

@@ -14,24 +14,61 @@ from typing import Any
 import numpy as np
 from sadl.backends import array_module
 
-__all__ = ["Geometry", "pair"]
+__all__ = ["Geometry", "ntuple", "pair", "same_padding"]
+
+_COUNT = {
+    1: "an int or a 1-tuple of ints",
+    2: "an int or a pair of ints",
+    3: "an int or a triple of ints",
+}
+
+
+def ntuple(value: Any, n: int, fn: str, name: str) -> tuple[int, ...]:
+    """An int or a sequence of ``n`` ints as ``n`` non-negative ints."""
+    if isinstance(value, int | np.integer):
+        out = (int(value),) * n
+    else:
+        try:
+            items = tuple(int(v) for v in value)
+        except (TypeError, ValueError):
+            items = ()
+        if len(items) != n:
+            raise ValueError(f"{fn}: {name} must be {_COUNT[n]}, got {value!r}")
+        out = items
+    if min(out) < 0:
+        raise ValueError(f"{fn}: {name} must be non-negative, got {value!r}")
+    return out
 
 
 def pair(value: Any, fn: str, name: str) -> tuple[int, int]:
     """An int or a pair of ints as a pair of non-negative ints."""
-    if isinstance(value, int | np.integer):
-        out = (int(value), int(value))
-    else:
-        try:
-            items = tuple(int(v) for v in value)
-        except TypeError:
-            items = ()
-        if len(items) != 2:
-            raise ValueError(f"{fn}: {name} must be an int or a pair of ints, got {value!r}")
-        out = (items[0], items[1])
-    if min(out) < 0:
-        raise ValueError(f"{fn}: {name} must be non-negative, got {value!r}")
-    return out
+    a, b = ntuple(value, 2, fn, name)
+    return a, b
+
+
+def same_padding(
+    fn: str, padding: Any, kernel: tuple[int, ...], stride: Any, dilation: Any
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A convolution's ``padding`` as (before, after) per spatial axis; torch's strings too.
+
+    ``"valid"`` is no padding; ``"same"`` (stride 1 only, as in torch) pads ``dilation *
+    (kernel - 1)`` in total per axis, the odd one on the after side, as torch does.
+    """
+    n = len(kernel)
+    if not isinstance(padding, str):
+        p = ntuple(padding, n, fn, "padding")
+        return p, p
+    if padding == "valid":
+        return (0,) * n, (0,) * n
+    if padding != "same":
+        raise ValueError(f"{fn}: padding must be {_COUNT[n]}, 'same' or 'valid', got {padding!r}")
+    if any(s != 1 for s in ntuple(stride, n, fn, "stride")):
+        raise ValueError(
+            f"{fn}: padding='same' is not supported for strided convolutions (stride={stride!r}); "
+            "pass stride=1 or a numeric padding"
+        )
+    total = [d * (k - 1) for d, k in zip(ntuple(dilation, n, fn, "dilation"), kernel)]
+    return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
 
 
 def _out_size(n: int, pad: int, span: int, stride: int, ceil_mode: bool) -> int:
@@ -68,10 +105,18 @@ class Geometry:
         dilation: Any,
         arg: str = "input",
         ceil_mode: bool = False,
+        strings: bool = False,
     ) -> None:
         self.kh, self.kw = pair(kernel, fn, "kernel_size")
         self.sh, self.sw = pair(stride, fn, "stride")
-        self.ph, self.pw = pair(padding, fn, "padding")
+        # A convolution's padding="same" may pad one more row/column after than before: that
+        # row/column is the overhang (eh, ew) that ceil_mode pooling has too.
+        if strings:
+            (self.ph, self.pw), after = same_padding(
+                fn, padding, (self.kh, self.kw), stride, dilation
+            )
+        else:
+            self.ph, self.pw = after = pair(padding, fn, "padding")
         self.dh, self.dw = pair(dilation, fn, "dilation")
         if min(self.kh, self.kw, self.sh, self.sw, self.dh, self.dw) < 1:
             raise ValueError(
@@ -81,8 +126,8 @@ class Geometry:
         H, W = hw
         span_h = self.dh * (self.kh - 1) + 1
         span_w = self.dw * (self.kw - 1) + 1
-        self.Ho = _out_size(H, self.ph, span_h, self.sh, ceil_mode)
-        self.Wo = _out_size(W, self.pw, span_w, self.sw, ceil_mode)
+        self.Ho = _out_size(H + after[0] - self.ph, self.ph, span_h, self.sh, ceil_mode)
+        self.Wo = _out_size(W + after[1] - self.pw, self.pw, span_w, self.sw, ceil_mode)
         if self.Ho < 1 or self.Wo < 1:
             raise ValueError(
                 f"{fn}: the {span_h}x{span_w} kernel (with dilation) does not fit the padded "

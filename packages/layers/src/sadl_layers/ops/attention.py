@@ -8,7 +8,8 @@
   it is the usual lower triangle.
 * ``mask`` is a boolean keep-mask (True = attend) or an additive float mask (``-inf`` = blocked),
   broadcastable to ``(..., Tq, Tk)``. A query that sees no key at all gets a zero output (and
-  zero gradient) instead of NaN.
+  zero gradient) instead of NaN. A float mask is an input: one that requires grad (a learned
+  relative-position bias) gets its gradient, summed over the axes it was broadcast along.
 * ``dropout_mask`` (optional) multiplies the attention probabilities after the softmax (a scaled
   keep-mask, as ``MultiHeadAttention(dropout=p)`` draws it).
 
@@ -43,6 +44,7 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
+from sadl_layers.ops import _gqa
 from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
@@ -374,16 +376,63 @@ def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale,
             dv[..., keys, :] += dvh
 
 
-def _sdpa(q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
-    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op)."""
+def _sdpa(q, k, v, mask=None, *, causal=False, scale=None, dropout_mask=None, enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op).
+
+    ``enable_gqa``: k and v may have fewer heads (axis -3) than q, as in torch (see ``_gqa``).
+    """
+    if enable_gqa:
+        gq, gk, gv, p = _gqa.views(q, k, v, {"mask": mask, "dropout_mask": dropout_mask})
+        return _gqa.merge(_sdpa(gq, gk, gv, causal=causal, scale=scale, **p), q)
     lead = _check_qkv(q, k, v)
     out = array_module(q).empty((*lead, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
     return _attend_all(q, k, v, out, lead, causal, mask, scale, dropout_mask)
 
 
-def _sdpa_grad(g, out, q, k, v, **params):
-    packed = SDPA_BACKWARD(g, out, q, k, v, **params)
-    return tuple(unpack(packed, *_grad_shapes(q, k, v)))
+def _sdpa_grad(g, out, q, k, v, mask=None, *, needs_input_grad, **params):
+    if params.pop("enable_gqa", False):
+        gq, gk, gv, p = _gqa.views(q, k, v, {**params, "mask": mask})
+        grads = _sdpa_grad(
+            _gqa.merge_view(g, gq), _gqa.merge_view(out, gq), gq, gk, gv, p.pop("mask"),
+            needs_input_grad=needs_input_grad, **p,
+        )  # fmt: skip
+        merged = (_gqa.merge(grads[0], q), _gqa.merge_kv(grads[1]), _gqa.merge_kv(grads[2]))
+        return merged + tuple(None if d is None else _gqa.merge(d, q) for d in grads[3:])
+    if len(needs_input_grad) == 4 and needs_input_grad[3]:
+        return _grads_with_mask(g, q, k, v, mask, **params)
+    grads = tuple(
+        unpack(SDPA_BACKWARD(g, out, q, k, v, mask=const(mask), **params), *_grad_shapes(q, k, v))
+    )
+    return grads if len(needs_input_grad) == 3 else (*grads, None)
+
+
+def _grads_with_mask(g, q, k, v, mask, *, causal=False, scale=None, dropout_mask=None):
+    """dq, dk, dv and the gradient of an additive float mask (a learned bias), in NumPy
+    vocabulary: on Tensors too, so every higher derivative sees the mask as well.
+
+    With ``S = scale q k^T + mask``, ``P = softmax(S)`` (times the dropout mask ``M``) and
+    ``dP = (g v^T) M``: ``dS = P (dP - rowsum(P dP))`` is the mask's gradient, ``dq = scale dS k``,
+    ``dk = scale dS^T q``, ``dv = (P M)^T g``. It holds the whole (..., Tq, Tk) ``P``, as the
+    mask itself does.
+    """
+    cm = const(mask)
+    if cm.dtype.kind != "f":
+        raise TypeError(f"{_FN}: only a float (additive) mask has a gradient, got {cm.dtype}")
+    _, bias, row_ok, sc, dm = _prepare(
+        const(q), const(k), const(v), causal, cm, scale, dropout_mask
+    )
+    with np.errstate(invalid="ignore"):  # -inf - -inf where the mask blocks: not taken
+        own = np.where(np.isfinite(cm), mask - cm, 0.0)  # zero, carrying the mask's own graph
+    s = (q @ np.swapaxes(k, -1, -2)) * sc + bias + own
+    e = np.exp(s - np.max(const(s), axis=-1, keepdims=True))
+    p = e / np.sum(e, axis=-1, keepdims=True)
+    if row_ok is not None:
+        p = p * row_ok
+    pm, dp = (
+        (p, g @ np.swapaxes(v, -1, -2)) if dm is None else (p * dm, g @ np.swapaxes(v, -1, -2) * dm)
+    )
+    ds = p * (dp - np.sum(p * dp, axis=-1, keepdims=True))
+    return (ds @ k) * sc, (np.swapaxes(ds, -1, -2) @ q) * sc, np.swapaxes(pm, -1, -2) @ g, ds
 
 
 def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
@@ -421,6 +470,11 @@ scaled_dot_product_attention: OpDef = OpDef(
         Example((1, 3, 2), (1, 4, 2), (1, 4, 2), mask=_KEEP_SOME),
         Example((2, 3, 2), (2, 3, 2), (2, 3, 2), mask=_ADDITIVE),
         Example((2, 3, 2), (2, 3, 2), (2, 3, 3), causal=True, dropout_mask=_DROP_3x3),
+        Example((2, 3, 2), (2, 4, 2), (2, 4, 3), (3, 4)),  # a learned float mask: an input
+        Example((2, 3, 2), (2, 3, 2), (2, 3, 3), (2, 1, 3), causal=True, dropout_mask=_DROP_3x3),
+        Example((2, 4, 3, 2), (2, 2, 3, 2), (2, 2, 3, 3), causal=True, enable_gqa=True),
+        Example((1, 6, 2, 3), (1, 2, 4, 3), (1, 2, 4, 2), enable_gqa=True, mask=_KEEP_SOME[:2]),
+        Example((1, 4, 3, 2), (1, 2, 3, 2), (1, 2, 3, 3), (4, 3, 3), enable_gqa=True),  # learned
     ),
 )
 SDPA_BACKWARD: OpDef = OpDef(

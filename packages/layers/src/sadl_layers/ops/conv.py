@@ -24,7 +24,7 @@ from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, shape_of
-from sadl_layers.ops._window import Geometry, pair
+from sadl_layers.ops._window import Geometry, pair, same_padding
 
 __all__ = ["conv2d", "conv_transpose2d", "conv1d", "conv_transpose1d"]
 
@@ -53,7 +53,7 @@ def _conv_setup(fn, x_shape, w_shape, stride, padding, dilation, groups):
             f"{fn}: input has shape {tuple(x_shape)} with {C} channels, expected "
             f"(N, {Cg * groups}, H, W) for weight of shape {tuple(w_shape)} and groups={groups}"
         )
-    geo = Geometry(fn, (H, W), (kh, kw), stride, padding, dilation)
+    geo = Geometry(fn, (H, W), (kh, kw), stride, padding, dilation, strings=True)
     return geo, groups
 
 
@@ -127,6 +127,8 @@ conv2d: OpDef = OpDef(
         Example((1, 2, 7, 7), (2, 2, 3, 3), (2,), dilation=2, padding=(2, 1)),
         Example((2, 4, 4, 4), (6, 2, 2, 2), (6,), groups=2, stride=(1, 2)),
         Example((1, 4, 5, 5), (4, 1, 3, 3), None, groups=4, padding=1),
+        Example((1, 2, 5, 6), (2, 2, 2, 3), (2,), padding="same", dilation=(1, 2)),
+        Example((1, 2, 5, 6), (2, 2, 2, 3), None, padding="valid"),
     ),
 )
 CONV2D_INPUT_GRAD: OpDef = OpDef(
@@ -140,6 +142,7 @@ CONV2D_INPUT_GRAD: OpDef = OpDef(
         Example((2, 4, 3, 3), (4, 3, 3, 3), x_shape=(2, 3, 5, 5)),
         Example((1, 3, 3, 3), (3, 2, 3, 2), x_shape=(1, 2, 6, 5), stride=2, padding=1),
         Example((2, 6, 3, 2), (6, 2, 2, 2), x_shape=(2, 4, 4, 4), groups=2, stride=(1, 2)),
+        Example((1, 2, 5, 6), (2, 2, 2, 3), x_shape=(1, 2, 5, 6), padding="same"),
     ),
 )
 CONV2D_WEIGHT_GRAD: OpDef = OpDef(
@@ -153,6 +156,7 @@ CONV2D_WEIGHT_GRAD: OpDef = OpDef(
         Example((2, 3, 5, 5), (2, 4, 3, 3), w_shape=(4, 3, 3, 3)),
         Example((1, 2, 7, 7), (1, 2, 7, 5), w_shape=(2, 2, 3, 3), dilation=2, padding=(2, 1)),
         Example((2, 4, 4, 4), (2, 6, 3, 2), w_shape=(6, 2, 2, 2), groups=2, stride=(1, 2)),
+        Example((1, 2, 5, 6), (1, 2, 5, 6), w_shape=(2, 2, 2, 3), padding="same"),
     ),
 )
 
@@ -323,23 +327,20 @@ def _conv1d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation of x (N, C, L) with weight (O, C/groups, k), plus bias."""
     fn = "conv1d"
     _check_1d(fn, x, weight, "(out_channels, in_channels / groups, k)")
-    s, p, d = (
-        single(stride, fn, "stride"),
-        single(padding, fn, "padding"),
-        single(dilation, fn, "dilation"),
-    )
+    s, d = single(stride, fn, "stride"), single(dilation, fn, "dilation")
+    before, after = same_padding(fn, padding, shape_of(weight)[2:], s, d)
     span = d * (shape_of(weight)[2] - 1) + 1
-    if shape_of(x)[2] + 2 * p < span:
+    if shape_of(x)[2] + before[0] + after[0] < span:
         raise ValueError(
             f"{fn}: the kernel spans {span} positions (with dilation), more than the padded "
-            f"input's length {shape_of(x)[2] + 2 * p}"
+            f"input's length {shape_of(x)[2] + before[0] + after[0]}"
         )
     y = conv2d(
         _height_one(x),
         _height_one(weight),
         bias,
         stride=(1, s),
-        padding=(0, p),
+        padding=padding if isinstance(padding, str) else (0, before[0]),
         dilation=(1, d),
         groups=groups,
     )
@@ -354,6 +355,7 @@ conv1d: OpDef = OpDef(
     examples=(
         Example((2, 3, 7), (4, 3, 3), (4,)),
         Example((1, 4, 9), (2, 2, 2), None, stride=2, padding=1, dilation=2, groups=2),
+        Example((1, 2, 6), (3, 2, 4), (3,), padding="same"),
     ),
 )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sadl.backends import array_module
+from sadl.backends import array_module, value_dependent
 from sadl.plugins import Example, OpDef
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -321,6 +321,7 @@ _ERF_EXAMPLES = (
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _erf(x):
     """The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x."""
     x = _float_input(x, "erf")
@@ -338,6 +339,7 @@ ERF = OpDef(
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _erfc(x):
     """The complementary error function 1 - erf(x), accurate where it is tiny (large x)."""
     x = _float_input(x, "erfc")
@@ -354,6 +356,7 @@ ERFC = OpDef(
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _erfinv(y):
     """The inverse of erf on [-1, 1]: erfinv(erf(x)) = x; +-inf at +-1, NaN outside."""
     y = _float_input(y, "erfinv")
@@ -380,6 +383,7 @@ ERFINV = OpDef(
 )
 
 
+@value_dependent  # picks a formula per element by interval
 def _ndtr(x):
     """Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr)."""
     x = _float_input(x, "ndtr")

@@ -1,4 +1,5 @@
-"""Regression and binary losses: MSE, L1 and binary cross-entropy with logits.
+"""Regression and binary losses: MSE, L1, binary cross-entropy with logits and on
+probabilities.
 
 Every loss takes ``reduction`` = ``"mean"`` (the default), ``"sum"`` or ``"none"``. The
 classification losses (softmax cross-entropy, NLL) are in :mod:`.classification`.
@@ -20,7 +21,7 @@ from sadl_layers.ops._common import (
     shape_of,
 )
 
-__all__ = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
+__all__ = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy"]
 
 # ----------------------------------------------------------------------------- regression
 
@@ -147,6 +148,69 @@ binary_cross_entropy_with_logits = OpDef(
         Example(
             np.array([[1000.0, -1000.0], [-1000.0, 1000.0]]), np.array([[0.0, 1.0], [0.3, 1.0]])
         ),
+    ),
+)
+
+
+# ----------------------------------------------------------------- BCE on probabilities
+
+
+def _clamped_logs(p):
+    """log(p) and log(1 - p), each at least -100 (torch's clamp: finite at 0 and 1)."""
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(p), -100.0), np.maximum(np.log(1.0 - p), -100.0)
+
+
+def _bce(input, target, weight=None, *, reduction="mean"):
+    """Binary cross-entropy of probabilities ``input`` in [0, 1] against ``target``, as torch's
+    F.binary_cross_entropy: ``-w * (t * log(p) + (1 - t) * log(1 - p))``, logs clamped at -100.
+    """
+    fn = "binary_cross_entropy"
+    _check_pair(fn, input, target)
+    check_reduction(fn, reduction)
+    if input.size and not ((input >= 0).all() and (input <= 1).all()):
+        raise ValueError(
+            f"{fn}: input holds values outside [0, 1] (probabilities expected); for logits use "
+            "binary_cross_entropy_with_logits"
+        )
+    log_p, log_q = _clamped_logs(input)
+    loss = -(target * log_p + (1.0 - target) * log_q)
+    if weight is not None:
+        loss = loss * weight
+    return reduce_loss(loss, reduction)
+
+
+def _bce_scale(g, input, weight, reduction):
+    scale = loss_scale(g, reduction, int(np.size(const(input))))
+    return scale if weight is None else scale * weight
+
+
+def _bce_grad_input(g, out, input, target, weight=None, *, reduction="mean"):
+    # torch's formula: (p - t) / max(p (1 - p), 1e-12), finite at p = 0 and p = 1
+    ratio = (input - target) / np.maximum(input * (1.0 - input), 1e-12)
+    return ratio * _bce_scale(g, input, weight, reduction)
+
+
+def _bce_grad_target(g, out, input, target, weight=None, *, reduction="mean"):
+    # torch's target gradient takes the logs unclamped: +-inf where the input is 0 or 1
+    with np.errstate(divide="ignore"):
+        logit = np.log(1.0 - input) - np.log(input)
+    return logit * _bce_scale(g, input, weight, reduction)
+
+
+def _bce_grad_weight(g, out, input, target, weight=None, *, reduction="mean"):
+    log_p, log_q = _clamped_logs(input)
+    return -(target * log_p + (1.0 - target) * log_q) * _bce_scale(g, input, None, reduction)
+
+
+binary_cross_entropy = OpDef(
+    "binary_cross_entropy",
+    _bce,
+    (_bce_grad_input, _bce_grad_target, _bce_grad_weight),
+    examples=(
+        Example((3, 4), (3, 4), None, domain=(0.05, 0.95)),
+        Example((2, 3), (2, 3), np.array([0.5, 2.0, 1.0]), reduction="sum", domain=(0.1, 0.9)),
+        Example((2, 3), (2, 3), None, reduction="none", domain=(0.1, 0.9)),
     ),
 )
 

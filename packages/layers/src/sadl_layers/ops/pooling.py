@@ -18,7 +18,7 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, shape_of
+from sadl_layers.ops._common import check_float, check_real, lowest, shape_of
 from sadl_layers.ops._window import Geometry
 from sadl_layers.ops.conv import single
 
@@ -63,7 +63,7 @@ def _first_max_taps(x, geo):
 
     ``hit`` is a buffer reused from tap to tap: use it before asking for the next one.
     """
-    xp = geo.pad(x, -np.inf)
+    xp = geo.pad(x, lowest(x.dtype))
     best = _window_max(xp, geo)
     module = array_module(x)
     hit = module.empty(best.shape, dtype=bool)
@@ -76,14 +76,14 @@ def _first_max_taps(x, geo):
 
 
 def _max_geometry(x, kernel_size, stride, padding, dilation, ceil_mode):
-    check_float("max_pool2d", "input", x)
+    check_real("max_pool2d", "input", x)  # integers too (a uint8 image), as in torch
     return _pool_setup("max_pool2d", shape_of(x), kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def _max_pool2d_values(x, *, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Maximum over each kh x kw window (padding counts as -inf)."""
     geo = _max_geometry(x, kernel_size, stride, padding, dilation, ceil_mode)
-    return _window_max(geo.pad(x, -np.inf), geo)
+    return _window_max(geo.pad(x, lowest(x.dtype)), geo)
 
 
 def _tiles(geo):
@@ -189,6 +189,8 @@ def _max_pool2d(
     return_indices=False,
 ):
     """Maximum over each kh x kw window of x (N, C, H, W) or (C, H, W); padding counts as -inf.
+
+    ``x`` may be an integer array (a uint8 image): the result keeps its dtype, as in torch.
 
     ``stride`` defaults to the kernel size. With ``return_indices`` the result is
     ``(values, indices)``, the indices flat positions ``h * W + w`` in each input plane.

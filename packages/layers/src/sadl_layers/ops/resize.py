@@ -23,7 +23,7 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, const, shape_of
+from sadl_layers.ops._common import check_float, check_real, const, shape_of
 
 __all__ = ["interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
 
@@ -193,13 +193,20 @@ def _interpolate(
 
     ``mode``: ``nearest`` (torch's legacy rule, floor(i * in / out)), ``nearest-exact``
     (centres), ``linear`` / ``bilinear`` / ``trilinear`` (with ``align_corners``), ``area``.
+    An integer ``x`` (a uint8 image) gives its own dtype, the interpolated values rounded to
+    the nearest integer (torch's uint8 fixed-point arithmetic can differ from that by 1).
     """
     _spatial("interpolate", x)
-    check_float("interpolate", "input", x)
+    check_real("interpolate", "input", x)
     mats = _interpolation_matrices(
         shape_of(x), x.dtype, size, scale_factor, mode, align_corners, recompute_scale_factor
     )
-    return _contiguous(_apply(x, _on_device(mats, x)), x)
+    if x.dtype.kind == "f":
+        return _contiguous(_apply(x, _on_device(mats, x)), x)
+    # Integers (a uint8 image): computed in float64, rounded to the nearest value of the dtype.
+    y = _apply(x.astype(np.float64), _on_device(mats, x.astype(np.float64, copy=False)))
+    info = np.iinfo(x.dtype)
+    return _contiguous(np.clip(np.rint(y), info.min, info.max).astype(x.dtype), x)
 
 
 def _interpolate_grad(g, out, x, **params):

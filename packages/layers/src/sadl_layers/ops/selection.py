@@ -164,11 +164,17 @@ ARGWHERE = OpDef(
 )
 
 
-def _nonzero(x):
-    """Indices of the nonzero elements, one index array per axis (NumPy's ``nonzero``)."""
+def _nonzero(x, *, size=None, fill_value=0):
+    """Indices of the nonzero elements, one index array per axis (NumPy's ``nonzero``); with
+    ``size``, exactly that many (the first ones, or padded with ``fill_value``) as JAX's.
+    """
     if np.ndim(x) == 0:
         raise ValueError("nonzero: a 0-d input has no axes to index; use argwhere or atleast_1d")
     rows = ARGWHERE(x)
+    if size is not None and rows.shape[0] >= size:
+        rows = rows[:size]
+    elif size is not None:
+        rows = np.pad(rows, ((0, size - rows.shape[0]), (0, 0)), constant_values=fill_value)
     return tuple(rows[:, d] for d in range(np.ndim(x)))
 
 
@@ -178,7 +184,10 @@ NONZERO = OpDef(
     numpy_funcs=(np.nonzero,),
     composite=True,
     differentiable=False,
-    examples=(Example(np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])),),
+    examples=(
+        Example(np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])),
+        Example(np.array([0.0, 1.5, 0.0, 2.0]), size=4, fill_value=-1),
+    ),
 )
 
 

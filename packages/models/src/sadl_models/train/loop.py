@@ -90,8 +90,12 @@ def train(
     plot: bool = True,
     on_step: Callable[[int, float], None] | None = None,
     compile: bool = False,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Train (or with ``resume``, continue) a GPT, checkpointing into ``out_dir``.
+
+    An ``out_dir`` that already holds a checkpoint is refused (a TrainError) unless the run
+    continues it (``resume``) or replaces it (``overwrite``): a command never destroys a run.
 
     ``explicit`` names the settings the user gave on a resumed run (others come from the
     checkpoint). ``stop_after`` ends this session after that many steps (saving a checkpoint),
@@ -117,6 +121,7 @@ def train(
             on_step,
             compile,
             budget,
+            overwrite,
         )
     except MemoryError:
         estimate = budget.get("bytes")
@@ -138,6 +143,7 @@ def _run(
     on_step: Callable[[int, float], None] | None,
     compile: bool,
     budget: dict[str, int],
+    overwrite: bool = False,
 ) -> TrainResult:
     par = setup()
     if not par.is_main:  # rank 0 speaks for the run
@@ -149,6 +155,13 @@ def _run(
     if stop_after is not None and stop_after <= 0:
         raise TrainError(f"--stop-after must be a positive integer, got {stop_after}")
 
+    if resume and overwrite:
+        raise TrainError("--resume continues the run in --out, --overwrite replaces it: pass one")
+    if not resume and not overwrite and ckpt_path.exists():
+        raise TrainError(
+            f"--out {out_path} holds a checkpoint ({ckpt_path}); pass --resume to continue it "
+            "or --overwrite to replace it"
+        )
     meta = read_meta(ckpt_path) if resume else None
     if meta is not None:
         config = resume_config(config, meta, explicit or set())
@@ -158,7 +171,7 @@ def _run(
     device = par.device(check_device(config.device))
     _prepare_out_dir(out_path)
     text = _corpus(config)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
     if meta is not None and meta["extra"].get("corpus_sha256") not in (None, digest):
         raise TrainError(
             f"--resume: {_source(config)} is not the text the checkpoint was trained on (its "
@@ -197,13 +210,10 @@ def _run(
     if meta is not None:
         step, history = restore(ckpt_path, meta, config, state, out)
     elif ckpt_path.exists():
-        print(
-            f"note: {ckpt_path} exists and will be replaced (pass --resume to continue it)",
-            file=out,
-            flush=True,
-        )
+        print(f"note: --overwrite: {ckpt_path} will be replaced", file=out, flush=True)
     train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
-    _announce(config, gpt, device, tokenizer, len(train_tokens) + len(val_tokens), unigram, out)
+    n_tokens = len(train_tokens) + len(val_tokens)
+    _announce(config, gpt, device, tokenizer, n_tokens, unigram, out, compiled=compile)
     if par.world_size > 1:
         print(f"data parallel: {par.world_size} processes", file=out, flush=True)
 
@@ -273,7 +283,8 @@ def _run(
                     "tokens_per_s": tokens_per_step / seconds,
                     "time": time.perf_counter() - started,
                 }
-                if step % config.eval_interval == 0 or step == config.steps:
+                evaluated = step % config.eval_interval == 0 or step == config.steps
+                if evaluated:
                     evaluation = (step, *evaluate())
                     history.evals.append(evaluation)
                     record.update(train_loss=evaluation[1], val_loss=evaluation[2])
@@ -282,10 +293,13 @@ def _run(
                         f"val loss {evaluation[2]:.4f}",
                         out,
                     )
-                    save(step)
-                    saved_at = step
+                # The step's line before its checkpoint: a run killed in between resumes
+                # from the previous checkpoint and rewrites the line, never loses it.
                 if metrics is not None:
                     metrics.write(record)
+                if evaluated:
+                    save(step)
+                    saved_at = step
         finally:
             bar.close()
             if metrics is not None:
@@ -348,7 +362,9 @@ def _source(config: TrainConfig) -> str:
 
 def _corpus(config: TrainConfig) -> str:
     try:
-        return builtin_corpus() if config.text is None else read_text(config.text)
+        if config.text is None:
+            return builtin_corpus()
+        return read_text(config.text, any_bytes=config.tokenizer == "byte")
     except CorpusError as exc:
         raise TrainError(f"--text {exc}" if config.text is not None else str(exc)) from None
 
@@ -455,13 +471,16 @@ def _announce(
     n_tokens: int,
     unigram: float,
     out: TextIO,
+    *,
+    compiled: bool = False,
 ) -> None:
-    """The two lines a run starts with: the model, and the data with its unigram baseline."""
+    """The two lines a run starts with: the model (and how it runs), the data and its baseline."""
     source = "built-in corpus (pydoc_data.topics)" if config.text is None else config.text
+    how = ", compiled (sadl.compile: traced once, then replayed)" if compiled else ""
     print(
         f"training GPT: {model.num_parameters() / 1e6:.2f}M parameters, {config.n_layer} layers, "
         f"{config.n_head} heads, {config.n_embd} dims, block {config.block_size}, "
-        f"batch {config.batch_size}, {config.steps} steps on {device}",
+        f"batch {config.batch_size}, {config.steps} steps on {device}{how}",
         file=out,
     )
     print(

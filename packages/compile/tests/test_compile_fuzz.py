@@ -1,0 +1,541 @@
+"""Differential test of ``sadl.compile``: seeded random programs, run eagerly and compiled.
+
+Each program is built twice from its seed (identical state: parameters, optimizer, buffers,
+generator) and called several times, with state changed between calls the same way on both
+sides. Everything a user can see is compared after every call: results, the arguments, the
+parameters, their ``.grad``, optimizer state, module buffers and the default generator's state.
+With ``fusion=False`` they must be equal bit for bit; with fusion on, within ``FUSED_RTOL``. A
+program the compiler refuses with a ``CompileError`` counts as refused, never as a pass that
+hides a mismatch (refusals are reported and bounded).
+
+The default run is CI-sized (``PROGRAMS`` programs per seed, 2 seeds). ``SADL_FUZZ_PROGRAMS=N``
+and ``SADL_FUZZ_SEEDS=a,b,...`` make a long run (``nox -s fuzz``).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import importlib.util
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+import sadl
+from compile_models import MLP
+from sadl import CompileError, CompileWarning
+
+PROGRAMS = int(os.environ.get("SADL_FUZZ_PROGRAMS", "40"))
+SEEDS = [int(s) for s in os.environ.get("SADL_FUZZ_SEEDS", "0,1").split(",")]
+FUSED_RTOL = 1e-4  #: relative tolerance with fusion on (blocked transcendental loops)
+CALLS = 4
+
+ops = sadl.ops
+#: sadl-layers and sadl-optim widen the vocabulary where installed (core's own venv has neither)
+HAVE_LAYERS = importlib.util.find_spec("sadl_layers") is not None
+HAVE_OPTIM = importlib.util.find_spec("sadl_optim") is not None
+
+
+# ---------------------------------------------------------------------------- vocabulary
+def _pos(x):
+    return ops.absolute(x) + 0.5
+
+
+def _slice_iadd(x):
+    h = x * 1.0
+    h[0] += 1.0  # an in-place op through a view of a non-leaf
+    return h
+
+
+UNARY = {
+    "slice_iadd": _slice_iadd,
+    "exp": lambda x: ops.exp(ops.clip(x, -4, 4)),
+    "tanh": lambda x: ops.tanh(x),
+    "sigmoid": lambda x: ops.sigmoid(x),
+    "relu": lambda x: ops.relu(x),
+    "abs": lambda x: ops.absolute(x),
+    "sin": lambda x: ops.sin(x),
+    "cos": lambda x: ops.cos(x),
+    "sqrt": lambda x: ops.sqrt(_pos(x)),
+    "log": lambda x: ops.log(_pos(x)),
+    "log1p": lambda x: ops.log1p(ops.absolute(x)),
+    "expm1": lambda x: ops.expm1(ops.clip(x, -3, 3)),
+    "erf": lambda x: ops.erf(x),
+    "erfc": lambda x: ops.erfc(x),
+    "ndtr": lambda x: ops.ndtr(x),
+    "erfinv": lambda x: ops.erfinv(ops.tanh(x) * 0.9),
+    "square": lambda x: ops.square(x),
+    "neg": lambda x: ops.negative(x),
+    "gelu": lambda x: ops.gelu(x),
+    "silu": lambda x: ops.silu(x),
+    "mish": lambda x: ops.mish(x),
+    "softplus": lambda x: ops.softplus(x),
+    "elu": lambda x: ops.elu(x),
+    "selu": lambda x: ops.selu(x),
+    "leaky_relu": lambda x: ops.leaky_relu(x),
+    "hardtanh": lambda x: ops.hardtanh(x),
+    "hardswish": lambda x: ops.hardswish(x),
+    "logsigmoid": lambda x: ops.logsigmoid(x),
+    "arctan": lambda x: ops.arctan(x),
+    "sinh": lambda x: ops.sinh(ops.clip(x, -3, 3)),
+    "cbrt": lambda x: ops.cbrt(x),
+    "reciprocal": lambda x: ops.reciprocal(_pos(x)),
+    "floor": lambda x: ops.floor(x),
+    "rint": lambda x: ops.rint(x),
+    "sign": lambda x: ops.sign(x),
+    "cumsum": lambda x: ops.cumsum(x, axis=-1),
+    "cummax": lambda x: ops.cummax(x, axis=-1)[0],
+    "flip": lambda x: ops.flip(x, axis=0),
+    "roll": lambda x: ops.roll(x, shift=1, axis=-1),
+    "softmax": lambda x: ops.softmax(x, axis=-1),
+    "log_softmax": lambda x: ops.log_softmax(x, axis=-1),
+    "sort": lambda x: ops.sort(x, axis=-1),
+    "clip": lambda x: ops.clip(x, -0.5, 0.7),
+    "masked": lambda x: ops.where(x > 0, x, x * 0.1),
+    "tril": lambda x: ops.tril(x),
+}
+
+BINARY = {
+    "add": lambda a, b: ops.add(a, b),
+    "sub": lambda a, b: ops.subtract(a, b),
+    "mul": lambda a, b: ops.multiply(a, b),
+    "div": lambda a, b: ops.divide(a, _pos(b)),
+    "maximum": lambda a, b: ops.maximum(a, b),
+    "minimum": lambda a, b: ops.minimum(a, b),
+    "pow": lambda a, b: ops.power(_pos(a), ops.clip(b, -2, 2)),
+    "arctan2": lambda a, b: ops.arctan2(a, b),
+    "hypot": lambda a, b: ops.hypot(a, b) + 0.0,
+    "logaddexp": lambda a, b: ops.logaddexp(a, b),
+    "where": lambda a, b: ops.where(a > b, a, b),
+    "matmul": lambda a, b: ops.matmul(a, ops.transpose(b)) @ b * 0.1,
+    "self_mul": lambda a, b: a * a,  # one value, two operands
+}
+
+REDUCE = {
+    "sum": lambda x: x.sum(),
+    "mean": lambda x: x.mean(),
+    "max": lambda x: x.max(),
+    "logsumexp": lambda x: ops.logsumexp(x),
+    "var": lambda x: x.var(),
+    "std": lambda x: ops.std(x + 0.0) + 0.0,
+    "norm": lambda x: ops.norm(x + 1.0),
+    "prod": lambda x: ops.prod(ops.clip(x, 0.9, 1.1)),
+    "masked_sum": lambda x: (x[x > 0.1] ** 2).sum(),  # value-dependent size and its backward
+    "masked_mean": lambda x: ops.sqrt(x[x < 0.3] ** 2 + 1).mean() if True else None,
+    "row_max": lambda x: x.max(axis=-1).sum(),
+    "take": lambda x: ops.take_along_axis(
+        x, indices=ops.argmax(x, axis=-1)[..., None], axis=-1
+    ).sum(),
+}
+
+
+def _available(table, arity):
+    """The entries whose ops are installed (a layer op without sadl-layers is dropped; each
+    entry looks its op up when called).
+    """
+    probe = sadl.tensor(np.linspace(-1, 1, 6).reshape(2, 3))
+    kept = {}
+    for name, fn in table.items():
+        try:
+            with np.errstate(all="ignore"):
+                fn(*[probe] * arity)
+        except sadl.UnknownNameError:
+            continue
+        kept[name] = fn
+    return kept
+
+
+UNARY = _available(UNARY, 1)
+BINARY = _available(BINARY, 2)
+REDUCE = _available(REDUCE, 1)
+
+
+# ---------------------------------------------------------------------------- programs
+@dataclasses.dataclass
+class Result:
+    """A dataclass result (a replay must hand back fresh values in a new one)."""
+
+    loss: object
+    last: object
+
+
+Pair = collections.namedtuple("Pair", "loss last")
+
+#: How a program hands back its two results.
+WRAP = {
+    "tuple": lambda a, b: (a, b),
+    "list": lambda a, b: [a, b],
+    "dict": lambda a, b: {"loss": a, "last": b},
+    "namedtuple": Pair,
+    "dataclass": Result,
+    "array": lambda a, b: (a.numpy(), b),
+}
+
+
+class Expression:
+    """A random expression over inputs, captured parameters and random draws."""
+
+    def __init__(self, seed: int, big: bool) -> None:
+        rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.shape = (256, 256) if big else (int(rng.integers(2, 6)), int(rng.integers(2, 7)))
+        self.steps = []
+        pool = 3
+        for _ in range(int(rng.integers(2, 9))):
+            if rng.random() < 0.55:
+                name = str(rng.choice(list(UNARY)))
+                self.steps.append(("u", name, int(rng.integers(pool))))
+            else:
+                name = str(rng.choice(list(BINARY)))
+                self.steps.append(("b", name, int(rng.integers(pool)), int(rng.integers(pool))))
+            pool += 1
+        self.draw = rng.random() < 0.3
+        self.rng_int = rng.random() < 0.2
+        self.scalar = rng.random() < 0.5
+        self.reduce = str(rng.choice(list(REDUCE)))
+        self.grad = rng.random() < 0.7
+        self.closure_array = rng.random() < 0.3
+        self.rebind = rng.random() < 0.2
+        self.flip = rng.random() < 0.2
+        self.wrap = str(rng.choice(list(WRAP)))
+        self.accumulate = rng.random() < 0.2  # .grad kept between calls (accumulates)
+        self.no_grad_call = rng.random() < 0.15  # one call under sadl.no_grad()
+        self.checkpoint = rng.random() < 0.15
+        self.features = {f"unary:{s[1]}" if s[0] == "u" else f"binary:{s[1]}" for s in self.steps}
+        self.features.add(f"reduce:{self.reduce}")
+        self.features.add(f"result:{self.wrap}")
+        flags = ("draw", "rng_int", "scalar", "grad", "closure_array", "rebind", "flip")
+        for flag in (*flags, "accumulate", "no_grad_call", "checkpoint"):
+            if getattr(self, flag):
+                self.features.add(flag)
+
+    def build(self):
+        """Fresh state and the step function (called twice: identical state)."""
+        sadl.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed + 1)
+        dtype = np.float32 if self.seed % 3 else np.float64
+        w = sadl.Parameter(rng.standard_normal(self.shape).astype(dtype))
+        state = {
+            "w": w,
+            "table": rng.standard_normal(self.shape[-1]).astype(dtype),
+            "g": sadl.tensor(rng.standard_normal(self.shape).astype(dtype)),
+        }
+        spec = self
+
+        def step(x, s):
+            pool = [x, state["w"] * 1.0 if not spec.rebind else state["g"] + state["w"], x * s]
+            if spec.closure_array:
+                pool[0] = pool[0] * state["table"]
+            if spec.draw:
+                pool[1] = pool[1] + sadl.randn(*spec.shape, dtype=dtype)
+            if spec.rng_int:
+                pool[2] = pool[2] + sadl.rand(*spec.shape, rng=7, dtype=dtype)
+
+            def body(*pool):
+                pool = list(pool)
+                for st in spec.steps:
+                    if st[0] == "u":
+                        pool.append(UNARY[st[1]](pool[st[2]]))
+                    else:
+                        pool.append(BINARY[st[1]](pool[st[2]], pool[st[3]]))
+                return pool[-1]
+
+            if spec.checkpoint and sadl.is_grad_enabled():
+                last = sadl.checkpoint(body, *pool)
+            else:
+                last = body(*pool)
+            loss = REDUCE[spec.reduce](last) + last.sum() * 0.01
+            if spec.grad and loss.requires_grad:
+                loss.backward()
+            return WRAP[spec.wrap](loss.detach(), last.detach())
+
+        def between(i):
+            """The same change between calls on both sides."""
+            r = np.random.default_rng((self.seed, i))
+            if self.closure_array:
+                state["table"][...] = r.standard_normal(self.shape[-1])
+            if self.rebind and i % 2:
+                state["g"] = state["g"] * 0.5
+            if self.flip:
+                state["w"].requires_grad = bool(i % 3 != 1)
+            if not self.accumulate:
+                state["w"].grad = None
+            return (
+                sadl.tensor(r.standard_normal(self.shape).astype(dtype)),
+                [0.0, -0.0, 1.5, -2.0][i % 4] if self.scalar else 1.0,
+            )
+
+        return state, step, between, [w], []
+
+
+LAYERS = (
+    {}
+    if not HAVE_LAYERS
+    else {
+        "linear": lambda r, c: (sadl.nn.Linear(c, c), c),
+        "tanh": lambda r, c: (sadl.nn.Tanh(), c),
+        "gelu": lambda r, c: (sadl.nn.GELU(), c),
+        "gelu_tanh": lambda r, c: (sadl.nn.GELU("tanh"), c),
+        "silu": lambda r, c: (sadl.nn.SiLU(), c),
+        "mish": lambda r, c: (sadl.nn.Mish(), c),
+        "elu": lambda r, c: (sadl.nn.ELU(), c),
+        "softplus": lambda r, c: (sadl.nn.Softplus(), c),
+        "layernorm": lambda r, c: (sadl.nn.LayerNorm(c), c),
+        "rmsnorm": lambda r, c: (sadl.nn.RMSNorm(c), c),
+        "batchnorm": lambda r, c: (sadl.nn.BatchNorm1d(c), c),
+        "dropout": lambda r, c: (sadl.nn.Dropout(0.25), c),
+        "dropout_rng": lambda r, c: (sadl.nn.Dropout(0.25, rng=3), c),
+    }
+)
+
+OPTIMIZERS = {
+    "sgd": lambda p: sadl.SGD(p, lr=0.05),
+    "sgd_momentum": lambda p: sadl.SGD(p, lr=0.05, momentum=0.9),
+    "adam": lambda p: sadl.Adam(p, lr=0.01),
+}
+OPTIM_OPTIMIZERS = {
+    "adamw": lambda p: sadl.optim.AdamW(p, lr=0.01),
+    "rmsprop": lambda p: sadl.optim.RMSprop(p, lr=0.01),
+    "adagrad": lambda p: sadl.optim.Adagrad(p, lr=0.05),
+    "lion": lambda p: sadl.optim.Lion(p, lr=0.001),
+}
+if HAVE_OPTIM:
+    OPTIMIZERS |= OPTIM_OPTIMIZERS
+
+SCHEDULES = {"none": None}
+OPTIM_SCHEDULES = {
+    "step": lambda o: sadl.optim.StepLR(o, 2, 0.5),
+    "cosine": lambda o: sadl.optim.CosineWithWarmup(o, 1, 6),
+    "warmup": lambda o: sadl.optim.LinearWarmup(o, 2),
+}
+if HAVE_OPTIM:
+    SCHEDULES |= OPTIM_SCHEDULES
+
+
+class _Stack(sadl.nn.Module):
+    """Core's MLP then the random layers (core's Module only: no sadl-layers needed)."""
+
+    def __init__(self, mods):
+        super().__init__()
+        self.depth = len(mods)
+        for k, m in enumerate(mods):
+            setattr(self, f"m{k}", m)
+
+    def forward(self, x):
+        for k in range(self.depth):
+            x = getattr(self, f"m{k}")(x)
+        return x
+
+
+class Training:
+    """A training step over random layers, optimizer, schedule and zero_grad placement."""
+
+    def __init__(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.seed = seed
+        n_layers = int(rng.integers(1, 5)) if LAYERS else 0
+        self.layers = [str(rng.choice(list(LAYERS))) for _ in range(n_layers)]
+        self.dropout = bool(rng.random() < 0.3)
+        self.optimizer = str(rng.choice(list(OPTIMIZERS)))
+        self.schedule = str(rng.choice(list(SCHEDULES)))
+        self.zero = str(rng.choice(["first", "middle", "model_first", "none_first", "closure"]))
+        self.set_to_none = bool(rng.random() < 0.5)
+        self.conv = HAVE_LAYERS and rng.random() < 0.25
+        self.eval_switch = rng.random() < 0.2
+        self.batch_switch = rng.random() < 0.25
+        self.replace_param = rng.random() < 0.1
+        self.flip = rng.random() < 0.15
+        self.features = {f"layer:{n}" for n in self.layers}
+        self.features |= {f"optimizer:{self.optimizer}", f"schedule:{self.schedule}"}
+        self.features |= {f"zero_grad:{self.zero}:{self.set_to_none}"}
+        for flag in ("conv", "eval_switch", "batch_switch", "replace_param", "flip", "dropout"):
+            if getattr(self, flag):
+                self.features.add(flag)
+
+    def build(self):
+        sadl.manual_seed(self.seed)
+        c = 6
+        mods = []
+        if self.conv:
+            mods += [sadl.nn.Conv1d(2, 2, 3, padding=1), sadl.nn.MaxPool1d(2), sadl.nn.Flatten()]
+        r = np.random.default_rng(self.seed)
+        for name in self.layers:
+            mods.append(LAYERS[name](r, c)[0])
+        mods.append(MLP(seed=self.seed % 1000, n_in=c, n_hidden=8, n_out=3, dropout=self.dropout))
+        model = _Stack(mods)
+        opt = OPTIMIZERS[self.optimizer](list(model.parameters()))
+        make_schedule = SCHEDULES[self.schedule]
+        schedule = make_schedule(opt) if make_schedule else None
+        spec = self
+        state = {"model": model, "opt": opt}
+
+        def loss_of(x):
+            return (model(x) ** 2).mean()
+
+        def step(x, s):
+            if spec.zero == "closure":
+
+                def closure():
+                    opt.zero_grad(set_to_none=spec.set_to_none)
+                    loss = loss_of(x)
+                    loss.backward()
+                    return loss
+
+                return opt.step(closure).detach()
+            if spec.zero == "first":
+                opt.zero_grad(set_to_none=spec.set_to_none)
+            elif spec.zero == "model_first":
+                model.zero_grad(set_to_none=spec.set_to_none)
+            loss = loss_of(x) * s
+            if spec.zero == "middle":
+                opt.zero_grad(set_to_none=spec.set_to_none)
+            loss.backward()
+            opt.step()
+            if spec.zero == "none_first":
+                opt.zero_grad(set_to_none=spec.set_to_none)
+            return loss.detach()
+
+        def between(i):
+            r = np.random.default_rng((self.seed, i))
+            if schedule is not None and i:
+                schedule.step()
+            if self.eval_switch:
+                model.train(i % 3 != 2)
+            if self.flip:
+                first = next(iter(model.parameters()))
+                first.requires_grad = i % 3 != 1
+            if self.replace_param and i == 2:
+                head = mods[-1]
+                head.b2 = sadl.Parameter(np.full(3, 0.25, head.b2.data.dtype))
+            batch = 5 if not self.batch_switch or i % 2 == 0 else 3
+            shape = (batch, 2, c) if self.conv else (batch, c)
+            x = sadl.tensor(r.standard_normal(shape).astype(np.float32))
+            return x, [1.0, 0.5][i % 2]
+
+        params = list(model.parameters())
+        return state, step, between, params, [model, opt]
+
+
+# ---------------------------------------------------------------------------- comparison
+def _snapshot(out, params, holders):
+    """Copies of everything a user can see after a call."""
+
+    def arr(x):
+        if isinstance(x, sadl.Tensor):
+            return np.array(x.numpy(), copy=True)
+        if isinstance(x, np.ndarray | np.generic):
+            return np.array(x, copy=True)
+        if dataclasses.is_dataclass(x):
+            return {"dataclass": type(x).__name__, **{k: arr(v) for k, v in vars(x).items()}}
+        if isinstance(x, tuple | list):
+            return [type(x).__name__, *(arr(v) for v in x)]
+        if isinstance(x, dict):
+            return {k: arr(v) for k, v in x.items()}
+        return x
+
+    seen = {
+        "out": arr(out),
+        "params": [arr(p) for p in params],
+        "grads": [None if p.grad is None else arr(p.grad) for p in params],
+        "requires_grad": [p.requires_grad for p in params],
+        "generator": sadl.default_generator().bit_generator.state["state"],
+    }
+    for k, h in enumerate(holders):
+        seen[f"state{k}"] = arr(h.state_dict())
+    return seen
+
+
+def _compare(a, b, exact, where=""):
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            _compare(a[k], b[k], exact, f"{where}.{k}")
+        return
+    if isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for k, (x, y) in enumerate(zip(a, b)):
+            _compare(x, y, exact, f"{where}[{k}]")
+        return
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype, where
+        if exact or a.dtype.kind not in "fc":
+            assert a.tobytes() == b.tobytes(), (where, a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=FUSED_RTOL, atol=FUSED_RTOL, equal_nan=True)
+        return
+    if isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), where
+        return
+    assert a == b, (where, a, b)
+
+
+def _call(program, fn, i, args):
+    if getattr(program, "no_grad_call", False) and i == 2:
+        with sadl.no_grad():
+            return fn(*args)
+    return fn(*args)
+
+
+def run_program(program, fusion):
+    """Run ``program`` eagerly and compiled; returns "ok" or "refused" (asserts equality)."""
+    state_e, eager, between_e, params_e, holders_e = program.build()
+    seen_e = []
+    for i in range(CALLS):
+        args = between_e(i)
+        params_e = _current_params(program, state_e, params_e)
+        try:
+            with np.errstate(all="ignore"):
+                seen_e.append(_snapshot(_call(program, eager, i, args), params_e, holders_e))
+        except (ValueError, RuntimeError, TypeError):  # a program eager rejects: not compile's
+            return "skipped"
+    state_c, step, between_c, params_c, holders_c = program.build()
+    compiled = sadl.compile(step, fusion=fusion)
+    for i in range(CALLS):
+        args = between_c(i)
+        params_c = _current_params(program, state_c, params_c)
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", CompileWarning)
+                out = _call(program, compiled, i, args)
+        except CompileError:
+            return "refused"
+        seen = _snapshot(out, params_c, holders_c)
+        _compare(seen_e[i], seen, exact=not fusion, where=f"call {i}")
+    return "ok"
+
+
+def _current_params(program, state, params):
+    return list(state["model"].parameters()) if "model" in state else params
+
+
+def programs(seed, n):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        sub = int(rng.integers(1 << 30))
+        kind = rng.random()
+        if kind < 0.45:
+            yield Expression(sub, big=False), False
+        elif kind < 0.55:
+            yield Expression(sub, big=True), True
+        else:
+            yield Training(sub), bool(rng.random() < 0.2)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_programs_compiled_match_eager(seed):
+    results = {"ok": 0, "refused": 0, "skipped": 0}
+    features: set[str] = set()
+    for program, fusion in programs(seed, PROGRAMS):
+        try:
+            outcome = run_program(program, fusion)
+        except AssertionError as error:
+            raise AssertionError(
+                f"program {type(program).__name__}({program.seed}) fusion={fusion} "
+                f"{sorted(program.features)}: {error}"
+            ) from error
+        results[outcome] += 1
+        features |= program.features
+    print(f"seed {seed}: {results}, {len(features)} features")
+    assert results["refused"] <= PROGRAMS // 10, results

@@ -1,0 +1,141 @@
+"""The rule for a name two plugins register, whatever the order they are discovered in.
+
+A plugin's record claims its name, and an op the NumPy functions it implements, a format its
+suffixes. A claim sadl-core's built-in holds stays the built-in's; a claim several plugins make
+goes to the one ``SADL_PREFER`` names (``NAME:PLUGIN``, or ``PLUGIN`` for all its claims), and
+otherwise to none of them. A record that loses a claim is not served, and using its name raises
+the :class:`PluginConflictError` made here, naming every provider and how to choose; the host
+serves everything else of the plugins involved.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from sadl._errors import PluginConflictError, SadlPluginWarning
+from sadl._hookspecs import KINDS
+
+__all__ = ["DECLARED_LABELS", "NAME_KINDS", "claims_of", "hook_of", "name_of", "settle"]
+
+#: What a plugin provides, by kind: the record kinds, and the subcommands of ``sadl``.
+NAME_KINDS = (*KINDS, "commands")
+
+Claim = tuple[str, Any]  # (kind, name), ("numpy", function) or ("suffix", ".ext")
+Offer = tuple[Any, str, Any]  # (PluginInfo, kind, record)
+
+
+def name_of(record: Any) -> str:
+    return record if isinstance(record, str) else str(record.name)
+
+
+#: What messages call one record of a kind a plugin declared (``records_hookspec``).
+DECLARED_LABELS: dict[str, str] = {}
+
+
+def hook_of(kind: str) -> str:
+    return f"register_{kind}"  # as ``RecordKind.kind`` is defined
+
+
+def _label(kind: str) -> str:
+    return KINDS[kind].label if kind in KINDS else DECLARED_LABELS.get(kind, "command")
+
+
+def claims_of(kind: str, record: Any) -> list[Claim]:
+    """What serving ``record`` takes: its name, and the NumPy functions or suffixes it claims."""
+    claims: list[Claim] = [(kind, name_of(record))]
+    if kind == "ops":
+        claims += [("numpy", func) for func in record.numpy_funcs]
+    elif kind == "formats":
+        claims += [("suffix", suffix.lower()) for suffix in record.suffixes]
+    return claims
+
+
+def _key(claim: Claim) -> str:
+    """How ``SADL_PREFER`` and the messages write a claim: ``Linear``, ``np.tanh``, ``.npz``."""
+    kind, what = claim
+    return f"np.{getattr(what, '__name__', what)}" if kind == "numpy" else str(what)
+
+
+def _what(claim: Claim, entry: Offer) -> str:
+    info, kind, record = entry
+    if claim[0] not in ("numpy", "suffix"):
+        return str(info.label)
+    return f"{_label(kind)} {name_of(record)!r} of plugin {info.label}"
+
+
+def _contested(claim: Claim, offered: list[Offer]) -> PluginConflictError:
+    kind, key = claim[0], _key(claim)
+    what = f"the {_label(kind)} {key!r}" if kind not in ("numpy", "suffix") else key
+    verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
+    names = [entry[0].name for entry in offered]
+    return PluginConflictError(
+        f"{what} is {verb} by {len(offered)} plugins: "
+        f"{', '.join(_what(claim, entry) for entry in offered)}; "
+        f"{'neither' if len(offered) == 2 else 'none'} is served (everything else of theirs "
+        f"works) until you choose one: SADL_PREFER={key}:{names[0]}, say, or block the others "
+        f"(SADL_DISABLE_PLUGINS={','.join(names[1:])})"
+    )
+
+
+def _core_clash(claim: Claim, offered: list[Offer], core: Offer) -> PluginConflictError:
+    kind, key = claim[0], _key(claim)
+    whose = ", ".join(_what(claim, entry) for entry in offered)
+    if kind not in ("numpy", "suffix"):
+        plugins = "plugin" if len(offered) == 1 else "plugins"
+        head = f"the {_label(kind)} {key!r} is sadl-core's built-in; {plugins} {whose} has it too"
+    else:
+        verb = "implemented" if kind == "numpy" else "claimed"
+        head = (
+            f"{key} is {verb} by sadl-core's built-in {_label(core[1])} {name_of(core[2])!r}; "
+            f"{whose} claims it too"
+        )
+    return PluginConflictError(
+        f"{head}: the built-in is kept and the plugin's {_label(offered[0][1])} is not served (a "
+        "built-in cannot be replaced; rename it in the plugin)"
+    )
+
+
+def _preferences() -> dict[str, set[str]]:
+    """``SADL_PREFER=NAME:PLUGIN,...``: NAME -> plugins; ``PLUGIN`` alone is stored under ``''``."""
+    prefer: dict[str, set[str]] = {}
+    for entry in os.environ.get("SADL_PREFER", "").split(","):
+        key, _, plugin = entry.strip().rpartition(":")
+        if plugin:
+            prefer.setdefault(key.strip(), set()).add(plugin.strip())
+    return prefer
+
+
+def settle(
+    core: dict[Claim, Offer], offers: list[tuple[Any, dict[str, list[Any]]]], stacklevel: Any
+) -> dict[tuple[int, str, str], PluginConflictError]:
+    """``(id(plugin), kind, name) -> why`` for every offered record that is not served.
+
+    ``core`` holds the built-ins' claims; ``offers`` is ``(plugin, kind -> records)`` for every
+    loaded plugin. Each claim nobody settles (no built-in, no ``SADL_PREFER``) is warned about
+    once; ``stacklevel()`` points the warning at the user's line.
+    """
+    claims: dict[Claim, list[Offer]] = {}
+    for info, collected in offers:
+        for kind, records in collected.items():
+            for record in records:
+                for claim in claims_of(kind, record):
+                    claims.setdefault(claim, []).append((info, kind, record))
+    prefer = _preferences()
+    lost: dict[tuple[int, str, str], PluginConflictError] = {}
+    for claim, offered in claims.items():
+        if claim in core:
+            losers, error = offered, _core_clash(claim, offered, core[claim])
+        elif len(offered) > 1:
+            chosen = prefer.get(_key(claim)) or prefer.get("", set())
+            winners = [entry for entry in offered if entry[0].name in chosen]
+            losers = [entry for entry in offered if winners != [entry]]
+            error = _contested(claim, offered)
+        else:
+            continue
+        if losers == offered:
+            warnings.warn(str(error), SadlPluginWarning, stacklevel=stacklevel())
+        for info, kind, record in losers:
+            lost.setdefault((id(info), kind, name_of(record)), error)
+    return lost

@@ -1,0 +1,3 @@
+from fake_plugins.clashing import hooks
+
+globals().update(hooks("a"))
