@@ -39,7 +39,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("op tables", ["_ops", "_ops.*"]),
     (
         "tensor and engine",
-        ["_engine", "_backward", "_methods", "_conversions", "_dispatch", "_tensor"],
+        ["_engine", "_inplace", "_backward", "_methods", "_conversions", "_dispatch", "_tensor"],
     ),
     (
         "library",

@@ -62,8 +62,6 @@ REQUIRED = [
     "where",
     "matmul",
     "dot",
-    "tensordot",
-    "einsum",
     "sum",
     "mean",
     "prod",

@@ -105,26 +105,7 @@ def test_piecewise_constant_ops_differentiate_to_zero(name):
     check(lambda t: getattr(t, name)() * t, lambda t: getattr(t, name)() * t, normal(3, 4))
 
 
-# ----------------------------------------------------------------------------- shapes, einsum
-
-
-@pytest.mark.parametrize(
-    ("spec", "shapes"),
-    [
-        ("ii->", [(4, 4)]),
-        ("ii->i", [(4, 4)]),
-        ("iij->j", [(3, 3, 2)]),
-        ("ij,ii->j", [(3, 2), (3, 3)]),
-        ("...ij->ij", [(2, 3, 4)]),
-        ("b...i,...i->b", [(2, 3, 4), (3, 4)]),
-    ],
-)
-def test_einsum_repeated_index_and_summed_ellipsis(spec, shapes):
-    check(
-        lambda *t: np.einsum(spec, *t),
-        lambda *t: torch.einsum(spec, *t),
-        *[normal(*s) for s in shapes],
-    )
+# ----------------------------------------------------------------------------- shapes
 
 
 def test_squeeze_of_an_axis_that_is_not_one_is_a_no_op():

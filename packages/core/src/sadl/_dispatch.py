@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from sadl._engine import apply, broadcast_error, constant_param, promote_to_default
+from sadl._engine import apply, constant_param, promote_to_default
+from sadl._errors import broadcast_error
 from sadl._grad_mode import is_grad_enabled
 from sadl._ops.nondifferentiable import ALL, ANY
 from sadl._ops.reductions import AMAX, AMIN, CUMPROD, CUMSUM, PROD, SUM

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sadl import _defaults, _records
-from sadl._errors import MissingGradientError
+from sadl._errors import MissingGradientError, broadcast_error
 from sadl._grad_mode import _state as _grad_state
 from sadl._known import KNOWN_PROVIDERS
 from sadl._records import OpDef
@@ -37,7 +37,6 @@ __all__ = [
     "constant_param",
     "is_tensor",
     "new_tensor",
-    "rebase_inplace",
     "recording_hook",
     "retain_grad",
     "write_into",
@@ -236,21 +235,6 @@ def _constant_message(op: OpDef, name: str) -> str:
     return f"{message}; pass value.detach() if a constant is meant"
 
 
-def broadcast_error(exc: ValueError, label: str, datas: Sequence[Any]) -> ValueError:
-    """NumPy's shape-mismatch error with the op's name and its inputs' shapes; others as they are.
-
-    NumPy says only ``operands could not be broadcast together with shapes (2,3) (4,)``.
-    """
-    text = str(exc)
-    if "could not be broadcast" not in text and "cannot be broadcast" not in text:
-        return exc  # NumPy's words only: an op's own message already says what is wrong
-    shapes = " and ".join(str(tuple(d.shape)) for d in datas if hasattr(d, "shape"))
-    return ValueError(
-        f"{label}: input shapes {shapes} do not broadcast (from the last axis on, the sizes "
-        f"must be equal or 1); NumPy: {text.strip()}"
-    )
-
-
 def promote_to_default(out: Any, datas: Sequence[Any], params: Mapping[str, Any]) -> Any:
     """A float result computed from integers and Python numbers takes the default dtype.
 
@@ -291,89 +275,6 @@ def _missing_backward_message(op: OpDef) -> str:
         f"op {op.name!r} has no backward rule, so it cannot be used on a tensor that requires "
         f"grad{hint}. Detach the input (t.detach()) or wrap the call in sadl.no_grad()."
     )
-
-
-# --------------------------------------------------------------------------------------------
-# In place: record `t = op(t, ...)` and keep every saved value honest
-# --------------------------------------------------------------------------------------------
-
-
-def rebase_inplace(
-    tensor: Tensor, op: OpDef, others: Sequence[Any], params: dict[str, Any]
-) -> Tensor:
-    """Record ``tensor = op(tensor, *others)`` on the graph, then overwrite its memory.
-
-    The value ``tensor`` had is kept in a snapshot for every backward that needs it: the node
-    that produced it now points at the snapshot, and ``y *= y`` reads the snapshot twice.
-    """
-    before = new_tensor(tensor.data.copy(), tensor._node)
-    before._requires_grad = tensor._requires_grad
-    producer = tensor._node
-    if producer is not None:
-        producer.out = before.data
-        producer.counters = (*producer.counters[:-1], before._version)
-        producer.versions = (*producer.versions[:-1], 0)
-    others = tuple(before if o is tensor else o for o in others)
-    result = apply(op, (before, *others), params)
-    write_into(tensor.data, result.data)
-    tensor._version[0] += 1
-    node = result._node
-    if node is not None:
-        node.out = tensor.data
-        node.counters = (*node.counters[:-1], tensor._version)
-        node.versions = (*node.versions[:-1], tensor._version[0])
-    tensor._node = node
-    tensor._requires_grad = node is not None
-    return tensor
-
-
-def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any) -> bool:
-    """``tensor[key] = view`` where ``view`` is ``tensor[key]`` changed in place (``h[0] += 2``):
-    the memory already holds the result, so nothing is written; the graph records
-    ``tensor = setitem(old, key, view)``, ``old`` being ``tensor`` before the in-place change
-    (rebuilt from the slice the view's first in-place op kept), and ``view`` becomes
-    ``getitem(tensor, key)`` again. False when ``view`` was not made so (the caller assigns as
-    usual).
-    """
-    node, getitem = view._node, None
-    while node is not None and node.parents and isinstance(node.parents[0], Node):
-        if node.op.name == "getitem" and node.parents[0] is tensor._node:
-            getitem = node
-            break
-        node = node.parents[0]
-    if getitem is None or getitem.datas[0] is not tensor.data:
-        return False
-    old = tensor.data.copy()
-    old[key] = getitem.out  # the slice as it was (kept by the first in-place op's rebase)
-    counter = [0]
-    before = new_tensor(old, tensor._node, counter)
-    producer = tensor._node
-    if producer is not None:
-        producer.out, producer.counters = old, (*producer.counters[:-1], counter)
-        producer.versions = (*producer.versions[:-1], 0)
-    getitem.datas = (old, *getitem.datas[1:])
-    getitem.counters = (counter, *getitem.counters[1:])
-    getitem.versions = (0, *getitem.versions[1:])
-    result = apply(op, (before, view), {"key": key})
-    node = result._node
-    if node is not None:  # the view's values as they are now (later writes bump its counter)
-        node.datas = (node.datas[0], view.data.copy(), *node.datas[2:])
-        node.counters = (node.counters[0], [0], *node.counters[2:])
-        node.versions = (node.versions[0], 0, *node.versions[2:])
-        node.out = tensor.data
-        node.counters = (*node.counters[:-1], tensor._version)
-        node.versions = (*node.versions[:-1], tensor._version[0])
-    tensor._node = node
-    tensor._requires_grad = node is not None
-    last = view._node  # its output lives on in the setitem node's copy
-    last.out, last.counters = view.data.copy(), (*last.counters[:-1], [0])
-    last.versions = (*last.versions[:-1], 0)
-    again = apply(getitem_op, (tensor,), {"key": key})._node
-    if again is not None:
-        again.out, again.counters = view.data, (*again.counters[:-1], view._version)
-        again.versions = (*again.versions[:-1], view._version[0])
-    view._node = again
-    return True
 
 
 def write_into(target: Any, value: Any) -> None:

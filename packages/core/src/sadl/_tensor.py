@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from sadl import _backward, _dispatch, _engine
+from sadl import _backward, _dispatch, _engine, _inplace
 from sadl._conversions import ConversionMethods
 from sadl._defaults import get_default_dtype
 from sadl._grad_mode import _state as _grad_state
@@ -203,7 +203,7 @@ class Tensor(
     def _inplace(self, op: Any, *others: Any, **params: Any) -> Tensor:
         """``self = op(self, *others)`` in place: written into memory, recorded when needed."""
         if self._records_inplace(*others):
-            return _engine.rebase_inplace(self, op, others, params)
+            return _inplace.rebase_inplace(self, op, others, params)
         datas = [o.data if isinstance(o, Tensor) else o for o in others]
         _engine.write_into(self.data, op.forward(self.data, *datas, **params))
         self._version[0] += 1
@@ -212,10 +212,10 @@ class Tensor(
     def _assign(self, key: Any, value: Any) -> Tensor:
         """``self[key] = value`` in place: written into memory, recorded when needed."""
         if self._records_inplace(value):
-            view = isinstance(value, Tensor) and _is_view_at(self.data, key, value.data)
-            if view and _engine.rebase_view_write(self, _ix.SETITEM, _ix.GETITEM, value, key):
+            view = isinstance(value, Tensor) and _inplace.is_view_at(self.data, key, value.data)
+            if view and _inplace.rebase_view_write(self, _ix.SETITEM, _ix.GETITEM, value, key):
                 return self  # ``h[0] += 2``: already written through the view
-            return _engine.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
+            return _inplace.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
         self.data[key] = value.data if isinstance(value, Tensor) else value
         self._version[0] += 1
         return self
@@ -346,18 +346,3 @@ def _rebuild(cls: type, data: Any, requires_grad: builtins.bool) -> Tensor:
     if cls is Parameter:
         return Parameter(data)
     return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]
-
-
-def _is_view_at(data: Any, key: Any, value: Any) -> builtins.bool:
-    """Whether ``value`` is the very view ``data[key]`` (same memory, shape and strides)."""
-    if getattr(value, "base", None) is None or not isinstance(data, np.ndarray):
-        return False
-    if not _ix._is_basic(key):
-        return False  # fancy indexing copies: never a view
-    target = data[key]
-    return (
-        isinstance(target, np.ndarray)
-        and target.shape == value.shape
-        and target.strides == value.strides
-        and target.__array_interface__["data"][0] == value.__array_interface__["data"][0]
-    )

@@ -35,6 +35,7 @@ from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
+from sadl_layers.ops.contractions import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.erf_family import *  # noqa: F403

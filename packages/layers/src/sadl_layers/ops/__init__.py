@@ -20,6 +20,7 @@ from sadl_layers.ops import (
     attention,
     binary,
     classification,
+    contractions,
     conv,
     dense,
     erf_family,
@@ -40,6 +41,7 @@ from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
 from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
+from sadl_layers.ops.contractions import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
 from sadl_layers.ops.erf_family import *  # noqa: F403
@@ -74,6 +76,7 @@ _TABLES = (
     selection,
     layout,
     binary,
+    contractions,
     volume,
     tensor_ops,
 )
