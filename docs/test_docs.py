@@ -251,6 +251,8 @@ def test_public_names_carry_an_example_that_runs(name):
     for test in examples:
         result = runner.run(test, out=lambda text: None)
         assert result.failed == 0, f"{name}: {result.failed} example(s) failed"
+
+
 BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 
 

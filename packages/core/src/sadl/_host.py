@@ -53,7 +53,6 @@ from sadl._errors import (
 )
 from sadl._hookspecs import KINDS, RecordKind
 from sadl._known import KNOWN_COMMANDS, install_command, known_provider
-from sadl._records import OpDef
 from sadl._version import __version__
 
 __all__ = [

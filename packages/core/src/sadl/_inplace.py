@@ -8,7 +8,7 @@ every backward that saved it, and ``t``'s version counter is bumped. The one-op 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -66,8 +66,8 @@ def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor
             getitem = node
             break
         node = node.parents[0]
-    if getitem is None or getitem.datas[0] is not tensor.data:
-        return False
+    if getitem is None or getitem.datas is None or getitem.datas[0] is not tensor.data:
+        return False  # not a view of tensor, or its graph was freed by a backward
     old = tensor.data.copy()
     old[key] = getitem.out  # the slice as it was (kept by the first in-place op's rebase)
     counter = [0]
@@ -81,7 +81,7 @@ def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor
     getitem.versions = (0, *getitem.versions[1:])
     result = apply(op, (before, view), {"key": key})
     node = result._node
-    if node is not None:  # the view's values as they are now (later writes bump its counter)
+    if node is not None and node.datas is not None:  # the view's values as they are now
         node.datas = (node.datas[0], view.data.copy(), *node.datas[2:])
         node.counters = (node.counters[0], [0], *node.counters[2:])
         node.versions = (node.versions[0], 0, *node.versions[2:])
@@ -90,7 +90,7 @@ def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor
         node.versions = (*node.versions[:-1], tensor._version[0])
     tensor._node = node
     tensor._requires_grad = node is not None
-    last = view._node  # its output lives on in the setitem node's copy
+    last = cast(Node, view._node)  # not None: getitem was found above it; its output lives on
     last.out, last.counters = view.data.copy(), (*last.counters[:-1], [0])
     last.versions = (*last.versions[:-1], 0)
     again = apply(getitem_op, (tensor,), {"key": key})._node
