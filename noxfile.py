@@ -28,6 +28,7 @@ PACKAGES = {
     "optim": ["core"],
     "serialize": ["core"],
     "compile": ["core"],
+    "check": ["core"],
     "models": ["core", "layers", "optim", "serialize", "compile"],
     "distributed": ["core", "serialize"],
     # Its tests train sadl-models' GPT (with sadl-layers' ops and sadl-optim's AdamW).
@@ -39,8 +40,9 @@ TESTED_WITH = {"compile": ["layers", "optim"]}
 ALL = [f"packages/{p}" for p in PACKAGES]
 STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # The strict CuPy stand-in (a test-only backend, "strict") and the device-matrix pytest plugin:
-# every test venv gets it, so every package's device-matrix rows run without a GPU.
-STAND_IN = "tests/fixtures/plugins/sadl-strictcuda"
+# every test venv gets it, so every package's device-matrix rows run without a GPU. It uses
+# sadl-check's device helpers, so sadl-check (check_op & co.) is in every test venv too.
+STAND_IN = ["packages/check", "tests/fixtures/plugins/sadl-strictcuda"]
 
 
 def _torch_wheel() -> str | None:
@@ -71,7 +73,7 @@ def tests(session: nox.Session, package: str) -> None:
     """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
     deps = [f"packages/{p}" for p in PACKAGES[package] + TESTED_WITH.get(package, [])]
-    session.install(*deps, f"packages/{package}", STAND_IN, *_test_group(package))
+    session.install(*deps, f"packages/{package}", *STAND_IN, *_test_group(package))
     _install_torch(session)
     session.run(
         "pytest", f"packages/{package}/tests", "-m", "not mpi", *session.posargs, env=STRICT
@@ -82,7 +84,7 @@ def tests(session: nox.Session, package: str) -> None:
 def ecosystem(session: nox.Session) -> None:
     """All packages installed; tests/ reaches them only through their entry points."""
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(*ALL, STAND_IN, *groups)
+    session.install(*ALL, *STAND_IN, *groups)
     _install_torch(session)
     session.run("pytest", "tests", "--ignore=tests/thirdparty", *session.posargs, env=STRICT)
 
@@ -104,6 +106,7 @@ def thirdparty(session: nox.Session) -> None:
         "--wheel-dir",
         str(dist),
         "packages/core",
+        "packages/check",  # the strict CuPy stand-in depends on it
         *fixtures,
     )
     wheels = {Path(w).name.split("-")[0]: w for w in glob.glob(str(dist / "*.whl"))}
@@ -140,12 +143,13 @@ def thirdparty(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, the import-layer check (no cycles, nothing upward) and the private-name check."""
+    """ruff, the import layers (no cycles, nothing upward), the core budget, private names."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/check_layers.py")
     session.run("python", "tools/check_file_sizes.py")
+    session.run("python", "tools/sz.py")  # core <= 6,000 code lines, its kernel <= 1,000
     session.run("python", "tools/op_record_distance.py", "packages/core/src/sadl/_ops")
     fixtures = sorted(str(p) for p in (ROOT / "tests/fixtures/plugins").iterdir() if p.is_dir())
     session.run("python", "tools/check_imports.py", "--private-only", *fixtures)
@@ -195,7 +199,7 @@ def distributed(session: nox.Session) -> None:
     The mpich wheel of sadl-distributed's test group brings mpiexec; every package is installed
     because the scenarios train sadl-models' GPT with sadl-optim's AdamW.
     """
-    session.install(*ALL, STAND_IN, *_test_group("distributed"))
+    session.install(*ALL, *STAND_IN, *_test_group("distributed"))
     session.run("pytest", "packages/distributed/tests", "-m", "mpi", *session.posargs, env=STRICT)
 
 
@@ -236,7 +240,7 @@ def fuzz(session: nox.Session) -> None:
     programs = session.posargs[0] if session.posargs else "500"
     seeds = session.posargs[1] if len(session.posargs) > 1 else ",".join(map(str, range(20)))
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(*ALL, STAND_IN, *groups)
+    session.install(*ALL, *STAND_IN, *groups)
     env = {**STRICT, "SADL_FUZZ_PROGRAMS": programs, "SADL_FUZZ_SEEDS": seeds}
     session.run("pytest", "packages/compile/tests/test_compile_fuzz.py", "-s", env=env)
 
@@ -252,7 +256,7 @@ def gpu(session: nox.Session) -> None:
     """
     extra = "gpu-cuda13" if "cuda13" in session.posargs else "gpu"
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(f"packages/core[{extra}]", *ALL[1:], STAND_IN, *groups)
+    session.install(f"packages/core[{extra}]", *ALL[1:], *STAND_IN, *groups)
     _install_torch(session)
     session.run("python", "-c", "import sadl; assert sadl.cuda.is_available(), 'no CUDA device'")
     tests = [f"packages/{p}/tests" for p in PACKAGES]

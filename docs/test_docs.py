@@ -123,6 +123,136 @@ def test_every_sadl_layers_op_and_layer_is_in_the_layer_reference():
     assert not missing, f"docs/layers.md does not list: {missing}"
 
 
+# -------------------------------------------------------------- the reading tour tells the truth
+TOUR = DOCS / "reading-tour.md"
+CORE = ROOT / "packages/core/src/sadl"
+TOUR_ROW = re.compile(r"^\| (\d+) \| `([\w/]+\.py)` \| (\d+) \| (\d+) \|", re.M)
+TOUR_PATH = """
+import numpy as np
+import sadl
+
+x = sadl.tensor(np.ones((2, 3)))
+w = sadl.Parameter(np.ones(3))
+(x * w).sum().backward()
+assert w.grad.tolist() == [2.0, 2.0, 2.0]
+"""
+
+
+def _code_lines(path: Path) -> int:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import sz
+    finally:
+        sys.path.pop(0)
+    return sz.code_lines(path)
+
+
+def _files_that_run(code: str) -> list[str]:
+    """The core files whose Python code runs for ``code`` (after ``import sadl``), in order."""
+    tracer = f"""
+import os, sys
+import numpy as np
+import sadl
+root = os.path.dirname(sadl.__file__)
+seen = []
+def profile(frame, event, arg):
+    name = frame.f_code.co_filename
+    if event == "call" and name.startswith(root) and name not in seen:
+        seen.append(name)
+sys.setprofile(profile)
+exec({code!r})
+sys.setprofile(None)
+print("\\n".join(os.path.relpath(n, root) for n in seen))
+"""
+    result = subprocess.run([sys.executable, "-c", tracer], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_the_reading_tour_lists_every_file_on_the_path_with_true_counts():
+    text = TOUR.read_text()
+    rows = TOUR_ROW.findall(text)
+    listed = [name for _, name, _, _ in rows]
+    assert [int(step) for step, *_ in rows] == list(range(1, len(rows) + 1))
+    assert listed == _files_that_run(TOUR_PATH), "the path table is not the traced path, in order"
+    for _, name, lines, code in rows:
+        path = CORE / name
+        assert int(lines) == len(path.read_text().splitlines()), f"{name}: lines"
+        assert int(code) == _code_lines(path), f"{name}: code lines"
+    modules = [n for n in listed if not n.startswith("_ops/")]
+    assert f"{len(modules)} modules and {len(listed) - len(modules)} op-table files" in text
+    records = CORE / "_records.py"
+    counts = f"`_records.py` ({len(records.read_text().splitlines())} lines, "
+    assert counts + f"{_code_lines(records)} code lines)" in text
+
+
+def test_the_reading_tour_states_the_budgets_lint_checks():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import sz
+    finally:
+        sys.path.pop(0)
+    text = " ".join(TOUR.read_text().split())
+    assert f"held to {sz.CORE_BUDGET:,} code lines" in text
+    assert f"is held to {sz.KERNEL_BUDGET:,}" in text
+    kernel = ", ".join(f"`{n}`" for n in sz.KERNEL_FILES)
+    assert f"({kernel})" in text
+    files = sz.count(CORE)
+    share = sum(n for p, n in files.items() if "_ops" in p.parts) / sum(files.values())
+    assert 0.15 <= share <= 0.25, f"the op tables are {share:.0%} of core, not about a fifth"
+
+
+# ------------------------------------------------------------------ examples in docstrings
+DOCTESTED = [
+    "sadl.Tensor",
+    "sadl.Tensor.backward",
+    "sadl.Tensor.detach",
+    "sadl.Tensor.to",
+    "sadl.Tensor.reshape",
+    "sadl.Tensor.numpy",
+    "sadl.Tensor.item",
+    "sadl.Parameter",
+    "sadl.tensor",
+    "sadl.zeros",
+    "sadl.grad",
+    "sadl.no_grad",
+    "sadl.ops.get",
+    "sadl.plugins.OpDef",
+    "sadl.Module",
+    "sadl.Module.parameters",
+    "sadl.Module.state_dict",
+    "sadl.Optimizer",
+    "sadl.SGD",
+    "sadl.Adam",
+    "sadl.testing.gradcheck",
+]
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    parts = dotted.split(".")
+    obj = importlib.import_module(parts[0])
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("name", DOCTESTED)
+def test_public_names_carry_an_example_that_runs(name):
+    import doctest
+
+    obj = _resolve(name)
+    target = getattr(obj, "fget", obj)
+    tests = doctest.DocTestFinder(recurse=False).find(target, name, globs={})
+    examples = [t for t in tests if t.examples]
+    assert examples, f"{name} has no >>> example in its docstring"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in examples:
+        result = runner.run(test, out=lambda text: None)
+        assert result.failed == 0, f"{name}: {result.failed} example(s) failed"
+
+
 BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 
 

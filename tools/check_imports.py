@@ -31,6 +31,7 @@ DISTRIBUTION_OF = {
     "sadl_serialize": "sadl-serialize",
     "sadl_distributed": "sadl-distributed",
     "sadl_compile": "sadl-compile",
+    "sadl_check": "sadl-check",
     "sklearn": "scikit-learn",
     "yaml": "pyyaml",
 }

@@ -23,13 +23,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Core's layers, bottom to top (docs/architecture.md shows the same table).
 CORE_LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["_version", "_errors", "_records", "_hookspecs", "_known"]),
+    (
+        "foundation",
+        [
+            "_version",
+            "_errors",
+            "_tensor_base",
+            "_records",
+            "_plugin_records",
+            "_hookspecs",
+            "_known",
+        ],
+    ),
     ("arrays and state", ["backends", "cuda", "_grad_mode", "_defaults", "_threads", "random"]),
     ("op tables", ["_ops", "_ops.*"]),
-    ("tensor and engine", ["_engine", "_backward", "_methods", "_tensor", "_dispatch"]),
+    (
+        "tensor and engine",
+        ["_engine", "_inplace", "_backward", "_methods", "_conversions", "_dispatch", "_tensor"],
+    ),
     (
         "library",
         [
+            "_compat",
             "_creation",
             "data",
             "_module",
@@ -37,17 +52,15 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_sgd",
             "_adam",
             "_checkpoint",
-            "_gradcheck",
-            "_variants",
-            "_devicecheck",
-            "testing",
-            "viz",
             "_pysadl",
             "_builtin",
         ],
     ),
     ("plugin host", ["_clashes", "_host"]),
-    ("namespaces", ["_namespace", "plugins", "ops", "nn", "optim", "models", "io"]),
+    (
+        "namespaces",
+        ["_namespace", "plugins", "ops", "nn", "optim", "models", "io", "testing", "viz"],
+    ),
     ("command line and package", ["_commands", "cli", "__main__", ""]),
 ]
 

@@ -19,6 +19,7 @@ def test_only_core_and_sample_are_installed():
         "sadl-models",
         "sadl-serialize",
         "sadl-compile",
+        "sadl-check",
     }
 
 
@@ -43,7 +44,21 @@ def test_op_with_first_and_second_order_gradients():
     np.testing.assert_allclose(g.data, 1 / (1 + np.abs(x.data)) ** 2)
     (gg,) = sadl.grad(g.sum(), x)
     np.testing.assert_allclose(gg.data, -2 * np.sign(x.data) / (1 + np.abs(x.data)) ** 3)
-    assert sadl.testing.check_op(sadl.ops.get("softsign")).ok
+    assert sadl.testing.gradcheck(sadl.ops.get("softsign"), x.data.copy())
+    assert sadl.testing.gradgradcheck(sadl.ops.get("softsign"), x.data.copy())
+
+
+def test_check_op_without_sadl_check_says_which_package_to_install():
+    import pytest
+    import sadl
+
+    with pytest.raises(
+        AttributeError,
+        match="'sadl.testing.check_op' is provided by sadl-check, which is not installed",
+    ):
+        sadl.testing.check_op  # noqa: B018
+    with pytest.raises(AttributeError, match="'sadl.viz.to_dot' is provided by sadl-check"):
+        sadl.viz.to_dot  # noqa: B018
 
 
 def test_layer_and_optimizer_through_namespaces():
@@ -89,17 +104,17 @@ def test_import_stays_silent(run_python):
     assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
 
 
-def test_check_plugins_passes_for_the_sample():
+def test_check_plugins_without_sadl_check_names_the_package():
+    # check-plugins comes from sadl-check (a plugin author installs it); here it is absent.
     result = subprocess.run(
         [sys.executable, "-m", "sadl", "check-plugins", "--plugin", "sample"],
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    rows = [line.split() for line in result.stdout.splitlines()]
-    for kind, name in (("op", "softsign"), ("layer", "Scale"), ("optimizer", "SignSGD")):
-        assert any(r[:2] == [kind, name] and r[-1] == "ok" for r in rows), result.stdout
-    assert ["command", "sample-info", "sample", "1", "ok"] in rows
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "sadl: error: 'sadl check-plugins' is a command of sadl-check, which is not installed: "
+    )
 
 
 def test_a_missing_package_is_named_with_a_command_that_works_here(run_python):

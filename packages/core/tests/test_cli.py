@@ -34,12 +34,6 @@ def test_plugins_table_ops_and_info(capsys):
     assert "numpy" in capsys.readouterr().out
 
 
-def test_check_plugins_runs_the_battery_over_core(capsys):
-    assert main(["check-plugins", "--plugin", "sadl", "--plugin", "sadl.cli"]) == 0
-    out = capsys.readouterr().out
-    assert " 0 failed" in out and ["command", "check-plugins", "sadl.cli", "1", "ok"] in rows(out)
-
-
 def test_unknown_command_exits_2():
     result = run("no-such-command")
     assert result.returncode == 2 and "invalid choice" in result.stderr
@@ -103,7 +97,7 @@ def test_version_lists_core_and_plugins(capsys):
 
 def test_help_exits_0(capsys):
     assert main(["--help"]) == 0
-    assert "check-plugins" in capsys.readouterr().out
+    assert "plugins" in capsys.readouterr().out
 
 
 def test_an_unexpected_error_is_one_line_and_status_1_or_a_traceback_with_verbose(
@@ -154,72 +148,3 @@ def test_a_broken_plugin_is_one_warning_line_on_the_command_line(tmp_path):
     assert lines[0].startswith("sadl: warning: sadl plugin 'fakebroken' (sadl-fake-broken 0.1) ")
     assert "No module named 'no_such_module_xyz'" in lines[0] and "sadl plugins" in lines[0]
     assert " (at " not in lines[0]  # no internal paths; `sadl plugins` has the details
-
-
-# ---------------------------------------------------------------- check-plugins
-def test_check_plugins_fails_on_a_broken_or_unknown_plugin(plugins, capsys):
-    plugins(ep("broken"), ep("good"))
-    assert main(["check-plugins", "--plugin", "broken"]) == 1
-    out = capsys.readouterr().out
-    assert ["plugin", "broken", "broken", "-", "FAILED:", "error"] in rows(out)
-    assert "1 checked, 1 failed" in out
-    assert "ModuleNotFoundError" in out
-    assert main(["check-plugins", "--plugin", "nope"]) == 2
-    assert "no plugin named 'nope'" in capsys.readouterr().err
-    assert main(["check-plugins"]) == 1  # every plugin: the broken one fails the run
-
-
-def test_check_plugins_checks_layers_optimizers_and_commands(plugins, capsys):
-    plugins(ep("good"))
-    assert main(["check-plugins", "--plugin", "good"]) == 1
-    out = capsys.readouterr().out
-    table = rows(out)
-    assert ["op", "fake_cube", "good", "20", "ok"] in table  # 5 on the example, 15 on variants
-    assert ["layer", "Doubler", "good", "1", "FAILED:", "examples", "(1)"] in table
-    assert ["optimizer", "Noop", "good", "1", "FAILED:", "step", "(1)"] in table
-    assert ["command", "fake-hello", "good", "1", "ok"] in table
-    # the optimizer never changes anything: the step check says so
-    assert "optimizer Noop: step" in out and "did not change after two steps" in out
-
-
-def test_check_plugins_names_each_failing_check_once_with_its_count(plugins, capsys):
-    plugins(ep("wronggrad"))  # a wrong derivative: gradcheck fails on the example and 2 variants
-    assert main(["check-plugins", "--plugin", "wronggrad"]) == 1
-    out = capsys.readouterr().out
-    assert ["op", "fake_wrong_cube", "wronggrad", "20", "FAILED:", "gradcheck", "(3)"] in rows(out)
-    assert out.count("fake_wrong_cube: gradcheck") == 3  # each failure detailed below the table
-
-
-def test_check_plugins_prints_whole_messages_when_verbose(plugins, capsys, monkeypatch):
-    plugins(ep("good"))
-    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
-    monkeypatch.setenv("COLUMNS", "60")
-    main(["check-plugins", "--plugin", "good"])
-    short = capsys.readouterr().out
-    assert "messages shortened to fit" in short and " ..." in short
-    main(["check-plugins", "--plugin", "good", "--verbose"])
-    full = capsys.readouterr().out
-    assert "shortened" not in full
-    assert "add LayerDef(..., examples=(Example(input_shape, **constructor_kwargs),))" in full
-
-
-def test_check_plugins_fails_on_a_command_whose_help_breaks():
-    from sadl._commands import _check_commands
-
-    def register_commands(subparsers):
-        p = subparsers.add_parser("fake-broken-help", help="%(nonexistent)s")
-        p.add_argument("--size", help="%(no_such_key)s")
-        p.set_defaults(func=lambda args: 0)
-
-    reports = {name: report for _, name, report in _check_commands(register_commands)}
-    assert set(reports) == {"(sadl --help)", "fake-broken-help"}
-    assert not any(r.ok for r in reports.values())
-    assert "KeyError" in reports["fake-broken-help"].failures()[0].message
-
-
-def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
-    plugins(ep("conflict"), ep("good"))
-    assert main(["check-plugins", "--plugin", "conflict"]) == 1
-    out = capsys.readouterr().out
-    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served", "(1)"] in rows(out)
-    assert "registered by 2 plugins" in out

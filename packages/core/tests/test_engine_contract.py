@@ -151,10 +151,9 @@ def test_np_clip_keyword_bound_reaches_the_op():
         lambda x, w: sadl.ops.clip(x, min=w),
         lambda x, w: np.clip(x, min=w),
         lambda x, w: sadl.ops.full_like(x, fill_value=w),
-        lambda x, w: sadl.ops.pad(x, pad_width=1, constant_values=w),
         lambda x, w: sadl.ops.clip(x, max=(w, 1.0)[0]),
     ],
-    ids=["op-param", "numpy-keyword", "fill-value", "pad-value", "op-max"],
+    ids=["op-param", "numpy-keyword", "fill-value", "op-max"],
 )
 def test_a_tensor_that_requires_grad_given_as_a_constant_param_is_refused(call):
     x, w = T([0.0, 1.0]), T(0.5)
@@ -172,7 +171,7 @@ def test_a_tensor_that_requires_grad_given_as_a_constant_param_is_refused(call):
         lambda x, w: x.take(w),
         lambda x, w: x.take_along_axis(w, 0),
         lambda x, w: np.take(x, w),
-        lambda x, w: sadl.ops.tensordot(x, x, axes=(w,)),
+        lambda x, w: sadl.ops.sum(x, axis=(w,)),
     ],
     ids=["op-indices", "method-indices", "along-axis", "np.take", "tuple-param"],
 )

@@ -43,12 +43,18 @@ ARGS = {
 NOT_NUMPY_SEMANTICS = {"pow", "copy"}
 
 
+# Methods whose op a plugin provides (sadl-layers: roll, tril, nonzero...): tested there.
+PLUGIN_OPS = set(sadl.plugins.known_providers()["ops"])
+
+
 def numpy_twins():
     names = []
     for name, member in inspect.getmembers(sadl.Tensor):
         if name.startswith("_") or not callable(member) or isinstance(member, property):
             continue
         twin = getattr(np, name, None)
+        if name in PLUGIN_OPS:
+            continue
         if callable(twin) and not isinstance(twin, type) and name not in NOT_NUMPY_SEMANTICS:
             names.append(name)
     return names
@@ -88,7 +94,7 @@ def test_numpy_functions_on_tensors():
     parts = np.split(t, 2, axis=1)
     assert [p.shape for p in parts] == [(3, 2), (3, 2)]
     assert np.where(t > 0.5, t, 0).requires_grad
-    assert np.einsum("ij,kj->ik", t, t).shape == (3, 3)
+    assert np.matmul(t, np.swapaxes(t, 0, 1)).shape == (3, 3)
     assert np.shape(t) == (3, 4) and np.ndim(t) == 2
     assert isinstance(np.max(t, axis=0), sadl.Tensor)
     assert np.add.reduce(t, axis=0).shape == (4,)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import inspect
 import types
 import weakref
 from collections.abc import Callable
@@ -32,9 +33,10 @@ from sadl_compile.tracer import Tracer, _asarray
 
 __all__ = ["DATA", "GRAD", "Capture", "rebuild"]
 
-#: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing).
-DATA: Any = Tensor.__dict__["data"]
-GRAD: Any = Tensor.__dict__["grad"]
+#: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing;
+#: the slots are those of Tensor's base class, so they are looked up along the class's MRO).
+DATA: Any = inspect.getattr_static(Tensor, "data")
+GRAD: Any = inspect.getattr_static(Tensor, "grad")
 
 
 class _Adopted:

@@ -437,7 +437,7 @@ class Tracer:
         return self._outputs(result, node, plains, reads)
 
 
-_TENSOR_FILES = ("_tensor.py", "_methods.py")
+_TENSOR_FILES = ("_tensor.py", "_methods.py", "_conversions.py")
 
 
 def _sized_by_values(node: Node, reads: list[Value]) -> list[Value]:

@@ -19,7 +19,15 @@ _SKIP = (
     os.path.dirname(os.path.abspath(__file__)) + os.sep,
     *(
         os.path.join(_SADL, f"{name}.py")
-        for name in ("_engine", "_backward", "_tensor", "_methods", "_dispatch", "random")
+        for name in (
+            "_engine",
+            "_backward",
+            "_tensor",
+            "_methods",
+            "_conversions",
+            "_dispatch",
+            "random",
+        )
     ),
     os.path.abspath(contextlib.__file__),
 )

@@ -8,13 +8,13 @@ use of a registry.
 
 from __future__ import annotations
 
-import importlib as _importlib
 from typing import Any
 
 # Bottom to top (docs/architecture.md): importing the engine's upper half installs it below.
 from sadl import (  # noqa: F401
     _dispatch,
     _host,
+    _namespace,
     _tensor,
     backends,
     cuda,
@@ -30,7 +30,7 @@ from sadl import (  # noqa: F401
 )
 from sadl._adam import Adam
 from sadl._backward import RemovableHandle, grad, queue_backward_callback
-from sadl._checkpoint import checkpoint
+from sadl._compat import is_global_grad_mode_enabled, no_grad_fn, set_global_grad_mode
 from sadl._creation import (
     arange,
     empty,
@@ -56,11 +56,8 @@ from sadl._errors import (
 )
 from sadl._grad_mode import (
     enable_grad,
-    is_global_grad_mode_enabled,
     is_grad_enabled,
     no_grad,
-    no_grad_fn,
-    set_global_grad_mode,
     set_grad_enabled,
 )
 from sadl._host import registry as _registry
@@ -94,7 +91,6 @@ __all__ = [
     "UnknownNameError",
     "arange",
     "backends",
-    "checkpoint",
     "cuda",
     "data",
     "default_generator",
@@ -143,7 +139,8 @@ def __getattr__(name: str) -> Any:
     name a plugin package serves (``sadl.compile`` from sadl-compile), imported on first use.
     """
     if name in _KNOWN_ATTRIBUTES:
-        return _served(name, *_KNOWN_ATTRIBUTES[name])
+        distribution, module = _KNOWN_ATTRIBUTES[name]
+        return _namespace.served("sadl", distribution, module, {name})(name)
     if name.startswith("_") or not name[:1].isupper():
         raise AttributeError(f"module 'sadl' has no attribute {name!r}")
     reg = _registry()
@@ -156,14 +153,6 @@ def __getattr__(name: str) -> Any:
     if reg.conflict("optimizers", name) is not None:
         kind = "optimizers"
     return reg.lookup(kind, name).cls
-
-
-def _served(name: str, distribution: str, module: str) -> Any:
-    """``module.name`` once ``distribution``'s plugin loaded; else why not and how to get it."""
-    reg = _registry()
-    if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
-        return getattr(_importlib.import_module(module), name)
-    raise UnknownNameError(reg.provider_status(distribution, f"sadl.{name}"))
 
 
 def __dir__() -> list[str]:

@@ -19,6 +19,13 @@ class Adam(Optimizer):
     ``weight_decay`` adds ``weight_decay * param`` to the gradient (L2, as in torch's Adam); for
     decoupled decay use AdamW from sadl-optim. py-sadl's spellings ``beta_1``, ``beta_2`` and
     ``epsilon`` are accepted for ``betas`` and ``eps``.
+
+    >>> import numpy as np, sadl
+    >>> w = sadl.Parameter(np.array([1.0]))
+    >>> opt = sadl.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> w.data
+    array([0.9])
     """
 
     flat_update = True

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sadl._engine import Node, apply, new_tensor
+from sadl._engine import Node, apply
 from sadl._grad_mode import enable_grad
 from sadl._ops.special import NO_DOUBLE_BACKWARD
 from sadl._records import OpDef
+from sadl._tensor_base import TensorBase, new_tensor
 from sadl.backends import array_module, is_array
 
 if TYPE_CHECKING:
@@ -32,20 +34,10 @@ __all__ = [
     "RemovableHandle",
     "backward",
     "grad",
-    "install_tensor_class",
     "queue_backward_callback",
     "register_post_accumulate_grad_hook",
     "run_backward",
 ]
-
-_Tensor: Any = None  # the Tensor class, handed down by sadl._tensor
-
-
-def install_tensor_class(cls: type) -> None:
-    """Called once by ``sadl._tensor`` (which imports this module): the class of gradients."""
-    global _Tensor
-    _Tensor = cls
-
 
 # --------------------------------------------------------------------------------------------
 # Backward
@@ -75,7 +67,7 @@ def run_backward(
     (``sadl.grad``), and only nodes that lead to a target run their rules. Callbacks queued
     during the pass (``queue_backward_callback``) run when it has finished.
     """
-    with _BackwardPass():
+    with _backward_pass():
         return _walk(roots, root_grads, retain_graph, create_graph, targets)
 
 
@@ -86,29 +78,22 @@ def _walk(
     create_graph: bool,
     targets: Sequence[Tensor] | None,
 ) -> list[Any] | None:
+    """Toposort (a node is ready once all its consumers ran) -> rule -> accumulate."""
     grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
     for tensor, g in zip(roots, root_grads):
         key = tensor._node if tensor._node is not None else tensor
         grads[key] = grads[key] + g if key in grads else g
     pending = _count_consumers(grads)
     wanted = _nodes_leading_to(targets, pending) if targets is not None else None
-    # Leaves with post-accumulate-grad hooks -> consumers left: at 0 their .grad is final.
     hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
     copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
-
     ready = [n for n, count in pending.items() if count == 0]
     while ready:
         node = ready.pop()
         g = grads.pop(node, None)
         if g is not None and (wanted is None or node in wanted):
-            if node.datas is None and node.refill is not None:
-                node.refill(node)  # a checkpointed node: recompute its arrays
             if node.datas is None:
-                raise RuntimeError(
-                    f"trying to backward through the graph a second time (op {node.op.name!r}): "
-                    "its saved arrays were freed by the first backward; pass retain_graph=True "
-                    "to the first call if you need to go through it again"
-                )
+                _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
             if node.retained is not None:
                 _store_retained(node, g)
             if targets is not None:
@@ -118,26 +103,41 @@ def _walk(
                     if gi is not None:
                         grads[p] = grads[p] + gi if p in grads else gi
             if not retain_graph:
-                node.datas = None
-                node.out = None
-                node.refill = None
+                node.datas = node.out = node.refill = None
             elif node.refill is not None:
-                node.datas = None  # checkpointed: drop the recomputed arrays again
-                node.out = None
+                node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
         for p in node.parents:
             if type(p) is Node:
                 pending[p] -= 1
                 if pending[p] == 0:
                     ready.append(p)
             elif hooked and p in hooked:
-                hooked[p] -= 1
-                if hooked[p] == 0 and p in grads:
-                    _accumulate(p, grads.pop(p), copied)
-
+                _leaf_used(p, hooked, grads, copied)
     if targets is not None:
         return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
-    _accumulate_into_leaves(grads, copied)
+    for leaf, g in grads.items():
+        if isinstance(leaf, TensorBase):
+            _accumulate(leaf, g, copied)
     return None
+
+
+def _refill(node: Node) -> None:
+    """Give ``node`` its saved arrays back: a checkpointed node recomputes them."""
+    if node.refill is not None:
+        node.refill(node)
+    if node.datas is None:
+        raise RuntimeError(
+            f"trying to backward through the graph a second time (op {node.op.name!r}): "
+            "its saved arrays were freed by the first backward; pass retain_graph=True "
+            "to the first call if you need to go through it again"
+        )
+
+
+def _leaf_used(leaf: Any, hooked: dict[Any, int], grads: dict[Any, Any], copied: set[int]) -> None:
+    """One use of a hooked leaf is done; after its last one, its ``.grad`` is final: accumulate."""
+    hooked[leaf] -= 1
+    if hooked[leaf] == 0 and leaf in grads:
+        _accumulate(leaf, grads.pop(leaf), copied)
 
 
 def _count_consumers(roots: dict[Any, Any]) -> dict[Node, int]:
@@ -194,12 +194,12 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             return _no_double_backward(node, g)
         inputs: tuple[Any, ...] = tuple(_saved_input(d, p) for d, p in zip(datas, node.parents))
         out = new_tensor(node.out, node)
-        if not isinstance(g, _Tensor):
+        if not isinstance(g, TensorBase):
             g = new_tensor(g)
         with enable_grad():
             raw = _call_rule(op, node, g, out, inputs, wanted)
     else:
-        if isinstance(g, _Tensor):
+        if isinstance(g, TensorBase):
             g = g.data
         raw = _call_rule(op, node, g, node.out, datas, wanted)
 
@@ -219,7 +219,7 @@ def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
     input's shape or a shape that broadcasting the input produced (summed back here). A gradient
     of lower rank or a bare scalar is a bug in the rule: it is never broadcast up.
     """
-    arr = gi.data if isinstance(gi, _Tensor) else gi
+    arr = gi.data if isinstance(gi, TensorBase) else gi
     if type(arr) is not type(data):
         if isinstance(arr, np.generic):
             # NumPy turns 0-d results into scalars; gradients stay arrays.
@@ -294,27 +294,20 @@ def _call_rule(
 
 
 def _check_versions(node: Node) -> None:
-    for counter, seen in zip(node.counters, node.versions):
-        if counter is not None and counter[0] != seen:
-            raise RuntimeError(_version_message(node))
-
-
-def _version_message(node: Node) -> str:
     for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
         if counter is not None and counter[0] != seen:
             which = "its output" if i == len(node.parents) else f"input {i}"
-            return (
+            raise RuntimeError(
                 f"one of the arrays needed to compute the gradient of op {node.op.name!r} "
                 f"({which}) was modified by an in-place operation after the op ran (version "
                 f"{seen} -> {counter[0]}); make a copy before modifying it, or modify it "
                 "out of place"
             )
-    return f"op {node.op.name!r}: a saved array was modified in place"
 
 
 def _saved_input(data: Any, parent: Any) -> Any:
     """An input as a Tensor on the original graph (for create_graph), or the constant itself."""
-    if isinstance(parent, _Tensor):
+    if isinstance(parent, TensorBase):
         return parent
     if type(parent) is Node:
         return new_tensor(data, parent)
@@ -345,16 +338,9 @@ def _store_retained(node: Node, g: Any) -> None:
         tensor.grad = g if tensor.grad is None else tensor.grad + g
 
 
-def _accumulate_into_leaves(grads: dict[Any, Any], copied: set[int]) -> None:
-    Tensor = _Tensor
-    for leaf, g in grads.items():
-        if isinstance(leaf, Tensor):
-            _accumulate(leaf, g, copied)
-
-
-def _accumulate(leaf: Tensor, g: Any, copied: set[int]) -> None:
+def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
-    if not isinstance(g, _Tensor):
+    if not isinstance(g, TensorBase):
         # A rule may hand the same array to several inputs, or a read-only broadcast view:
         # give each leaf its own writable array, as optimizers update .grad in place.
         if id(g) in copied or not _owns_writable_memory(g):
@@ -378,13 +364,10 @@ def _owns_writable_memory(array: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-class _HookCount:
-    """How many post-accumulate-grad hooks are registered (0: the walker's plain path)."""
-
-    count = 0
+class _hooks:  # noqa: N801
+    count = 0  #: post-accumulate-grad hooks registered (0: the walker's plain path)
 
 
-_hooks = _HookCount()
 _handle_ids = itertools.count()
 
 
@@ -471,21 +454,17 @@ def queue_backward_callback(callback: Callable[[], Any]) -> None:
     _passes.stack[-1].append(callback)
 
 
-class _BackwardPass:
-    """``with _BackwardPass():`` around one pass: opens its callback queue; on success runs it."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        _passes.stack.append([])
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        try:
-            queue = _passes.stack[-1]
-            while queue and exc_type is None:
-                queue.pop(0)()
-        finally:
-            _passes.stack.pop()
+@contextmanager
+def _backward_pass() -> Iterator[None]:
+    """Around one pass: opens its callback queue; when the pass succeeded, runs the queue."""
+    queue: list[Callable[[], Any]] = []
+    _passes.stack.append(queue)
+    try:
+        yield
+        while queue:
+            queue.pop(0)()
+    finally:
+        _passes.stack.pop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -508,8 +487,14 @@ def grad(
     ``create_graph=True`` the returned gradients carry their own graph, so they can be
     differentiated again. An input that the outputs do not depend on raises, unless
     ``allow_unused=True`` (then its gradient is None).
+
+    >>> import sadl
+    >>> x = sadl.tensor([1.0, 2.0], requires_grad=True)
+    >>> (dx,) = sadl.grad((x ** 3).sum(), x)
+    >>> dx
+    Tensor([ 3., 12.])
     """
-    Tensor = _Tensor
+    Tensor = TensorBase
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for i, t in enumerate(ins):
@@ -548,7 +533,7 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
                 f"this one has shape {out.shape}, so pass a gradient of that shape"
             )
         return array_module(out.data).ones_like(out.data)
-    if isinstance(g, _Tensor):
+    if isinstance(g, TensorBase):
         seed = g if create_graph else g.data
     elif is_array(g):
         seed = g
@@ -559,6 +544,6 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
         raise RuntimeError(
             f"{where}: gradient has shape {tuple(shape)} but the output has shape {out.shape}"
         )
-    if not isinstance(seed, _Tensor) and seed.dtype != out.dtype:
+    if not isinstance(seed, TensorBase) and seed.dtype != out.dtype:
         seed = seed.astype(out.dtype)
     return seed

@@ -15,17 +15,15 @@ from sadl._ops import (
     activations,
     arithmetic,
     elementwise,
-    erf,
     indexing,
     linalg,
     nondifferentiable,
     reductions,
-    scatter,
-    selection,
     shapes,
     special,
 )
-from sadl._records import BackendDef, OpDef, OptimizerDef
+from sadl._plugin_records import BackendDef, OptimizerDef
+from sadl._records import OpDef
 from sadl._sgd import SGD
 from sadl.backends import CPU_BACKEND
 from sadl.cuda import CUDA_BACKEND
@@ -33,13 +31,10 @@ from sadl.cuda import CUDA_BACKEND
 CORE_OPS: tuple[OpDef, ...] = (
     *arithmetic.OPS,
     *elementwise.OPS,
-    *erf.OPS,
     *activations.OPS,
     *reductions.OPS,
     *shapes.OPS,
     *indexing.OPS,
-    *scatter.OPS,
-    *selection.OPS,
     *linalg.OPS,
     *nondifferentiable.OPS,
     *special.OPS,

@@ -53,7 +53,14 @@ def _make(array: Any, device: str | Device | None, requires_grad: bool) -> Tenso
 def tensor(
     data: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
 ) -> Tensor:
-    """A new tensor holding a copy of ``data`` (Python floats become float32)."""
+    """A new tensor holding a copy of ``data`` (Python floats become float32).
+
+    >>> import sadl
+    >>> sadl.tensor([1.0, 2.0])
+    Tensor([1., 2.])
+    >>> sadl.tensor([1, 2]).dtype
+    dtype('int64')
+    """
     if isinstance(data, Tensor):
         data = data.data
     if is_array(data) and not isinstance(data, np.ndarray):  # a device array stays there
@@ -79,7 +86,12 @@ def zeros(
     device: str | Device | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """A tensor of zeros."""
+    """A tensor of zeros.
+
+    >>> import sadl
+    >>> sadl.zeros(2, 3).shape
+    (2, 3)
+    """
     return _filled(np.zeros, shape, dtype, device, requires_grad)
 
 

@@ -18,53 +18,55 @@ The contract for everything else (``docs/concepts/tensors.md`` states it for use
   ``np.copyto`` and ufunc ``out=`` are recorded like ``t[...] = value``, the others raise when
   the write would have to be recorded.
 
-Which op implements which NumPy callable is known only once the plugins are loaded: the plugin host
-(a higher layer) hands this module its op table with :func:`install_op_source`, and this module
-hands ``Tensor`` its two protocol methods with ``sadl._tensor.install_numpy_dispatch``.
+Which op implements which NumPy callable is known only once the plugins are loaded: the op table
+comes from the plugin registry (``sadl.backends.plugin_registry``), and ``Tensor``'s two protocol
+methods call this module's ``array_ufunc`` and ``array_function`` (tensors are ``TensorBase``
+here: this module sits below ``sadl._tensor``).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from sadl import _tensor
-from sadl._engine import apply, broadcast_error, constant_param, promote_to_default
+from sadl._engine import apply, constant_param, promote_to_default
+from sadl._errors import broadcast_error
 from sadl._grad_mode import is_grad_enabled
 from sadl._ops.nondifferentiable import ALL, ANY
 from sadl._ops.reductions import AMAX, AMIN, CUMPROD, CUMSUM, PROD, SUM
 from sadl._records import OpDef
-from sadl._tensor import Tensor
-from sadl.backends import is_array
+from sadl._tensor_base import TensorBase, new_tensor
+from sadl.backends import is_array, plugin_registry
 
-__all__ = ["array_function", "array_ufunc", "install_op_source", "make_binder"]
+if TYPE_CHECKING:
+    from sadl._tensor import Tensor
+
+__all__ = ["array_function", "array_ufunc", "make_binder"]
 
 Binder = Callable[[tuple[Any, ...], dict[str, Any]], tuple[list[Any], dict[str, Any]]]
 
 _MISSING = object()
 
 
-OpSource = Callable[[], tuple[int, Mapping[str, OpDef]]]
-
-
-def _no_source() -> tuple[int, Mapping[str, OpDef]]:
-    raise RuntimeError("sadl's plugin host is not loaded; import sadl first")
+def _op_source() -> tuple[int, Mapping[str, OpDef]]:
+    """The registry's generation and its ops (loading the plugins on first use)."""
+    reg = plugin_registry()
+    return reg.generation, reg.records("ops")
 
 
 class _Tables:
     """NumPy callable -> op, rebuilt whenever the registry's generation changes."""
 
     def __init__(self) -> None:
-        self.source: OpSource = _no_source
         self.generation = -1
         self.ufuncs: dict[np.ufunc, OpDef] = {}
         self.functions: dict[Callable[..., Any], tuple[OpDef, Binder | None]] = {}
 
     def current(self) -> _Tables:
-        generation, ops = self.source()
+        generation, ops = _op_source()
         if generation != self.generation:
             ufuncs: dict[np.ufunc, OpDef] = {}
             functions: dict[Callable[..., Any], tuple[OpDef, Binder | None]] = {}
@@ -80,14 +82,6 @@ class _Tables:
 
 
 _tables = _Tables()
-
-
-def install_op_source(source: OpSource) -> None:
-    """Called once by the plugin host: ``source()`` returns ``(generation, ops by name)``.
-
-    It loads the plugins on first use; the tables are rebuilt when the generation changes.
-    """
-    _tables.source = source
 
 
 # ufunc methods that are reductions or scans of a core op.
@@ -178,7 +172,7 @@ def array_ufunc(
     out = kwargs.pop("out", None)
     if out is not None and is_grad_enabled():
         for target in _tensors_in(out):
-            if target.requires_grad and target.is_leaf:
+            if target._requires_grad and target.is_leaf:
                 raise RuntimeError(_LEAF_MESSAGE.format(label=f"np.{ufunc.__name__}"))
     tables = _tables.current()
     if method == "__call__" and ufunc in tables.ufuncs:
@@ -214,24 +208,24 @@ def _write_out(out: Any, result: Any, label: str) -> Any:
     targets = out if isinstance(out, tuple) else (out,)
     results = result if isinstance(result, tuple) else (result,)
     for target, value in zip(targets, results):
-        if isinstance(target, Tensor):
-            target._assign(Ellipsis, value)
+        if isinstance(target, TensorBase):
+            cast("Tensor", target)._assign(Ellipsis, value)
         elif target is not None:
-            if isinstance(value, Tensor) and value.requires_grad:
+            if isinstance(value, TensorBase) and value._requires_grad:
                 raise TypeError(
                     f"{label}(..., out=array): the result requires grad, and a NumPy array cannot "
                     "carry it; pass a Tensor as out=, or detach the inputs"
                 )
-            np.copyto(target, value.data if isinstance(value, Tensor) else value)
+            np.copyto(target, value.data if isinstance(value, TensorBase) else value)
     return out
 
 
 def _ufunc_at(ufunc: np.ufunc, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     target = inputs[0]
-    rest = [x.data if isinstance(x, Tensor) else x for x in inputs[1:]]
-    if isinstance(target, Tensor):
+    rest = [x.data if isinstance(x, TensorBase) else x for x in inputs[1:]]
+    if isinstance(target, TensorBase):
         if is_grad_enabled() and _any_requires_grad(inputs):
-            if target.requires_grad and target.is_leaf:
+            if target._requires_grad and target.is_leaf:
                 raise RuntimeError(_LEAF_MESSAGE.format(label=f"np.{ufunc.__name__}.at"))
             raise TypeError(
                 f"np.{ufunc.__name__}.at on a tensor that requires grad is not differentiable; "
@@ -287,10 +281,10 @@ def _write_in_place(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], la
     """``np.copyto(t, ...)`` and friends: write, bump the version, refuse what would be lost."""
     names = ("dst", "a", "arr")  # the first parameter's name in each of these functions
     target = args[0] if args else next((kwargs[k] for k in names if k in kwargs), None)
-    if not isinstance(target, Tensor):  # writing into an array: tensors are only read
+    if not isinstance(target, TensorBase):  # writing into an array: tensors are only read
         return func(*_unwrap(args), **_unwrap(kwargs))
     if is_grad_enabled() and _any_requires_grad(args, kwargs):
-        if target.requires_grad and target.is_leaf:
+        if target._requires_grad and target.is_leaf:
             raise RuntimeError(_LEAF_MESSAGE.format(label=label))
         if func is np.copyto:
             bound = {**dict(zip(("dst", "src", "casting", "where"), args)), **kwargs}
@@ -396,7 +390,7 @@ def _tensors_in(tree: Any) -> list[Any]:
     stack = [tree]
     while stack:
         item = stack.pop()
-        if isinstance(item, Tensor):
+        if isinstance(item, TensorBase):
             found.append(item)
         elif isinstance(item, list | tuple):
             stack.extend(item)
@@ -410,7 +404,7 @@ def _any_requires_grad(*trees: Any) -> bool:
 
 
 def _unwrap(tree: Any) -> Any:
-    if isinstance(tree, Tensor):
+    if isinstance(tree, TensorBase):
         return tree.data
     if isinstance(tree, list | tuple):
         return type(tree)(_unwrap(x) for x in tree)
@@ -422,7 +416,7 @@ def _unwrap(tree: Any) -> Any:
 def _wrap(value: Any, args: Any) -> Any:
     """Arrays and NumPy scalars as Tensors that need no grad; views share their base's counter."""
     if is_array(value) or isinstance(value, np.generic):
-        tensor = Tensor(value)
+        tensor = new_tensor(value if is_array(value) else np.asarray(value))
         base = getattr(value, "base", None)
         for source in _tensors_in(args):
             data = source.data
@@ -446,6 +440,3 @@ def _has_float(value: Any) -> bool:
     if isinstance(value, tuple | list):
         return any(_has_float(v) for v in value)
     return False
-
-
-_tensor.install_numpy_dispatch(array_ufunc, array_function)

@@ -4,9 +4,8 @@
 a :class:`Node` (which op, what it saw, who its parents are). ``sadl._backward`` walks those
 records back. All per-op knowledge lives in the ``OpDef`` records, none of it here.
 
-This module sits below ``sadl._tensor`` in the import order: it does not import the Tensor class,
-it is handed it (``install_tensor_class``) when ``sadl._tensor`` is imported, and it hands
-``OpDef.__call__`` its implementation (``call_op``) in turn.
+Tensors are ``sadl._tensor_base.TensorBase`` here (the class below this module; results are
+made by ``new_tensor``). This module hands ``OpDef.__call__`` its implementation (``call_op``).
 """
 
 from __future__ import annotations
@@ -21,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sadl import _defaults, _records
-from sadl._errors import MissingGradientError
+from sadl._errors import MissingGradientError, broadcast_error
 from sadl._grad_mode import _state as _grad_state
 from sadl._known import KNOWN_PROVIDERS
 from sadl._records import OpDef
+from sadl._tensor_base import TensorBase, new_tensor
 from sadl.backends import array_module, ensure_same_device, is_array
 
 if TYPE_CHECKING:
@@ -35,46 +35,19 @@ __all__ = [
     "apply",
     "call_op",
     "constant_param",
-    "install_tensor_class",
     "is_tensor",
     "new_tensor",
-    "rebase_inplace",
     "recording_hook",
     "retain_grad",
     "write_into",
 ]
 
 _ndarray = np.ndarray
-_Tensor: Any = None  # the Tensor class, handed down by sadl._tensor
-_new = object.__new__
-
-
-def install_tensor_class(cls: type) -> None:
-    """Called once by ``sadl._tensor``: the class whose instances the engine creates and reads."""
-    global _Tensor
-    _Tensor = cls
-
-
-def new_tensor(
-    data: Any, node: Node | None = None, version: list[int] | None = None, cls: type | None = None
-) -> Tensor:
-    """The one way a Tensor's slots are filled: its data, its producer node, its version counter.
-
-    A tensor with a node requires grad (it is on the graph); ``version`` is shared between
-    tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``).
-    """
-    t = _new(_Tensor if cls is None else cls)
-    t.data = data
-    t.grad = None
-    t._node = node
-    t._requires_grad = node is not None
-    t._version = [0] if version is None else version
-    return t  # type: ignore[no-any-return]
 
 
 def is_tensor(value: Any) -> bool:
-    """True for a Tensor (for modules below ``sadl._tensor``, which cannot import the class)."""
-    return isinstance(value, _Tensor)
+    """True for a Tensor."""
+    return isinstance(value, TensorBase)
 
 
 class Node:
@@ -136,9 +109,8 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     datas = []
     record = False
     off_cpu = False
-    Tensor = _Tensor
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, TensorBase):
             d = a.data
             if a._requires_grad:
                 record = True
@@ -170,7 +142,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     counters: list[Any] = []
     versions: list[Any] = []
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, TensorBase):
             n = a._node
             parents.append(n if n is not None else (a if a._requires_grad else None))
             c = a._version
@@ -216,7 +188,6 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
     """Apply ``op`` the way user code calls it: Tensors in, Tensor out; arrays in, array out."""
     if op.composite:
         return op.forward(*args, **params)
-    Tensor = _Tensor
     if params:
         names = op.input_names  # an input given by name (mask=m) is an input, as in torch
         while len(args) < len(names) and names[len(args)] in params:
@@ -224,7 +195,7 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
             args = (*args, params.pop(names[len(args)]))
         params = {k: constant_param(v, op, k) for k, v in params.items()}
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, TensorBase):
             return apply(op, args, params)
     return op.forward(*args, **params)
 
@@ -235,11 +206,11 @@ def constant_param(value: Any, op: OpDef, name: str) -> Any:
     A Tensor that requires grad given as a param would silently get no gradient, so it is
     refused (as a tuple or list item too); pass it as an input, or ``.detach()`` it.
     """
-    if isinstance(value, _Tensor):
+    if isinstance(value, TensorBase):
         if value._requires_grad and _grad_state.enabled:
             raise TypeError(_constant_message(op, name))
         return value.data
-    if isinstance(value, tuple | list) and any(isinstance(v, _Tensor) for v in value):
+    if isinstance(value, tuple | list) and any(isinstance(v, TensorBase) for v in value):
         return type(value)(constant_param(v, op, name) for v in value)
     return value
 
@@ -250,36 +221,18 @@ def _constant_message(op: OpDef, name: str) -> str:
         "grad and would get no gradient"
     )
     try:
-        kinds = inspect.Parameter
-        positional = [
-            p.name
-            for p in inspect.signature(op.forward).parameters.values()
-            if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-        ]
+        parameters = inspect.signature(op.forward).parameters.values()
     except (TypeError, ValueError):
-        positional = []
+        parameters = []  # type: ignore[assignment]
+    positional = [
+        p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     if name in positional:
-        place = positional.index(name) + 1
         return (
-            f"{message}; it is the op's input {place}: pass it positionally to get its "
-            "gradient, or pass value.detach() if a constant is meant"
+            f"{message}; it is the op's input {positional.index(name) + 1}: pass it positionally "
+            "to get its gradient, or pass value.detach() if a constant is meant"
         )
     return f"{message}; pass value.detach() if a constant is meant"
-
-
-def broadcast_error(exc: ValueError, label: str, datas: Sequence[Any]) -> ValueError:
-    """NumPy's shape-mismatch error with the op's name and its inputs' shapes; others as they are.
-
-    NumPy says only ``operands could not be broadcast together with shapes (2,3) (4,)``.
-    """
-    text = str(exc)
-    if "could not be broadcast" not in text and "cannot be broadcast" not in text:
-        return exc  # NumPy's words only: an op's own message already says what is wrong
-    shapes = " and ".join(str(tuple(d.shape)) for d in datas if hasattr(d, "shape"))
-    return ValueError(
-        f"{label}: input shapes {shapes} do not broadcast (from the last axis on, the sizes "
-        f"must be equal or 1); NumPy: {text.strip()}"
-    )
 
 
 def promote_to_default(out: Any, datas: Sequence[Any], params: Mapping[str, Any]) -> Any:
@@ -303,8 +256,8 @@ def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
     # An output that views an input's memory shares that input's version counter, so an
     # in-place write through either one is seen by every node that saved the other.
     for a in args:
-        if isinstance(a, _Tensor) and (a.data is base or a.data.base is base):
-            return a._version  # type: ignore[no-any-return]
+        if isinstance(a, TensorBase) and (a.data is base or a.data.base is base):
+            return a._version
     return [0]
 
 
@@ -322,89 +275,6 @@ def _missing_backward_message(op: OpDef) -> str:
         f"op {op.name!r} has no backward rule, so it cannot be used on a tensor that requires "
         f"grad{hint}. Detach the input (t.detach()) or wrap the call in sadl.no_grad()."
     )
-
-
-# --------------------------------------------------------------------------------------------
-# In place: record `t = op(t, ...)` and keep every saved value honest
-# --------------------------------------------------------------------------------------------
-
-
-def rebase_inplace(
-    tensor: Tensor, op: OpDef, others: Sequence[Any], params: dict[str, Any]
-) -> Tensor:
-    """Record ``tensor = op(tensor, *others)`` on the graph, then overwrite its memory.
-
-    The value ``tensor`` had is kept in a snapshot for every backward that needs it: the node
-    that produced it now points at the snapshot, and ``y *= y`` reads the snapshot twice.
-    """
-    before = new_tensor(tensor.data.copy(), tensor._node)
-    before._requires_grad = tensor._requires_grad
-    producer = tensor._node
-    if producer is not None:
-        producer.out = before.data
-        producer.counters = (*producer.counters[:-1], before._version)
-        producer.versions = (*producer.versions[:-1], 0)
-    others = tuple(before if o is tensor else o for o in others)
-    result = apply(op, (before, *others), params)
-    write_into(tensor.data, result.data)
-    tensor._version[0] += 1
-    node = result._node
-    if node is not None:
-        node.out = tensor.data
-        node.counters = (*node.counters[:-1], tensor._version)
-        node.versions = (*node.versions[:-1], tensor._version[0])
-    tensor._node = node
-    tensor._requires_grad = node is not None
-    return tensor
-
-
-def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any) -> bool:
-    """``tensor[key] = view`` where ``view`` is ``tensor[key]`` changed in place (``h[0] += 2``):
-    the memory already holds the result, so nothing is written; the graph records
-    ``tensor = setitem(old, key, view)``, ``old`` being ``tensor`` before the in-place change
-    (rebuilt from the slice the view's first in-place op kept), and ``view`` becomes
-    ``getitem(tensor, key)`` again. False when ``view`` was not made so (the caller assigns as
-    usual).
-    """
-    node, getitem = view._node, None
-    while node is not None and node.parents and isinstance(node.parents[0], Node):
-        if node.op.name == "getitem" and node.parents[0] is tensor._node:
-            getitem = node
-            break
-        node = node.parents[0]
-    if getitem is None or getitem.datas[0] is not tensor.data:
-        return False
-    old = tensor.data.copy()
-    old[key] = getitem.out  # the slice as it was (kept by the first in-place op's rebase)
-    counter = [0]
-    before = new_tensor(old, tensor._node, counter)
-    producer = tensor._node
-    if producer is not None:
-        producer.out, producer.counters = old, (*producer.counters[:-1], counter)
-        producer.versions = (*producer.versions[:-1], 0)
-    getitem.datas = (old, *getitem.datas[1:])
-    getitem.counters = (counter, *getitem.counters[1:])
-    getitem.versions = (0, *getitem.versions[1:])
-    result = apply(op, (before, view), {"key": key})
-    node = result._node
-    if node is not None:  # the view's values as they are now (later writes bump its counter)
-        node.datas = (node.datas[0], view.data.copy(), *node.datas[2:])
-        node.counters = (node.counters[0], [0], *node.counters[2:])
-        node.versions = (node.versions[0], 0, *node.versions[2:])
-        node.out = tensor.data
-        node.counters = (*node.counters[:-1], tensor._version)
-        node.versions = (*node.versions[:-1], tensor._version[0])
-    tensor._node = node
-    tensor._requires_grad = node is not None
-    last = view._node  # its output lives on in the setitem node's copy
-    last.out, last.counters = view.data.copy(), (*last.counters[:-1], [0])
-    last.versions = (*last.versions[:-1], 0)
-    again = apply(getitem_op, (tensor,), {"key": key})._node
-    if again is not None:
-        again.out, again.counters = view.data, (*again.counters[:-1], view._version)
-        again.versions = (*again.versions[:-1], view._version[0])
-    view._node = again
-    return True
 
 
 def write_into(target: Any, value: Any) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "CompileError",
     "CompileWarning",
@@ -11,6 +14,7 @@ __all__ = [
     "PluginError",
     "SadlPluginWarning",
     "UnknownNameError",
+    "broadcast_error",
 ]
 
 
@@ -44,3 +48,18 @@ class CompileError(RuntimeError):
 
 class CompileWarning(UserWarning):
     """``sadl.compile`` fell back or retraced often enough to cost more than it saves."""
+
+
+def broadcast_error(exc: ValueError, label: str, datas: Sequence[Any]) -> ValueError:
+    """NumPy's shape-mismatch error with the op's name and its inputs' shapes; others as they are.
+
+    NumPy says only ``operands could not be broadcast together with shapes (2,3) (4,)``.
+    """
+    text = str(exc)
+    if "could not be broadcast" not in text and "cannot be broadcast" not in text:
+        return exc  # NumPy's words only: an op's own message already says what is wrong
+    shapes = " and ".join(str(tuple(d.shape)) for d in datas if hasattr(d, "shape"))
+    return ValueError(
+        f"{label}: input shapes {shapes} do not broadcast (from the last axis on, the sizes "
+        f"must be equal or 1); NumPy: {text.strip()}"
+    )

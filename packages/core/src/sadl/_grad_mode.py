@@ -12,11 +12,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "enable_grad",
-    "is_global_grad_mode_enabled",
     "is_grad_enabled",
     "no_grad",
-    "no_grad_fn",
-    "set_global_grad_mode",
     "set_grad_enabled",
 ]
 
@@ -63,7 +60,15 @@ class set_grad_enabled:
 
 
 class no_grad(set_grad_enabled):
-    """Do not record the graph: results do not require grad (inference, optimizer updates)."""
+    """Do not record the graph: results do not require grad (inference, optimizer updates).
+
+    >>> import sadl
+    >>> x = sadl.tensor([1.0], requires_grad=True)
+    >>> with sadl.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
 
     def __init__(self) -> None:
         super().__init__(False)
@@ -74,19 +79,3 @@ class enable_grad(set_grad_enabled):
 
     def __init__(self) -> None:
         super().__init__(True)
-
-
-# py-sadl's names (docs/compat.md). Its switch was process-wide; sadl's is per thread.
-def no_grad_fn(func: F) -> F:
-    """py-sadl's decorator: run ``func`` without recording the graph (``@sadl.no_grad()``)."""
-    return no_grad()(func)
-
-
-def set_global_grad_mode(enabled: bool) -> None:
-    """py-sadl's switch: record the graph (True) or not from now on, in this thread."""
-    _state.enabled = bool(enabled)
-
-
-def is_global_grad_mode_enabled() -> bool:
-    """py-sadl's name for ``is_grad_enabled()``."""
-    return _state.enabled

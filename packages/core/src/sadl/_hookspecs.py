@@ -19,14 +19,8 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from sadl._records import (
-    BackendDef,
-    FormatDef,
-    LayerDef,
-    ModelDef,
-    OpDef,
-    OptimizerDef,
-)
+from sadl._plugin_records import BackendDef, FormatDef, LayerDef, ModelDef, OptimizerDef
+from sadl._records import OpDef
 
 __all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec", "records_hookspec"]
 

@@ -17,9 +17,10 @@ A conflict is not a failure to load, so ``SADL_PLUGINS_STRICT=1`` leaves it as i
 at discovery; the contested name raises wherever it is used).
 
 Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
-published. The host hands the NumPy dispatch its op table (``sadl._dispatch.install_op_source``)
-and the array layer its device backends (``sadl.backends.install_backends``), and lets the array
-layer trigger discovery when it meets a device type it does not know yet.
+published. The host hands the array layer its device backends
+(``sadl.backends.install_backends``) and itself (``sadl.backends.install_plugin_loader``): the
+array layer then triggers discovery when it meets a device type it does not know yet, and the
+NumPy dispatch reads its op table there.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import pluggy
 
-from sadl import _dispatch, _hookspecs, backends
+from sadl import _hookspecs, backends
 from sadl._clashes import DECLARED_LABELS, NAME_KINDS, claims_of, hook_of, name_of, settle
 from sadl._errors import (
     IncompatiblePluginError,
@@ -52,7 +53,6 @@ from sadl._errors import (
 )
 from sadl._hookspecs import KINDS, RecordKind
 from sadl._known import KNOWN_COMMANDS, install_command, known_provider
-from sadl._records import OpDef
 from sadl._version import __version__
 
 __all__ = [
@@ -528,14 +528,6 @@ def _publish(reg: Registry) -> None:
     _registry = reg
     contested = {name: why for name, (_, why) in reg.unserved("backends").items()}
     backends.install_backends(reg.records("backends"), contested)
-
-
-def _op_source() -> tuple[int, Mapping[str, OpDef]]:
-    reg = registry()
-    return reg.generation, reg.records("ops")
-
-
-_dispatch.install_op_source(_op_source)
 
 
 backends.install_plugin_loader(registry)

@@ -4,7 +4,8 @@ A missing name (``sadl.optim.AdamW`` without sadl-optim, ``sadl train`` without 
 answered with the package that provides it and a command that works where the user is: the
 packages are not on PyPI yet, so from a checkout of the repository the command installs the
 package's directory (``python -m pip install packages/optim``), and nothing ever suggests a PyPI
-name that does not resolve. Once a distribution is published, list it in ``PUBLISHED``.
+name that does not resolve. The table itself is data, ``known.json`` beside this file (kind ->
+distribution -> names); once a distribution is published, list it under ``published`` there.
 """
 
 from __future__ import annotations
@@ -18,66 +19,23 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-_LAYERS = """
-Sequential Mlp ModuleList ModuleDict Linear Embedding LayerNorm RMSNorm BatchNorm1d BatchNorm2d
-Dropout Flatten Identity ReLU GELU SiLU Tanh Sigmoid Softmax LogSoftmax LeakyReLU ELU SELU CELU
-Mish Softplus LogSigmoid Hardtanh ReLU6 Hardsigmoid Hardswish
-MultiHeadAttention CausalSelfAttention Conv1d Conv2d ConvTranspose1d ConvTranspose2d MaxPool1d
-MaxPool2d AvgPool1d AvgPool2d AdaptiveAvgPool1d AdaptiveAvgPool2d Upsample UpsamplingNearest2d
-UpsamplingBilinear2d RNN LSTM GRU RNNCell LSTMCell GRUCell CrossEntropyLoss MSELoss L1Loss
-NLLLoss BCEWithLogitsLoss BCELoss BatchNorm3d GroupNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d
-Conv3d ConvTranspose3d MaxPool3d AvgPool3d MaxUnpool2d Unfold Softmin Softsign QuickGELU
-"""
-_LAYER_OPS = """
-cross_entropy nll_loss mse_loss l1_loss binary_cross_entropy_with_logits gelu silu leaky_relu
-mish softplus_beta logsigmoid elu selu celu hardtanh hardsigmoid hardswish
-layer_norm rms_norm scaled_dot_product_attention attention_qkv conv2d conv_transpose2d conv1d
-conv_transpose1d max_pool2d avg_pool2d max_pool1d avg_pool1d interpolate adaptive_avg_pool1d
-adaptive_avg_pool2d rnn_sequence lstm_sequence gru_sequence dropout linear embedding batch_norm
-conv3d conv_transpose3d max_pool3d avg_pool3d max_unpool2d unfold group_norm instance_norm
-binary_cross_entropy copysign lerp logcumsumexp softmin quick_gelu normalize diag meshgrid
-masked_select
-"""
-_OPTIM = """
-AdamW RMSprop Adagrad Lion Muon LAMB LRScheduler StepLR MultiStepLR CosineWithWarmup LinearWarmup
-OneCycle ReduceLROnPlateau
-"""
+_TABLE = json.loads((Path(__file__).parent / "known.json").read_text())
 
+#: kind -> name -> the first-party distribution that provides it (``known.json`` lists them).
 KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
-    "layers": {**dict.fromkeys(_LAYERS.split(), "sadl-layers"), "GPT": "sadl-models"},
-    "ops": dict.fromkeys(_LAYER_OPS.split(), "sadl-layers"),
-    "optimizers": dict.fromkeys(_OPTIM.split(), "sadl-optim"),
-    "models": {"gpt": "sadl-models", "mlp": "sadl-models"},
-    "formats": {"sadl": "sadl-serialize", "safetensors": "sadl-serialize"},
+    kind: {name: dist for dist, names in by_dist.items() for name in names.split()}
+    for kind, by_dist in _TABLE["providers"].items()
 }
-
 #: Attributes of ``sadl`` that a first-party plugin serves: name -> (distribution, module).
-KNOWN_ATTRIBUTES = {
-    "compile": ("sadl-compile", "sadl_compile"),
-    "CompiledFunction": ("sadl-compile", "sadl_compile"),
+KNOWN_ATTRIBUTES: dict[str, tuple[str, str]] = {
+    k: (v[0], v[1]) for k, v in _TABLE["attributes"].items()
 }
-
 #: Subcommands of ``sadl`` that first-party plugins add.
-KNOWN_COMMANDS = {
-    "train": "sadl-models",
-    "generate": "sadl-models",
-    "inspect": "sadl-serialize",
-    "launch": "sadl-distributed",
-}
-
+KNOWN_COMMANDS: dict[str, str] = _TABLE["commands"]
 #: First-party distributions that ``pip install NAME`` finds on PyPI (none yet).
-PUBLISHED: frozenset[str] = frozenset()
-
+PUBLISHED: frozenset[str] = frozenset(_TABLE["published"])
 #: Where each first-party distribution lives in a checkout of the repository.
-CHECKOUT_DIRS = {
-    "sadl-core": "packages/core",
-    "sadl-layers": "packages/layers",
-    "sadl-optim": "packages/optim",
-    "sadl-serialize": "packages/serialize",
-    "sadl-models": "packages/models",
-    "sadl-distributed": "packages/distributed",
-    "sadl-compile": "packages/compile",
-}
+CHECKOUT_DIRS: dict[str, str] = _TABLE["checkout_dirs"]
 
 
 def known_provider(kind: str, name: str) -> tuple[str, str] | None:

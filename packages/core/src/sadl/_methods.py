@@ -19,17 +19,13 @@ from sadl._engine import constant_param, is_tensor
 from sadl._ops import activations as _act
 from sadl._ops import arithmetic as _ar
 from sadl._ops import elementwise as _el
-from sadl._ops import erf as _erf
 from sadl._ops import indexing as _ix
 from sadl._ops import linalg as _la
 from sadl._ops import nondifferentiable as _nd
 from sadl._ops import reductions as _red
-from sadl._ops import scatter as _sc
-from sadl._ops import selection as _sel
 from sadl._ops import shapes as _sh
-from sadl._ops import special as _sp
 from sadl._records import OpDef
-from sadl.backends import Device, device_of, parse_device
+from sadl.backends import Device, plugin_registry
 
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
@@ -37,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ArithmeticMethods",
     "TensorLike",
-    "ConversionMethods",
     "ElementwiseMethods",
     "ReductionMethods",
     "ShapeMethods",
@@ -56,6 +51,8 @@ class TensorLike(Protocol):
     @property
     def dtype(self) -> np.dtype[Any]: ...
     def item(self) -> Any: ...
+    def numpy(self) -> np.ndarray[Any, Any]: ...
+    def __getitem__(self, key: Any) -> Tensor: ...
     def _inplace(self, op: OpDef, *others: Any, **params: Any) -> Tensor: ...
     def reshape(self, *shape: Any, order: str = "C") -> Tensor: ...
     def swapaxes(self, axis1: builtins.int, axis2: builtins.int) -> Tensor: ...
@@ -103,6 +100,19 @@ def _shape_args(shape: tuple[Any, ...]) -> tuple[Any, ...]:
 def _unary(op: OpDef, doc: str) -> Callable[[TensorLike], Tensor]:
     def method(self: TensorLike) -> Tensor:
         return _apply(op, (self,), {})
+
+    method.__doc__ = doc
+    return method
+
+
+def _plugin(name: str, *args: Any, **params: Any) -> Tensor:
+    """The op ``name`` that a plugin registers (sadl-layers: ``erf``, ``roll``, ``gather``...)."""
+    return cast("Tensor", plugin_registry().lookup("ops", name)(*args, **params))
+
+
+def _plugin_unary(name: str, doc: str) -> Callable[[TensorLike], Tensor]:
+    def method(self: TensorLike) -> Tensor:
+        return _plugin(name, self)
 
     method.__doc__ = doc
     return method
@@ -251,9 +261,9 @@ class ElementwiseMethods:
     floor = _unary(_el.FLOOR, "Elementwise floor (zero gradient).")
     ceil = _unary(_el.CEIL, "Elementwise ceiling (zero gradient).")
     trunc = _unary(_el.TRUNC, "Elementwise rounding toward zero (zero gradient).")
-    erf = _unary(_erf.ERF, "Elementwise error function.")
-    erfc = _unary(_erf.ERFC, "Elementwise 1 - erf(x), accurate where it is tiny.")
-    erfinv = _unary(_erf.ERFINV, "Elementwise inverse of erf on [-1, 1].")
+    erf = _plugin_unary("erf", "Elementwise error function (sadl-layers' op).")
+    erfc = _plugin_unary("erfc", "Elementwise 1 - erf(x), accurate where tiny (sadl-layers).")
+    erfinv = _plugin_unary("erfinv", "Elementwise inverse of erf on [-1, 1] (sadl-layers).")
     isfinite = _unary(_nd.ISFINITE, "Elementwise finiteness test (no gradient).")
     isnan = _unary(_nd.ISNAN, "Elementwise NaN test (no gradient).")
     softmax = _along(_act.SOFTMAX, "Softmax along ``axis`` (default: last), stable.", -1)
@@ -323,18 +333,18 @@ class ReductionMethods:
         sorted: builtins.bool = True,
         *,
         dim: Any = None,
-    ) -> _sel.ValuesIndices:
+    ) -> Any:
         """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) values."""
         axis = axis if dim is None else dim
-        return _sel.TOPK.forward(self, k, axis=axis, largest=largest, sorted=sorted)  # type: ignore[no-any-return]
+        return _plugin("topk", self, k, axis=axis, largest=largest, sorted=sorted)
 
-    def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> _sel.ValuesIndices:
+    def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running maximum along ``axis`` (torch's cummax)."""
-        return _sel.CUMMAX.forward(self, axis=_required_axis(axis, dim, "cummax"))  # type: ignore[no-any-return]
+        return _plugin("cummax", self, axis=_required_axis(axis, dim, "cummax"))
 
-    def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> _sel.ValuesIndices:
+    def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running minimum along ``axis`` (torch's cummin)."""
-        return _sel.CUMMIN.forward(self, axis=_required_axis(axis, dim, "cummin"))  # type: ignore[no-any-return]
+        return _plugin("cummin", self, axis=_required_axis(axis, dim, "cummin"))
 
     def var(
         self: TensorLike,
@@ -391,7 +401,12 @@ class ShapeMethods:
         return _apply(_ix.GETITEM, (self,), {"key": _index_key(key)})
 
     def reshape(self: TensorLike, *shape: Any, order: str = "C") -> Tensor:
-        """Same data with a new shape: ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
+        """Same data with a new shape: ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``.
+
+        >>> import sadl
+        >>> sadl.arange(6).reshape(2, 3).shape
+        (2, 3)
+        """
         return _apply(_sh.RESHAPE, (self,), {"shape": _shape_args(shape), "order": order})
 
     def flatten(
@@ -465,31 +480,29 @@ class ShapeMethods:
 
     def roll(self: TensorLike, shift: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
         """Shift elements cyclically."""
-        return _apply(_sh.ROLL, (self,), {"shift": shift, "axis": _axis(axis, dim, "roll")})
+        return _plugin("roll", self, shift=shift, axis=_axis(axis, dim, "roll"))
 
     def repeat(self: TensorLike, repeats: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
         """Repeat elements (NumPy semantics: ``np.repeat``)."""
-        params = {"repeats": repeats, "axis": _axis(axis, dim, "repeat")}
-        return _apply(_sh.REPEAT, (self,), params)
+        return _plugin("repeat", self, repeats=repeats, axis=_axis(axis, dim, "repeat"))
 
     def tile(self: TensorLike, reps: Any) -> Tensor:
         """Repeat the whole tensor ``reps`` times along each axis."""
-        return _apply(_sh.TILE, (self,), {"reps": reps})
+        return _plugin("tile", self, reps=reps)
 
     def tril(self: TensorLike, k: builtins.int = 0) -> Tensor:
         """Lower triangle of the last two axes."""
-        return _apply(_sh.TRIL, (self,), {"k": k})
+        return _plugin("tril", self, k=k)
 
     def triu(self: TensorLike, k: builtins.int = 0) -> Tensor:
         """Upper triangle of the last two axes."""
-        return _apply(_sh.TRIU, (self,), {"k": k})
+        return _plugin("triu", self, k=k)
 
     def diagonal(
         self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
     ) -> Tensor:
         """The diagonal of two axes."""
-        params = {"offset": offset, "axis1": axis1, "axis2": axis2}
-        return _apply(_sh.DIAGONAL, (self,), params)
+        return _plugin("diagonal", self, offset=offset, axis1=axis1, axis2=axis2)
 
     def trace(
         self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
@@ -509,18 +522,18 @@ class ShapeMethods:
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
         """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""
-        return _sc.GATHER.forward(self, dim, _plain(index))  # type: ignore[no-any-return]
+        return _plugin("gather", self, dim, _plain(index))
 
     def scatter(
         self: TensorLike, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None
     ) -> Tensor:
         """Torch's scatter: a copy with ``out[index[i][j]][j] = src[i][j]`` (or ``value``)."""
         source = value if src is None else src
-        return _apply(_sc.SCATTER, (self, dim, _plain(index), source), {})
+        return _plugin("scatter", self, dim, _plain(index), source)
 
     def scatter_add(self: TensorLike, dim: builtins.int, index: Any, src: Any) -> Tensor:
         """Torch's scatter_add: a copy with ``out[index[i][j]][j] += src[i][j]``."""
-        return _apply(_sc.SCATTER_ADD, (self, dim, _plain(index), src), {})
+        return _plugin("scatter_add", self, dim, _plain(index), src)
 
     def scatter_reduce(
         self: TensorLike,
@@ -533,57 +546,15 @@ class ShapeMethods:
     ) -> Tensor:
         """Torch's scatter_reduce: ``reduce`` is sum, prod, mean, amax or amin."""
         params = {"reduce": reduce, "include_self": include_self}
-        return _apply(_sc.SCATTER_REDUCE, (self, dim, _plain(index), src), params)
+        return _plugin("scatter_reduce", self, dim, _plain(index), src, **params)
 
     def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
-        if as_tuple:
-            return _sel.NONZERO.forward(self)
-        return _apply(_sel.ARGWHERE, (self,), {})
+        return _plugin("nonzero" if as_tuple else "argwhere", self)
 
     def argwhere(self: TensorLike) -> Tensor:
         """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""
-        return _apply(_sel.ARGWHERE, (self,), {})
-
-
-class ConversionMethods:
-    """Other dtypes and devices; casts between float dtypes and device moves are differentiable."""
-
-    __slots__ = ()
-
-    float = _cast(np.float32, "Cast to float32.")
-    double = _cast(np.float64, "Cast to float64.")
-    half = _cast(np.float16, "Cast to float16.")
-    long = _cast(np.int64, "Cast to int64.")
-    int = _cast(np.int32, "Cast to int32.")
-    bool = _cast(np.bool_, "Cast to bool.")
-
-    def astype(self: TensorLike, dtype: Any, copy: builtins.bool = True) -> Tensor:
-        """The values as ``dtype`` (differentiable between float dtypes)."""
-        dtype = np.dtype(dtype)
-        if not copy and dtype == self.dtype:
-            return cast("Tensor", self)
-        return _apply(_sp.ASTYPE, (self,), {"dtype": dtype})
-
-    def to(self: TensorLike, device: str | Device | None = None, dtype: Any = None) -> Tensor:
-        """A copy on ``device`` and/or as ``dtype``; differentiable."""
-        out = cast("Tensor", self)
-        if dtype is not None and np.dtype(dtype) != self.dtype:
-            out = out.astype(dtype)
-        if device is not None:
-            source, target = device_of(out.data), parse_device(device)
-            if source != target:
-                params = {"device": str(target), "source": str(source)}
-                out = _apply(_sp.TO_DEVICE, (out,), params)
-        return out
-
-    def cpu(self: TensorLike) -> Tensor:
-        """This tensor on the CPU."""
-        return self.to("cpu")
-
-    def cuda(self: TensorLike, index: builtins.int = 0) -> Tensor:
-        """This tensor on CUDA device ``index``."""
-        return self.to(f"cuda:{index}")
+        return _plugin("argwhere", self)
 
 
 def _index_key(key: Any) -> Any:

@@ -1,4 +1,5 @@
-"""``Function`` (alias ``Module``): the base class of layers and models.
+"""``Function`` (alias ``Module``): the base class of layers and models (py-sadl's names for its
+methods are in ``sadl._compat``).
 
 Parameters are found by looking at attributes, so a subclass needs no registration calls (and
 need not even call ``super().__init__()``): attributes that are Parameters, Functions, or
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sadl._compat import FunctionNames
 from sadl._tensor import Parameter, Tensor
 from sadl.backends import Device, is_array, to_device
 
@@ -26,8 +28,21 @@ class IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
-class Function:
-    """Base class of every layer and model: parameter traversal, modes, devices, state dicts."""
+class Function(FunctionNames):
+    """Base class of every layer and model: parameter traversal, modes, devices, state dicts.
+
+    >>> import numpy as np, sadl
+    >>> class Scale(sadl.Module):
+    ...     def __init__(self):
+    ...         self.w = sadl.Parameter(np.ones(2))
+    ...     def forward(self, x):
+    ...         return x * self.w
+    >>> model = Scale()
+    >>> model(sadl.tensor([1.0, 2.0]))
+    Tensor([1., 2.], dtype=float64, grad_fn=<multiply>)
+    >>> [name for name, _ in model.named_parameters()]
+    ['w']
+    """
 
     training: bool = True
 
@@ -89,6 +104,13 @@ class Function:
         """Every Parameter, each once: ``model.parameters()`` as in torch.
 
         Also iterable without the call, ``list(model.parameters)``, as py-sadl's property was.
+
+        >>> import numpy as np, sadl
+        >>> class Two(sadl.Module):
+        ...     def __init__(self):
+        ...         self.a, self.b = sadl.Parameter(np.ones(1)), sadl.Parameter(np.ones(2))
+        >>> [p.shape for p in Two().parameters()]
+        [(1,), (2,)]
         """
         return ParameterView(self)
 
@@ -160,7 +182,15 @@ class Function:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Tensor]:
-        """Parameters and persistent buffers by dotted name (flat; detached, sharing memory)."""
+        """Parameters and persistent buffers by dotted name (flat; detached, sharing memory).
+
+        >>> import numpy as np, sadl
+        >>> class One(sadl.Module):
+        ...     def __init__(self):
+        ...         self.w = sadl.Parameter(np.ones(2))
+        >>> list(One().state_dict())
+        ['w']
+        """
         state: dict[str, Tensor] = {}
         for name, p in self.named_parameters():
             state[name] = p.detach()
@@ -236,81 +266,6 @@ class Function:
         """
         for p in self.parameters():
             p.requires_grad_(requires_grad)
-        return self
-
-    # ------------------------------------------------------------------ py-sadl's names
-    # Thin aliases so that code written for py-sadl 2.0 runs unchanged (docs/compat.md).
-    def inference(self) -> Function:
-        """Evaluation mode: py-sadl's name for ``eval()``."""
-        return self.eval()
-
-    @property
-    def is_training(self) -> bool:
-        """py-sadl's name for the ``training`` flag."""
-        return self.training
-
-    @property
-    def device(self) -> tuple[Device, ...]:
-        """The devices holding the parameters, each once (py-sadl; empty without parameters)."""
-        return tuple(dict.fromkeys(p.device for p in self.parameters()))
-
-    def copy_to_device(self, device: str | Device | int) -> Function:
-        """py-sadl's name for ``to(device)``: move everything in place; returns self."""
-        return self.to(device)
-
-    def traverse_parameters(
-        self, on_parameter: Callable[[str, Parameter], Parameter | None]
-    ) -> None:
-        """Call ``on_parameter(name, param)`` for each Parameter; a returned one replaces it."""
-        for name, param in list(self.named_parameters()):
-            replacement = on_parameter(name, param)
-            if replacement is not None and replacement is not param:
-                _replace(self, name, replacement)
-
-    def load_parameters(
-        self,
-        state: Mapping[str, Any] | None = None,
-        *,
-        parameters: Mapping[str, Any] | None = None,
-        match_function_device: bool = False,
-        partial: bool = False,
-    ) -> Function:
-        """py-sadl's ``load_state_dict``: values by parameter name; returns self.
-
-        Names are sadl's (``get_parameters()``'s keys); a py-sadl model file's names
-        (``layers[0].W``) are converted by ``sadl.io.load_pysadl``. ``partial`` allows missing
-        names; a value on another device is refused unless ``match_function_device``.
-        (``parameters=`` is the keyword of earlier py-sadl releases.)
-        """
-        given = state if state is not None else parameters
-        if given is None:
-            raise TypeError("load_parameters: pass the parameters by name (a dict)")
-        own = dict(self.named_parameters())
-        unknown = [k for k in given if k not in own]
-        if unknown:
-            hint = (
-                "; these are py-sadl names: load the file with sadl.io.load_pysadl(path, model)"
-                if any("[" in k or k.endswith((".W", ".b")) for k in unknown)
-                else ""
-            )
-            raise KeyError(f"load_parameters: {type(self).__name__} has no {unknown}{hint}")
-        missing = [k for k in own if k not in given]
-        if missing and not partial:
-            raise KeyError(
-                f"load_parameters: no values for {missing} (pass partial=True to keep those)"
-            )
-        for key, value in given.items():
-            device = getattr(value, "device", None)
-            if (
-                not match_function_device
-                and isinstance(value, Tensor)
-                and device != own[key].device
-            ):
-                raise ValueError(
-                    f"load_parameters: {key!r} is on {device}, the model's on "
-                    f"{own[key].device}; pass match_function_device=True to move it"
-                )
-        self.load_state_dict(dict(given), strict=False)
         return self
 
 
@@ -391,27 +346,6 @@ def _walk(
             stack.extend((f"{name}.{i}", v) for i, v in reversed(list(enumerate(value))))
         elif isinstance(value, dict):
             stack.extend((f"{name}.{k}", v) for k, v in reversed(list(value.items())))
-
-
-def _replace(root: Function, name: str, value: Parameter) -> None:
-    """Put ``value`` where the dotted ``name`` (as ``named_parameters`` gives it) points."""
-    *path, last = name.split(".")
-    owner: Any = root
-    for part in path:
-        if isinstance(owner, list | tuple):
-            owner = owner[int(part)]
-        elif isinstance(owner, dict):
-            owner = owner[part]
-        else:
-            owner = getattr(owner, part)
-    if isinstance(owner, tuple):
-        raise TypeError(f"cannot replace {name!r}: it is inside a tuple; use a list")
-    if isinstance(owner, list):
-        owner[int(last)] = value
-    elif isinstance(owner, dict):
-        owner[last] = value
-    else:
-        setattr(owner, last, value)
 
 
 def _move(t: Tensor, device: Any, dtype: Any, *, floating_only: bool) -> None:

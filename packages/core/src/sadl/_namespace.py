@@ -1,13 +1,17 @@
 """The attribute protocol shared by ``sadl.ops``, ``sadl.nn``, ``sadl.optim`` and ``sadl.models``.
 
 Each of those modules serves one registry kind through PEP 562 module ``__getattr__`` /
-``__dir__``; this class is that behaviour, written once.
+``__dir__``; this class is that behaviour, written once. ``served`` does the same for the
+names of a module that moved to a plugin package (``sadl.viz``, ``sadl.testing.check_op``).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Container
 from typing import Any
 
+from sadl._errors import UnknownNameError
 from sadl._host import registry
 
 
@@ -33,3 +37,19 @@ class RegistryNamespace:
     def dir(self) -> list[str]:
         """The module's own names plus every registered name (for tab completion)."""
         return sorted(set(self.module_globals) | set(self.names()))
+
+
+def served(owner: str, distribution: str, module: str, names: Container[str]) -> Any:
+    """A module ``__getattr__`` for names that moved to a plugin package: ``owner.name`` is
+    ``module.name`` once ``distribution``'s plugin loaded, else an error naming how to get it.
+    """
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 (a module's __getattr__)
+        if name not in names:
+            raise AttributeError(f"module {owner!r} has no attribute {name!r}")
+        reg = registry()
+        if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
+            return getattr(importlib.import_module(module), name)
+        raise UnknownNameError(reg.provider_status(distribution, f"{owner}.{name}"))
+
+    return __getattr__

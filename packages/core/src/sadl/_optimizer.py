@@ -96,6 +96,14 @@ class Optimizer:
     ``model.get_parameters()`` returns), or an iterable of dicts (param groups) with a
     ``"params"`` entry and per-group hyperparameters overriding ``defaults``. Frozen parameters
     (``requires_grad=False``) may be included: they get no gradient and are left alone.
+
+    >>> import numpy as np, sadl
+    >>> w = sadl.Parameter(np.array([1.0]))
+    >>> opt = sadl.SGD([w], lr=0.5)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.])
     """
 
     #: True when ``update`` is elementwise: the same arithmetic on every element, with state

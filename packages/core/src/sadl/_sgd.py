@@ -16,6 +16,13 @@ class SGD(Optimizer):
 
     With momentum ``b = momentum * b + (1 - dampening) * g``; the step is ``g + momentum * b``
     (Nesterov) or ``b``. py-sadl's ``friction=f`` is accepted as ``momentum=1 - f``.
+
+    >>> import numpy as np, sadl
+    >>> w = sadl.Parameter(np.array([2.0]))
+    >>> opt = sadl.SGD([w], lr=0.1, momentum=0.9)
+    >>> opt.zero_grad(); (w * w).sum().backward(); opt.step()
+    >>> w.data
+    array([1.6])
     """
 
     flat_update = True

@@ -1,28 +1,27 @@
 """``Tensor``: an array with a gradient, reachable through NumPy functions and torch-like methods.
 
-This file holds the Tensor's state (six slots), its protocols (NumPy's dispatch, Python's
-conversions), the autograd entry (``backward``) and the in-place machinery. The method vocabulary
-(``t.exp()``, ``t.sum(axis)``, ``t + u``, ...) comes from the mixins of ``sadl._methods``; the
-graph work from ``sadl._engine``; NumPy's ``__array_ufunc__``/``__array_function__`` land in
-``sadl._dispatch``, which installs itself here (it is imported after this module).
+Its state (six slots) is ``sadl._tensor_base.TensorBase``'s; this file adds the protocols
+(NumPy's dispatch, Python's conversions), the autograd entry (``backward``) and the in-place
+machinery. The method vocabulary (``t.exp()``, ``t.sum(axis)``, ``t + u``, ...) comes from the
+mixins of ``sadl._methods``; the graph work from ``sadl._engine``; NumPy's
+``__array_ufunc__``/``__array_function__`` land in ``sadl._dispatch``.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from sadl import _backward, _engine
+from sadl import _backward, _dispatch, _engine, _inplace
+from sadl._conversions import ConversionMethods
 from sadl._defaults import get_default_dtype
-from sadl._engine import new_tensor
 from sadl._grad_mode import _state as _grad_state
 from sadl._methods import (
     ArithmeticMethods,
-    ConversionMethods,
     ElementwiseMethods,
     ReductionMethods,
     ShapeMethods,
@@ -30,42 +29,37 @@ from sadl._methods import (
 )
 from sadl._ops import indexing as _ix
 from sadl._ops import nondifferentiable as _nd
-from sadl.backends import Device, device_of, install_tensor_type, is_array, to_device
+from sadl._tensor_base import TensorBase, new_tensor
+from sadl.backends import Device, device_of, is_array, to_device
 
-__all__ = ["Parameter", "Tensor", "install_numpy_dispatch"]
+__all__ = ["Parameter", "Tensor"]
 
 
 class Tensor(
+    TensorBase,
     ArithmeticMethods,
     ElementwiseMethods,
     ReductionMethods,
     ShapeMethods,
     ConversionMethods,
     NDArrayOperatorsMixin,
+    result=True,
 ):
     """An n-dimensional array that can record the operations applied to it and differentiate them.
 
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps ``data`` (an array is
     used as is, other data is converted; Python floats become the default dtype, float32).
+
+    >>> import numpy as np, sadl
+    >>> x = sadl.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4.])
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_grad_hooks",
-        "_node",
-        "_requires_grad",
-        "_version",
-        "data",
-        "grad",
-    )
+    __slots__ = ()  # the state is TensorBase's: data, grad, _node, _requires_grad, _version
     __array_priority__ = 1000
-
-    data: Any  #: the NumPy or CuPy array
-    grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
-    _requires_grad: builtins.bool  #: read by the engine directly; set through the property
-    _node: Any  #: the engine's record of the op that produced this tensor (None for leaves)
-    _version: list[builtins.int]  #: bumped by every in-place write; shared by views
-    _grad_hooks: dict[builtins.int, Any]  #: post-accumulate-grad hooks (unset until one is added)
 
     def __new__(
         cls,
@@ -81,39 +75,9 @@ class Tensor(
 
     # ---------------------------------------------------------------- attributes
     @property
-    def shape(self) -> tuple[builtins.int, ...]:
-        """The shape of the data."""
-        return self.data.shape  # type: ignore[no-any-return]
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        """The dtype of the data."""
-        return self.data.dtype  # type: ignore[no-any-return]
-
-    @property
-    def ndim(self) -> builtins.int:
-        """Number of axes."""
-        return self.data.ndim  # type: ignore[no-any-return]
-
-    @property
-    def size(self) -> builtins.int:
-        """Number of elements."""
-        return self.data.size  # type: ignore[no-any-return]
-
-    @property
     def device(self) -> Device:
         """Where the data lives (``cpu`` or ``cuda:N``)."""
         return device_of(self.data)
-
-    @property
-    def is_leaf(self) -> builtins.bool:
-        """True unless the tensor is the recorded result of an op."""
-        return self._node is None
-
-    @property
-    def grad_fn(self) -> Any:
-        """The graph node that produced this tensor (None for leaves)."""
-        return self._node
 
     # ---------------------------------------------------------------- autograd
     @property
@@ -155,6 +119,12 @@ class Tensor(
         ``grad`` defaults to 1 for one-element tensors. Without ``retain_graph`` the graph's saved
         arrays are freed, so a second backward through it raises. With ``create_graph`` the
         gradients are Tensors that carry their own graph (higher-order derivatives).
+
+        >>> import sadl
+        >>> x = sadl.tensor([3.0], requires_grad=True)
+        >>> (x ** 2).sum().backward()
+        >>> x.grad
+        array([6.], dtype=float32)
         """
         _backward.backward(self, grad, retain_graph, create_graph)
 
@@ -177,12 +147,14 @@ class Tensor(
         _engine.retain_grad(self)
         return self
 
-    def copy_to_device(self, device: str | Device | builtins.int) -> Tensor:
-        """py-sadl's name for ``to(device)`` (an int N is ``"cuda:N"``)."""
-        return self.to(device)  # type: ignore[arg-type]
-
     def detach(self) -> Tensor:
-        """The same data, cut from the graph (shares memory and version counter)."""
+        """The same data, cut from the graph (shares memory and version counter).
+
+        >>> import sadl
+        >>> x = sadl.tensor([1.0], requires_grad=True)
+        >>> (x * 2).detach().requires_grad
+        False
+        """
         return new_tensor(self.data, None, self._version)
 
     def view(self, *shape: Any) -> Tensor:
@@ -231,7 +203,7 @@ class Tensor(
     def _inplace(self, op: Any, *others: Any, **params: Any) -> Tensor:
         """``self = op(self, *others)`` in place: written into memory, recorded when needed."""
         if self._records_inplace(*others):
-            return _engine.rebase_inplace(self, op, others, params)
+            return _inplace.rebase_inplace(self, op, others, params)
         datas = [o.data if isinstance(o, Tensor) else o for o in others]
         _engine.write_into(self.data, op.forward(self.data, *datas, **params))
         self._version[0] += 1
@@ -240,31 +212,15 @@ class Tensor(
     def _assign(self, key: Any, value: Any) -> Tensor:
         """``self[key] = value`` in place: written into memory, recorded when needed."""
         if self._records_inplace(value):
-            view = isinstance(value, Tensor) and _is_view_at(self.data, key, value.data)
-            if view and _engine.rebase_view_write(self, _ix.SETITEM, _ix.GETITEM, value, key):
+            view = isinstance(value, Tensor) and _inplace.is_view_at(self.data, key, value.data)
+            if view and _inplace.rebase_view_write(self, _ix.SETITEM, _ix.GETITEM, value, key):
                 return self  # ``h[0] += 2``: already written through the view
-            return _engine.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
+            return _inplace.rebase_inplace(self, _ix.SETITEM, (value,), {"key": key})
         self.data[key] = value.data if isinstance(value, Tensor) else value
         self._version[0] += 1
         return self
 
-    # ---------------------------------------------------------------- conversions
-    def item(self) -> Any:
-        """The single value as a Python number."""
-        if self.data.size != 1:
-            raise ValueError(
-                f"item(): only one-element tensors can become a Python number, shape {self.shape}"
-            )
-        return self.data.item()
-
-    def numpy(self) -> np.ndarray[Any, Any]:
-        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU)."""
-        return to_device(self.data, "cpu")  # type: ignore[no-any-return]
-
-    def tolist(self) -> Any:
-        """The data as nested Python lists."""
-        return self.numpy().tolist()
-
+    # ---------------------------------------------------------------- protocols
     def __array__(
         self, dtype: Any = None, copy: builtins.bool | None = None
     ) -> np.ndarray[Any, Any]:
@@ -278,39 +234,10 @@ class Tensor(
         return self.data if dtype is None else self.data.astype(dtype, copy=False)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return _numpy_dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+        return _dispatch.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _numpy_dispatch.array_function(func, types, args, kwargs)
-
-    def __len__(self) -> builtins.int:
-        if self.data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return len(self.data)
-
-    def __iter__(self) -> Iterator[Tensor]:
-        if self.data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(len(self.data)))
-
-    def __float__(self) -> builtins.float:
-        return float(self.item())
-
-    def __int__(self) -> builtins.int:
-        return int(self.item())
-
-    def __index__(self) -> builtins.int:
-        if self.data.dtype.kind not in "iub":
-            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
-        return int(self.item())
-
-    def __bool__(self) -> builtins.bool:
-        if self.data.size != 1:
-            raise ValueError(
-                f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
-                "use .any() or .all()"
-            )
-        return bool(self.data.item())
+        return _dispatch.array_function(func, types, args, kwargs)
 
     def __format__(self, spec: str) -> str:
         if spec and self.data.size == 1:
@@ -352,6 +279,11 @@ class Parameter(Tensor):
     dtype. Freezing (``p.requires_grad_(False)``, ``p.requires_grad = False`` or, for a whole
     model, ``model.requires_grad = False``) makes it a constant: it gets no gradient and
     optimizers leave it alone. Every way of setting ``requires_grad`` goes through the same check.
+
+    >>> import numpy as np, sadl
+    >>> w = sadl.Parameter(np.zeros(3))
+    >>> w.requires_grad, w.dtype
+    (True, dtype('float64'))
     """
 
     __slots__ = ()
@@ -414,46 +346,3 @@ def _rebuild(cls: type, data: Any, requires_grad: builtins.bool) -> Tensor:
     if cls is Parameter:
         return Parameter(data)
     return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]
-
-
-class _NumpyDispatch:
-    """Where ``__array_ufunc__``/``__array_function__`` go; filled by ``sadl._dispatch``."""
-
-    def __init__(self) -> None:
-        self.array_ufunc: Callable[..., Any] = _dispatch_missing
-        self.array_function: Callable[..., Any] = _dispatch_missing
-
-
-def _dispatch_missing(*args: Any) -> Any:
-    raise RuntimeError("sadl's NumPy dispatch is not loaded; import sadl first")
-
-
-_numpy_dispatch = _NumpyDispatch()
-
-
-def install_numpy_dispatch(
-    array_ufunc: Callable[..., Any], array_function: Callable[..., Any]
-) -> None:
-    """Called once by ``sadl._dispatch`` (imported after this module)."""
-    _numpy_dispatch.array_ufunc = array_ufunc
-    _numpy_dispatch.array_function = array_function
-
-
-_engine.install_tensor_class(Tensor)
-_backward.install_tensor_class(Tensor)
-install_tensor_type(Tensor)
-
-
-def _is_view_at(data: Any, key: Any, value: Any) -> builtins.bool:
-    """Whether ``value`` is the very view ``data[key]`` (same memory, shape and strides)."""
-    if getattr(value, "base", None) is None or not isinstance(data, np.ndarray):
-        return False
-    if not _ix._is_basic(key):
-        return False  # fancy indexing copies: never a view
-    target = data[key]
-    return (
-        isinstance(target, np.ndarray)
-        and target.shape == value.shape
-        and target.strides == value.strides
-        and target.__array_interface__["data"][0] == value.__array_interface__["data"][0]
-    )

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from sadl._records import BackendDef
+from sadl._plugin_records import BackendDef
+from sadl._tensor_base import TensorBase
 from sadl._threads import matmul
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
     "ensure_same_device",
     "install_backends",
     "install_plugin_loader",
-    "install_tensor_type",
+    "plugin_registry",
     "install_traced_array",
     "install_transfer_observer",
     "install_value_dependent_observer",
@@ -53,7 +54,6 @@ __all__ = [
     "matmul",
     "parse_device",
     "scatter_add",
-    "scatter_reduce_into",
     "synchronize",
     "to_device",
     "value_dependent",
@@ -161,13 +161,6 @@ def _no_loader() -> None:
 
 
 _load_plugins: Callable[[], object] = _no_loader
-_tensor_type: Any = type(None)  # sadl.Tensor, handed down by sadl._tensor
-
-
-def install_tensor_type(cls: type) -> None:
-    """Called once by ``sadl._tensor``: ``array_module(tensor)`` then looks at its data."""
-    global _tensor_type
-    _tensor_type = cls
 
 
 class _NoTracedArrays:
@@ -223,6 +216,13 @@ def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
     """``copy(data, *args)`` (a backend's ``to_host`` / ``from_host``), seen by the observer."""
     observer = _transfer_observer
     return copy(data, *args) if observer is None else observer(copy, data, args)
+
+
+def plugin_registry() -> Any:
+    """The plugin registry (discovering plugins on first use): its ``records(kind)`` and
+    ``generation`` (bumped by every reload); the NumPy dispatch reads its op table here.
+    """
+    return _load_plugins()
 
 
 def value_dependent(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -346,6 +346,9 @@ def _backend_of_type(kind: type) -> Backend | None:
     found = _table.by_type.get(kind)
     if found is not None or kind in _table.not_arrays:
         return found
+    if kind.__module__.partition(".")[0] in ("numpy", "builtins") or issubclass(kind, TensorBase):
+        _table.not_arrays.add(kind)  # NumPy scalars, Python values, Tensors: no plugin needed
+        return None
     _ensure_installed()
     with _table.lock:
         # Only libraries already imported can have made this object: load their backends.
@@ -422,7 +425,7 @@ def array_module(data: Any) -> ModuleType:
     if found is None:
         if type(data) is _traced.kind:
             return _traced.module_of(data)
-        return array_module(data.data) if isinstance(data, _tensor_type) else np
+        return array_module(data.data) if isinstance(data, TensorBase) else np
     return found.module
 
 
@@ -434,7 +437,7 @@ def device_of(data: Any) -> Device:
         data = _traced.array_of(data)
     found = _backend_of_type(type(data))
     if found is None:
-        return device_of(data.data) if isinstance(data, _tensor_type) else CPU
+        return device_of(data.data) if isinstance(data, TensorBase) else CPU
     return found.device(data)
 
 
@@ -498,7 +501,7 @@ def match_key(key: Any, like: Any) -> Any:
     index = int(found.record.device_index(like))
 
     def fit(k: Any) -> Any:
-        if isinstance(k, _tensor_type):
+        if isinstance(k, TensorBase):
             k = k.data  # type: ignore[attr-defined]
         return _transfer(found.record.from_host, k, index) if isinstance(k, _ndarray) else k
 
@@ -511,36 +514,6 @@ def scatter_add(target: Any, key: Any, values: Any) -> None:
         np.add.at(target, key, values)
         return
     array_module(target).add.at(target, key, values)  # CuPy >= 12 has add.at too
-
-
-def scatter_reduce_into(target: Any, key: Any, values: Any, ufunc: str) -> None:
-    """``target[key] = ufunc(target[key], values)`` where repeated indices in ``key`` all count.
-
-    ``ufunc`` is ``"add"``, ``"multiply"``, ``"maximum"`` or ``"minimum"`` (``np.<ufunc>.at``);
-    ``key`` is a tuple of integer index arrays.
-    """
-    if isinstance(target, _ndarray):
-        getattr(np, ufunc).at(target, key, values)
-        return
-    if ufunc in ("add", "maximum", "minimum"):  # CuPy >= 12 has these ufunc.at
-        getattr(array_module(target), ufunc).at(target, key, values)
-        return
-    _multiply_at_in_rounds(target, key, values)
-
-
-def _multiply_at_in_rounds(target: Any, key: Any, values: Any) -> None:
-    """``multiply.at`` for CuPy, which has none: the k-th write to each position in round k."""
-    xp = array_module(target)
-    positions = xp.ravel_multi_index(xp.broadcast_arrays(*key), target.shape)
-    values = xp.broadcast_to(xp.asarray(values, dtype=target.dtype), positions.shape).ravel()
-    positions = positions.ravel()
-    order = xp.argsort(positions)
-    positions, values = positions[order], values[order]
-    rank = xp.arange(positions.size) - xp.searchsorted(positions, positions, side="left")
-    flat = target.reshape(-1)  # a view: target is contiguous (a fresh copy in every caller)
-    for k in range(int(rank.max()) + 1 if rank.size else 0):
-        chosen = rank == k
-        flat[positions[chosen]] *= values[chosen]
 
 
 _cupy: ModuleType | None = None

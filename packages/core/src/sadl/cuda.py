@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from sadl._known import install_command
-from sadl._records import BackendDef
+from sadl._plugin_records import BackendDef
 from sadl.backends import backend, parse_device
 from sadl.backends import synchronize as _synchronize_device
 

@@ -2,7 +2,8 @@
 
 The format is chosen by the file suffix (``.sadl``, ``.safetensors``, ...) or, on load, by the
 file's first bytes. Formats come from plugins (sadl-serialize provides both of those).
-``load_pysadl`` / ``save_pysadl`` read and write model files of py-sadl 2.0 (docs/compat.md).
+``load_pysadl`` / ``save_pysadl`` (model files of py-sadl 2.0, docs/compat.md) and
+``from_pysadl`` / ``to_pysadl`` are sadl-serialize's (``sadl_serialize.pysadl``), served here.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from typing import Any
 
 from sadl._host import registry
 from sadl._known import install_command
-from sadl._module import Function
-from sadl._pysadl import from_pysadl, to_pysadl
-from sadl._records import FormatDef
+from sadl._namespace import served
+from sadl._plugin_records import FormatDef
 
-__all__ = ["from_pysadl", "load", "load_pysadl", "save", "save_pysadl", "to_pysadl"]
+__all__ = ["load", "save"]
+
+PYSADL_NAMES = frozenset({"from_pysadl", "load_pysadl", "save_pysadl", "to_pysadl"})
+__getattr__ = served("sadl.io", "sadl-serialize", "sadl_serialize.pysadl", PYSADL_NAMES)
 
 
 def _formats() -> dict[str, FormatDef]:
@@ -103,21 +106,3 @@ def _by_magic(path: Path) -> FormatDef | None:
     except OSError:
         return None
     return next((f for f in formats if f.magic and head.startswith(f.magic)), None)
-
-
-def load_pysadl(path: str | os.PathLike[str], model: Function) -> Function:
-    """Load a model file written by py-sadl 2.0 into the equivalent sadl ``model``; returns it.
-
-    The parameters are paired in order and renamed (``layers[0].W`` -> ``0.weight``, a Linear's
-    weight transposed); a model that does not match raises, naming the first mismatch.
-    """
-    params = load(path, format="sadl")
-    if not isinstance(params, dict):
-        raise ValueError(f"load_pysadl: {path} holds a single tensor, not a model's parameters")
-    model.load_state_dict(from_pysadl(params, model))
-    return model
-
-
-def save_pysadl(model: Function, path: str | os.PathLike[str]) -> None:
-    """Write ``model``'s parameters as py-sadl 2.0 would save its equivalent model."""
-    save(to_pysadl(model), path, format="sadl")

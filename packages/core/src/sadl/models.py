@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sadl._host import registry
-from sadl._records import ModelDef
+from sadl._plugin_records import ModelDef
 
 __all__ = ["create", "default_config", "names"]
 

@@ -15,7 +15,13 @@ __all__ = ["OpDef", "get", "names"]
 
 
 def get(name: str) -> OpDef:
-    """The registered op called ``name`` (raises with a hint naming the package if missing)."""
+    """The registered op called ``name`` (raises with a hint naming the package if missing).
+
+    >>> import sadl
+    >>> op = sadl.ops.get("tanh")
+    >>> op(sadl.tensor([0.0]))
+    Tensor([0.])
+    """
     op: OpDef = registry().lookup("ops", name)
     return op
 

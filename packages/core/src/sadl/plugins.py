@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
-from sadl._engine import new_tensor
+from sadl._engine import recording_hook
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -36,15 +36,9 @@ from sadl._hookspecs import hookimpl, records_hookspec
 from sadl._host import registry
 from sadl._host import reload_plugins as _reload
 from sadl._known import KNOWN_PROVIDERS, install_command
-from sadl._records import (
-    BackendDef,
-    Example,
-    FormatDef,
-    LayerDef,
-    ModelDef,
-    OpDef,
-    OptimizerDef,
-)
+from sadl._plugin_records import BackendDef, FormatDef, LayerDef, ModelDef, OptimizerDef
+from sadl._records import Example, OpDef
+from sadl._tensor_base import new_tensor
 from sadl._version import API_VERSION, __version__
 
 if TYPE_CHECKING:
@@ -53,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_VERSION",
     "BackendDef",
+    "command_registrations",
     "Example",
     "FormatDef",
     "IncompatiblePluginError",
@@ -72,6 +67,7 @@ __all__ = [
     "records",
     "served",
     "records_hookspec",
+    "recording_hook",
     "reload_plugins",
     "require_api",
     "tensor_from_array",
@@ -159,3 +155,8 @@ def version_counter(tensor: Tensor) -> list[int]:
     memory apart.
     """
     return tensor._version
+
+
+def command_registrations() -> dict[str, Any]:
+    """Each loaded plugin's ``register_commands`` implementation, by plugin name."""
+    return {plugin.name: function for plugin, function in registry().command_impls()}

@@ -1,579 +1,235 @@
-"""Public test helpers, used by every package: gradient checks and conformance batteries.
+"""Gradient checks in float64, used by every package: ``gradcheck`` and ``gradgradcheck``.
 
 ``gradcheck`` compares the analytic gradient of a scalar projection of ``fn``'s outputs with
-float64 central differences; ``gradgradcheck`` does the same for the gradient itself (both from
-``sadl._gradcheck``). ``check_op``, ``check_layer`` and ``check_optimizer`` run the conformance
-battery on one registered record; ``sadl check-plugins`` runs them on every installed plugin.
-``check_op`` also runs the variants it derives from each example (``sadl._variants``: negative
-axes, 0-d inputs, an empty dimension, strided and transposed inputs, broadcasting) and the op's
-singular points. ``check_op(op, device=...)`` runs an op on another device and compares it
-with the CPU.
+float64 central differences. ``gradgradcheck`` does the same for the gradient itself (computed
+with ``create_graph=True``).
 
-For device tests (from ``sadl._devicecheck``): ``available_devices()`` lists the device types
-to test on, ``move`` copies inputs to a device, ``project`` turns outputs into one scalar with
-the same weights on every device, ``assert_close`` compares results across devices, and
-``serve_device_as`` lets a stand-in backend pose as ``"cuda"`` so CUDA-only code paths run
-without a GPU.
+The conformance batteries built on them (``check_op``, ``check_layer``, ``check_optimizer``,
+``materialize``) and the device-test helpers (``assert_close``, ``available_devices``, ``move``,
+``project``, ``serve_device_as``) live in sadl-check (``sadl_check``); installed, they are
+served here under their old names too.
 """
 
 from __future__ import annotations
 
-import inspect
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from sadl import backends
 from sadl._backward import grad as _grad
-from sadl._defaults import get_default_dtype
-from sadl._devicecheck import (
-    assert_close,
-    available_devices,
-    float32_on_device,
-    move,
-    no_grad_on_device,
-    project,
-    same_as_cpu,
-    serve_device_as,
-)
-from sadl._grad_mode import no_grad
-from sadl._gradcheck import (
-    GradcheckError,
-    Projection,
-    gradcheck,
-    gradgradcheck,
-    is_float_input,
-    outputs,
-    singular_point_check,
-    tensors,
-)
-from sadl._module import Function
-from sadl._optimizer import Optimizer
-from sadl._records import Example, LayerDef, OpDef, OptimizerDef
-from sadl._sgd import SGD
-from sadl._tensor import Parameter, Tensor
-from sadl._variants import Variant, derive_variants
+from sadl._namespace import served
+from sadl._tensor import Tensor
 
 __all__ = [
-    "CheckResult",
     "GradcheckError",
-    "OpReport",
-    "assert_close",
-    "available_devices",
-    "check_layer",
-    "check_op",
-    "check_optimizer",
+    "Projection",
     "gradcheck",
     "gradgradcheck",
-    "materialize",
-    "move",
-    "project",
-    "serve_device_as",
+    "is_float_input",
+    "keep_layout_copy",
+    "outputs",
+    "tensors",
 ]
 
-
-# --------------------------------------------------------------------------------------------
-# check_op: the conformance battery for one op
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class CheckResult:
-    """One check of ``check_op``: its name, the example, pass/fail and why."""
-
-    check: str
-    example: str
-    ok: bool
-    message: str = ""
+#: Names served by sadl-check (``sadl.testing.check_op`` is ``sadl_check.check_op``).
+SADL_CHECK_NAMES = frozenset(
+    "CheckResult OpReport check_layer check_op check_optimizer materialize assert_close"
+    " available_devices move project serve_device_as".split()
+)
+__getattr__ = served("sadl.testing", "sadl-check", "sadl_check", SADL_CHECK_NAMES)
 
 
-@dataclass
-class OpReport:
-    """Everything ``check_op`` (``check_layer``, ``check_optimizer``) found for one record.
-
-    For an op, ``variants`` counts the derived calls that ran (see ``sadl._variants``) and
-    ``singular_points`` the declared singular points that were checked.
-    """
-
-    op: str
-    results: list[CheckResult] = field(default_factory=list)
-    kind: str = "op"
-    variants: int = 0
-    singular_points: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when every check passed."""
-        return all(r.ok for r in self.results)
-
-    def failures(self) -> list[CheckResult]:
-        """The checks that failed."""
-        return [r for r in self.results if not r.ok]
-
-    def __str__(self) -> str:
-        lines = [f"{self.kind} {self.op}: {'ok' if self.ok else 'FAILED'}"]
-        lines += [f"  {r.check} {r.example}: {r.message}" for r in self.failures()]
-        return "\n".join(lines)
+class GradcheckError(AssertionError):
+    """Analytic and numerical gradients disagree (the message says where and by how much)."""
 
 
-def materialize(example: Example, rng: np.random.Generator) -> tuple[list[Any], dict[str, Any]]:
-    """Concrete inputs for an ``Example``: shapes become random float64 arrays."""
-    lo, hi = example.domain
-    inputs: list[Any] = []
-    for x in example.inputs:
-        if isinstance(x, tuple) and all(isinstance(n, int) for n in x):
-            inputs.append(rng.uniform(lo, hi, size=x))
-        elif isinstance(x, np.ndarray):
-            inputs.append(x.copy())
-        else:
-            inputs.append(x)
-    return inputs, dict(example.params)
+def is_float_input(x: Any) -> bool:
+    """True for a floating NumPy array or Tensor (what the checks differentiate)."""
+    if isinstance(x, Tensor):
+        return x.dtype.kind == "f"
+    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
 
 
-def check_op(
-    op: OpDef,
-    examples: Sequence[Example] | None = None,
-    *,
-    seed: int = 0,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    raise_exception: bool = True,
-    variants: bool = True,
-    device: str | backends.Device | None = None,
-) -> OpReport:
-    """Run the conformance battery on ``op`` over its examples (or the given ones).
-
-    Checks, per example: gradcheck and gradgradcheck in float64 (or, for an op that declares
-    ``double_backward=False``, that differentiating twice raises a clear error); float32 and
-    default-dtype inputs give outputs and gradients of that dtype; nothing is recorded under
-    ``no_grad``; a non-differentiable op returns tensors that do not require grad.
-
-    With ``variants`` (the default) the same checks run on the calls derived from each example:
-    negative axes, 0-d inputs, an empty dimension, strided and transposed inputs (whose outputs
-    must equal the contiguous ones), a broadcast input. Then each of the op's
-    ``singular_points``: the gradient there is finite and, where the op is defined on both
-    sides, lies between the one-sided difference quotients.
-    With ``device`` (say ``"cuda"``) the battery runs on that device instead, against the CPU:
-    the example's arrays go there, the outputs must stay there and equal the CPU's, and the
-    float64 gradients (and, unless ``double_backward=False``, the second derivatives) must
-    equal the CPU's within 1e-6; float32 stays float32 and ``no_grad`` records nothing.
-    (``device="cpu"`` compares the CPU with itself: the device battery's own baseline, cheap.)
-    """
-    if device is not None:
-        return _check_op_on_device(
-            op, examples, backends.parse_device(device), seed, raise_exception
-        )
-    report = OpReport(op.name)
-    cases = tuple(examples) if examples is not None else op.examples
-    if not cases:
-        report.results.append(
-            CheckResult(
-                "examples",
-                "",
-                False,
-                "the op has no examples; add OpDef(..., examples=(Example(...),)) to check it",
-            )
-        )
-    tolerances = {"atol": atol, "rtol": rtol, "seed": seed}
-    rng = np.random.default_rng(seed)
-
-    def call(*args: Any, **params: Any) -> Any:
-        return op(*args, **params)
-
-    for example in cases:
-        inputs, params = materialize(example, rng)
-        label = repr(example)
-        _battery(report, op, Variant("example", inputs, params), label, tolerances)
-        if not variants:
-            continue
-        for variant in derive_variants(call, inputs, params):
-            report.variants += 1
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                # NumPy's own warnings on degenerate calls (the mean of an empty axis is nan)
-                warnings.simplefilter("ignore", RuntimeWarning)
-                _battery(report, op, variant, f"{label} [{variant.kind}]", tolerances)
-    if op.differentiable and examples is None:
-        for example in op.singular_points:
-            inputs, params = materialize(example, rng)
-            report.singular_points += 1
-            check = (_bind(op, params), *inputs)
-            label = f"{example!r} [singular point]"
-            _run(report, label, "singular_point", singular_point_check, check, tolerances)
-    if raise_exception and not report.ok:
-        raise GradcheckError(str(report))
-    return report
-
-
-def _check_op_on_device(
-    op: OpDef,
-    examples: Sequence[Example] | None,
-    device: backends.Device,
-    seed: int,
-    raise_exception: bool,
-) -> OpReport:
-    report = OpReport(f"{op.name} on {device}")
-    rng = np.random.default_rng(seed)
-    for example in tuple(examples) if examples is not None else op.examples:
-        inputs, params = materialize(example, rng)
-        label, args = repr(example), (op, inputs, params, device)
-        _run(report, label, "device_forward_and_grad", same_as_cpu, (*args, seed), {})
-        _run(report, label, "device_float32", float32_on_device, args, {})
-        _run(report, label, "device_no_grad", no_grad_on_device, args, {})
-    return _finish(report, raise_exception)
-
-
-def _bind(op: OpDef, params: dict[str, Any]) -> Callable[..., Any]:
-    def call(*args: Any) -> Any:
-        return op(*args, **params)
-
-    return call
-
-
-def _battery(
-    report: OpReport, op: OpDef, case: Variant, label: str, tolerances: dict[str, Any]
-) -> None:
-    call = _bind(op, case.params)
-    inputs = case.inputs
-    reference = case.reference if case.same_values else None
-    checks: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [
-        ("forward", _check_forward, (call, inputs, reference))
-    ]
-    if op.differentiable:
-        checks.append(("gradcheck", gradcheck, (call, *inputs)))
-        if op.double_backward:
-            checks.append(("gradgradcheck", gradgradcheck, (call, *inputs)))
-        else:
-            checks.append(("double_backward_raises", _check_double_backward_raises, (call, inputs)))
-        fixed = "dtype" in case.params
-        for dtype in dict.fromkeys([np.dtype(np.float32), get_default_dtype()]):
-            checks.append((str(dtype), _check_dtype, (call, inputs, dtype, fixed)))
-    else:
-        checks.append(("no_gradient", _check_nondifferentiable, (call, inputs)))
-    checks.append(("no_grad", _check_no_grad, (call, inputs)))
-    for name, check, args in checks:
-        _run(report, label, name, check, args, tolerances if name.startswith("grad") else {})
-
-
-def _run(
-    report: OpReport,
-    label: str,
-    name: str,
-    check: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> None:
-    try:
-        check(*args, **kwargs)
-    except Exception as exc:
-        report.results.append(CheckResult(name, label, False, f"{type(exc).__name__}: {exc}"))
-    else:
-        report.results.append(CheckResult(name, label, True))
-
-
-def _check_forward(
-    call: Callable[..., Any], inputs: Sequence[Any], reference: Sequence[Any] | None = None
-) -> None:
-    plain = call(*inputs)
-    via_tensors = call(*tensors(inputs))
-    for a, b in zip(_outputs_any(plain), outputs(via_tensors)):
-        if not np.allclose(
-            np.asarray(a, dtype=float), np.asarray(b.data, dtype=float), equal_nan=True
-        ):
-            raise AssertionError("forward on arrays and on Tensors disagree")
-    if reference is not None:
-        for out, expected in zip(outputs(via_tensors), reference):
-            if out.shape != expected.shape or not np.allclose(out.data, expected, equal_nan=True):
-                raise AssertionError("the same values in another memory layout gave other outputs")
-
-
-def _outputs_any(result: Any) -> list[Any]:
-    if isinstance(result, list | tuple):
-        return list(result)
-    return [result]
-
-
-def _check_dtype(
-    call: Callable[..., Any], inputs: Sequence[Any], dtype: Any, fixed_dtype: bool = False
-) -> None:
-    xs = tensors(inputs, dtype)
-    outs = [o for o in outputs(call(*xs)) if o.dtype.kind == "f"]
-    for o in outs:
-        if o.dtype != dtype and not fixed_dtype:
-            raise AssertionError(f"{dtype} inputs gave a {o.dtype} output")
-    total = None
-    for o in outs:
-        term = o.sum()
-        total = term if total is None else total + term
-    if total is None or not total.requires_grad:
-        return
-    total.backward()
-    for i, x in enumerate(xs):
-        if isinstance(x, Tensor) and x.grad is not None and x.grad.dtype != dtype:
-            raise AssertionError(f"{dtype} input {i} got a {x.grad.dtype} gradient")
-
-
-def _check_no_grad(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
-    with no_grad():
-        outs = outputs(call(*tensors(inputs)))
-    for o in outs:
-        if o.requires_grad or o.grad_fn is not None:
-            raise AssertionError("an output recorded the graph under no_grad()")
-
-
-def _check_nondifferentiable(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
-    for o in outputs(call(*tensors(inputs))):
-        if o.requires_grad:
-            raise AssertionError("a non-differentiable op returned a tensor that requires grad")
-
-
-def _check_double_backward_raises(call: Callable[..., Any], inputs: Sequence[Any]) -> None:
-    xs = tensors(inputs)
-    diff = [x for x in xs if isinstance(x, Tensor)]
-    s = Projection(0)(call(*xs))
-    grads = [g for g in _grad(s, diff, create_graph=True, allow_unused=True) if g is not None]
-    total = sum((g.sum() for g in grads), start=Tensor(0.0, dtype=np.float64))
-    try:
-        total.backward()
-    except RuntimeError as exc:
-        if "double backward" in str(exc):
-            return
-        raise
-    raise AssertionError("double_backward=False, but differentiating twice did not raise")
-
-
-# --------------------------------------------------------------------------------------------
-# check_layer / check_optimizer: what ``sadl check-plugins`` runs on layers and optimizers
-# --------------------------------------------------------------------------------------------
-
-
-def _run_checks(
-    report: OpReport, label: str, checks: Sequence[tuple[str, Callable[[], Any]]]
-) -> None:
-    """Run ``checks`` in order; the first failure stops the rest (they build on each other)."""
-    for name, check in checks:
-        try:
-            check()
-        except Exception as exc:
-            report.results.append(CheckResult(name, label, False, f"{type(exc).__name__}: {exc}"))
-            return
-        report.results.append(CheckResult(name, label, True))
-
-
-def _abstract(report: OpReport) -> OpReport:
-    """A registered abstract base class (to subclass, never built): nothing to run."""
-    report.results.append(CheckResult("abstract", "", True, "an abstract base class: not built"))
-    return report
-
-
-def _finish(report: OpReport, raise_exception: bool) -> OpReport:
-    if raise_exception and not report.ok:
-        raise GradcheckError(str(report))
-    return report
-
-
-def check_layer(
-    layer: LayerDef,
-    examples: Sequence[Example] | None = None,
-    *,
-    seed: int = 0,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    raise_exception: bool = True,
-) -> OpReport:
-    """Build a registered layer from each example and run it forward and backward.
-
-    In an :class:`Example` for a layer the positional inputs are the forward inputs and the
-    keywords go to the constructor. Checks: it builds; forward gives Tensors; backward reaches
-    every parameter (a gradient of its shape and dtype, finite) and every float input; a sample
-    of parameter and input elements agrees with float64 central differences (in eval mode);
-    nothing is recorded under ``no_grad``. A container without a forward pass is only built.
-    """
-    report = OpReport(layer.name, kind="layer")
-    cases = tuple(examples) if examples is not None else layer.examples
-    if inspect.isabstract(layer.cls):
-        return _abstract(report)
-    if not cases:
-        report.results.append(
-            CheckResult(
-                "examples",
-                "",
-                False,
-                "the layer has no examples; add LayerDef(..., examples=(Example(input_shape, "
-                "**constructor_kwargs),)) to check it",
-            )
-        )
-    rng = np.random.default_rng(seed)
-    for example in cases:
-        inputs, params = materialize(example, rng)
-        built: list[Function] = []
-
-        def build(_params: dict[str, Any] = params, _built: list[Function] = built) -> None:
-            module = layer.cls(**_params)
-            if not isinstance(module, Function):
-                raise TypeError(f"{layer.cls.__name__}(...) is not a sadl.nn.Module")
-            _built.append(module)
-
-        def runs(_inputs: list[Any] = inputs, _built: list[Function] = built) -> None:
-            module = _built[0]
-            if not _has_forward(module):
-                return
-            _layer_backward(module, _inputs)
-            _layer_gradcheck(module, _inputs, rng, atol, rtol)
-            plain = [Tensor(x) if is_float_input(x) else x for x in _inputs]
-            with no_grad():
-                outs = outputs(module(*plain))
-            if any(o.requires_grad for o in outs):
-                raise AssertionError("an output recorded the graph under no_grad()")
-
-        _run_checks(report, repr(example), [("build", build), ("forward_backward", runs)])
-    return _finish(report, raise_exception)
-
-
-def _has_forward(module: Function) -> bool:
-    cls = type(module)
-    return cls.forward is not Function.forward or cls.__call__ is not Function.__call__
-
-
-def _layer_backward(module: Function, inputs: Sequence[Any]) -> None:
-    xs = tensors([x.astype(np.float32) if is_float_input(x) else x for x in inputs])
-    outs = [o for o in outputs(module(*xs)) if o.dtype.kind == "f"]
-    if not outs:
-        raise AssertionError("forward returned no floating-point Tensor")
-    total = sum((o.sum() for o in outs[1:]), start=outs[0].sum())
-    if not total.requires_grad:
-        raise AssertionError("the output does not require grad: nothing would be trained")
-    total.backward()
-    for name, p in module.named_parameters():
-        if p.grad is None:
-            raise AssertionError(f"parameter {name!r} got no gradient")
-        grad = np.asarray(p.grad.data if isinstance(p.grad, Tensor) else p.grad)
-        if grad.shape != p.shape or grad.dtype != p.dtype or not np.isfinite(grad).all():
-            raise AssertionError(
-                f"parameter {name!r} ({p.dtype}, {p.shape}) got a {grad.dtype} gradient of "
-                f"shape {grad.shape}{'' if np.isfinite(grad).all() else ' with inf or nan'}"
-            )
-    for i, x in enumerate(xs):
-        if isinstance(x, Tensor) and x.grad is None:
-            raise AssertionError(f"float input {i} got no gradient")
-
-
-def _layer_gradcheck(
-    module: Function, inputs: Sequence[Any], rng: np.random.Generator, atol: float, rtol: float
-) -> None:
-    """Central differences at a few elements of every parameter and float input, in float64."""
-    module.to(dtype=np.float64).eval()
-    xs = tensors(inputs)
-    targets: list[tuple[str, Tensor]] = list(module.named_parameters())
-    targets += [(f"input {i}", x) for i, x in enumerate(xs) if isinstance(x, Tensor)]
-    project = Projection(0)
-    s = project(module(*xs))
-    analytic = _grad(s, [t for _, t in targets], allow_unused=True)
-    eps = 1e-6
-    for (name, t), a in zip(targets, analytic):
-        a_data = np.zeros(t.shape) if a is None else np.asarray(a.data)
-        flat = t.data.reshape(-1)
-        for j in rng.choice(flat.size, size=min(3, flat.size), replace=False):
-            orig = flat[j]
-            with no_grad():
-                flat[j] = orig + eps
-                plus = float(project(module(*xs)).data)
-                flat[j] = orig - eps
-                minus = float(project(module(*xs)).data)
-            flat[j] = orig
-            numeric = (plus - minus) / (2 * eps)
-            got = float(a_data.reshape(-1)[j])
-            if not abs(got - numeric) <= atol + rtol * abs(numeric):
-                raise GradcheckError(
-                    f"gradient of {name} at flat index {j}: analytic {got:.6g} vs numerical "
-                    f"{numeric:.6g}"
+def _prepare(inputs: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """Float arrays/tensors become float64 leaf Tensors that require grad; the rest pass through."""
+    prepared: list[Any] = []
+    diff: list[int] = []
+    for i, x in enumerate(inputs):
+        if is_float_input(x):
+            data = x.data if isinstance(x, Tensor) else x
+            if data.dtype != np.float64:
+                raise ValueError(
+                    f"gradcheck: input {i} is {data.dtype}; central differences need float64 "
+                    "inputs (cast with .astype(np.float64))"
                 )
+            prepared.append(Tensor(keep_layout_copy(data), requires_grad=True))
+            diff.append(i)
+        else:
+            prepared.append(x)
+    return prepared, diff
 
 
-def check_optimizer(
-    optimizer: OptimizerDef,
-    examples: Sequence[Example] | None = None,
-    *,
+def outputs(result: Any) -> list[Tensor]:
+    if isinstance(result, Tensor):
+        return [result]
+    if isinstance(result, list | tuple):
+        out = []
+        for r in result:
+            out.extend(outputs(r))
+        return out
+    return []
+
+
+class Projection:
+    """s(x) = sum_k sum(out_k * w_k) with fixed random weights w_k (one per output)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.weights: list[Any] = []
+
+    def __call__(self, result: Any) -> Any:
+        total: Any = None
+        for k, out in enumerate(outputs(result)):
+            if out.dtype.kind != "f":
+                continue
+            if k >= len(self.weights):
+                self.weights.append(self.rng.uniform(0.5, 1.5, size=out.shape))
+            weights = self.weights[k]
+            if not isinstance(out.data, np.ndarray):  # the same weights, where the output is
+                weights = backends.to_device(weights, out.device)
+            term = (out * weights).sum()
+            total = term if total is None else total + term
+        if total is None:
+            raise ValueError("gradcheck: fn returned no floating-point Tensor")
+        return total
+
+
+def gradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
     seed: int = 0,
     raise_exception: bool = True,
-) -> OpReport:
-    """Build a registered optimizer (or scheduler) and take steps with it.
+) -> bool:
+    """Check ``fn``'s gradients against float64 central differences.
 
-    An :class:`Example`'s keywords go to the constructor (no examples: the defaults). An
-    ``Optimizer`` must update float32 and float64 parameters in place, in their dtype, to finite
-    values; skip a parameter without a gradient; and continue identically after
-    ``state_dict``/``load_state_dict``. A scheduler (any other class) is built on an SGD
-    optimizer and must keep its learning rate a finite number over a few steps. An example's
-    positional inputs are the shapes of the three parameters (the last gets no gradient) for an
-    optimizer, and the arguments of every ``step()`` (a metric) for a scheduler.
+    Floating inputs (arrays or Tensors, float64) are differentiated; other inputs are constants.
+    ``fn`` may return a Tensor or a sequence of Tensors. Returns True, or raises
+    :class:`GradcheckError` naming the input, the element and both values.
+
+    >>> import numpy as np
+    >>> from sadl.testing import gradcheck
+    >>> gradcheck(lambda x: (x * x).sum(), np.array([1.0, 2.0]))
+    True
     """
-    report = OpReport(optimizer.name, kind="optimizer")
-    cases = tuple(examples) if examples is not None else (optimizer.examples or (Example(),))
-    if inspect.isabstract(optimizer.cls):
-        return _abstract(report)
-    rng = np.random.default_rng(seed)
-    cls = optimizer.cls
-    for example in cases:
-        params, args = dict(example.params), example.inputs
-        if issubclass(cls, Optimizer):
-            checks = [("step", lambda p=params, a=args: _optimizer_steps(cls, p, rng, a))]
-        else:
-            checks = [("schedule", lambda p=params, a=args: _scheduler_steps(cls, p, rng, a))]
-        _run_checks(report, repr(example), checks)
-    return _finish(report, raise_exception)
-
-
-def _fresh_params(rng: np.random.Generator, shapes: Any = ()) -> list[Parameter]:
-    a, b, c = shapes or ((3, 4), 5, 2)
-    return [
-        Parameter(rng.normal(size=a).astype(np.float32)),
-        Parameter(rng.normal(size=b)),
-        Parameter(np.ones(c, dtype=np.float32)),  # never gets a gradient
-    ]
-
-
-def _optimizer_steps(
-    cls: type, kwargs: dict[str, Any], rng: np.random.Generator, shapes: Any
-) -> None:
-    params = _fresh_params(rng, shapes)
-    twin = [Parameter(p.data.copy()) for p in params]
-    grads = [[rng.normal(size=p.shape).astype(p.dtype) for p in params[:2]] for _ in range(2)]
-    first, second = cls(params, **kwargs), cls(twin, **kwargs)
-    before = [p.data.copy() for p in params]
-    for step, step_grads in enumerate(grads):
-        for ps, opt in ((params, first), (twin, second)):
-            for p, g in zip(ps, step_grads):
-                p.grad = g.copy()
-            opt.step()
-            opt.zero_grad()
-        if step == 0:  # the twin continues from a saved and reloaded state
-            state = second.state_dict()
-            second = cls(twin, **kwargs)
-            second.load_state_dict(state)
-    for i, (p, old) in enumerate(zip(params, before)):
-        if p.dtype != old.dtype or not np.isfinite(p.data).all():
-            raise AssertionError(f"parameter {i} ({old.dtype}) became {p.dtype} or non-finite")
-        if i < 2 and np.array_equal(p.data, old):
-            raise AssertionError(f"parameter {i} did not change after two steps")
-        if i == 2 and not np.array_equal(p.data, old):
-            raise AssertionError("a parameter without a gradient was changed")
-        if not np.allclose(p.data, twin[i].data, rtol=1e-6, atol=1e-7):
-            raise AssertionError(
-                f"parameter {i} differs after state_dict()/load_state_dict(): the saved state "
-                "does not hold everything step() uses"
+    xs, diff = _prepare(inputs)
+    if not diff:
+        raise ValueError("gradcheck: no floating-point input to differentiate")
+    project = Projection(seed)
+    s = project(fn(*xs))
+    targets = [xs[i] for i in diff]
+    if s.requires_grad:
+        analytic = _grad(s, targets, allow_unused=True)
+    else:
+        analytic = tuple(None for _ in targets)
+    for slot, (i, x) in enumerate(zip(diff, targets)):
+        a = analytic[slot]
+        a_data = np.zeros(x.shape) if a is None else np.asarray(a.data, dtype=np.float64)
+        if a_data.shape != x.shape:
+            return _fail(
+                raise_exception,
+                f"gradcheck: gradient of input {i} has shape {a_data.shape}, input has {x.shape}",
             )
+        numeric = np.zeros(x.shape)
+        data = x.data  # perturbed in place, whatever its memory layout
+        for j in np.ndindex(x.shape):
+            orig = data[j]
+            data[j] = orig + eps
+            plus = float(project(fn(*xs)).data)
+            data[j] = orig - eps
+            minus = float(project(fn(*xs)).data)
+            data[j] = orig
+            numeric[j] = (plus - minus) / (2 * eps)
+        bad = np.abs(a_data - numeric) > atol + rtol * np.abs(numeric)
+        if not np.isfinite(a_data).all():
+            bad |= ~np.isfinite(a_data)
+        if bad.any():
+            where = tuple(int(k) for k in np.argwhere(bad)[0])
+            return _fail(
+                raise_exception,
+                f"gradcheck: input {i} (shape {x.shape}) at {where}: analytic "
+                f"{a_data[where]:.6g} vs numerical {numeric[where]:.6g} "
+                f"(max abs error {np.max(np.abs(a_data - numeric)):.3g}, {int(bad.sum())} "
+                "elements off)",
+            )
+    return True
 
 
-def _scheduler_steps(
-    cls: type, kwargs: dict[str, Any], rng: np.random.Generator, args: Any
-) -> None:
-    optimizer = SGD(_fresh_params(rng), lr=0.1)
-    scheduler = cls(optimizer, **kwargs)
-    for _ in range(3):
-        optimizer.step()
-        scheduler.step(*args)
-        lr = optimizer.param_groups[0]["lr"]
-        if not (isinstance(lr, int | float) and np.isfinite(lr) and lr >= 0):
-            raise AssertionError(f"the learning rate became {lr!r}")
+def gradgradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    seed: int = 0,
+    raise_exception: bool = True,
+) -> bool:
+    """Check second derivatives: ``gradcheck`` of the (create_graph) gradient of ``fn``."""
+    xs, diff = _prepare(inputs)
+    if not diff:
+        raise ValueError("gradgradcheck: no floating-point input to differentiate")
+    project = Projection(seed + 1)
+
+    def first_order(*args: Any) -> list[Tensor]:
+        s = project(fn(*args))
+        if not s.requires_grad:
+            return []
+        grads = _grad(s, [args[i] for i in diff], create_graph=True, allow_unused=True)
+        return [g for g in grads if g is not None]
+
+    probe = first_order(*xs)
+    if not any(g.requires_grad for g in probe):
+        return True  # the gradient does not depend on the inputs: second derivative is zero
+    return gradcheck(
+        first_order,
+        *inputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        seed=seed + 2,
+        raise_exception=raise_exception,
+    )
+
+
+def _fail(raise_exception: bool, message: str) -> bool:
+    if raise_exception:
+        raise GradcheckError(message)
+    return False
+
+
+def tensors(inputs: Sequence[Any], dtype: Any = None) -> list[Any]:
+    """Float arrays become Tensors that require grad (cast to ``dtype``); the rest pass through."""
+    out: list[Any] = []
+    for x in inputs:
+        if is_float_input(x):
+            data = x if dtype is None else x.astype(dtype)
+            out.append(Tensor(data, requires_grad=True))
+        else:
+            out.append(x)
+    return out
+
+
+def keep_layout_copy(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A copy of ``x`` with the same kind of memory layout (C, Fortran, or strided)."""
+    if x.flags.c_contiguous or x.ndim == 0:
+        return np.array(x, copy=True)
+    if x.flags.f_contiguous:
+        return np.array(x, copy=True, order="F")
+    buffer = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), dtype=x.dtype)
+    view = buffer[..., ::2]  # the values in every other element of a buffer twice as long
+    view[...] = x
+    return view

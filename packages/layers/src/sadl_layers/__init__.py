@@ -17,6 +17,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
 from sadl_layers import init
+from sadl_layers.activation_checkpoint import checkpoint
 from sadl_layers.modules import LAYERS
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
@@ -32,16 +33,22 @@ from sadl_layers.modules.resize import *  # noqa: F403
 from sadl_layers.ops import OPS
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
+from sadl_layers.ops.contractions import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.erf_family import *  # noqa: F403
 from sadl_layers.ops.grouped import *  # noqa: F403
+from sadl_layers.ops.layout import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.scatter_gather import *  # noqa: F403
+from sadl_layers.ops.selection import *  # noqa: F403
 from sadl_layers.ops.tensor_ops import *  # noqa: F403
 from sadl_layers.ops.volume import *  # noqa: F403
 
@@ -51,4 +58,4 @@ except PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 # The names of every layer class and op, as their modules list them (one list each).
-__all__ = ["init", *LAYERS, *(op.name for op in OPS)]
+__all__ = ["init", *LAYERS, *(op.name for op in OPS), "checkpoint"]

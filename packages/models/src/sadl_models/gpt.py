@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from sadl import Tensor, checkpoint, is_grad_enabled, no_grad
+from sadl import Tensor, is_grad_enabled, no_grad
 from sadl.backends import array_module, is_array, to_device
 from sadl.nn import Module
 from sadl.random import resolve_generator
-from sadl_layers import Dropout, Embedding, LayerNorm, Linear
+from sadl_layers import Dropout, Embedding, LayerNorm, Linear, checkpoint
 from sadl_layers.ops import (
     attention_qkv,
     cross_entropy,

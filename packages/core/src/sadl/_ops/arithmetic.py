@@ -146,32 +146,6 @@ MINIMUM = OpDef(
 )
 
 
-def _nonzero(d):
-    # At a == b == 0 the numerators below are 0 too: 0 / 1 = 0 (torch's atan2 gradient there;
-    # for hypot the minimal subgradient, as norm) instead of 0 / 0 = nan.
-    return np.where(d == 0, 1.0, d)
-
-
-_ORIGIN = (Example(np.array([0.0, 1.0]), np.array([0.0, 2.0])),)
-ARCTAN2 = OpDef(
-    "arctan2",
-    np.arctan2,
-    (
-        lambda g, out, a, b: g * b / _nonzero(a * a + b * b),
-        lambda g, out, a, b: -g * a / _nonzero(a * a + b * b),
-    ),
-    numpy_funcs=(np.arctan2,),
-    examples=_POSITIVE,
-    singular_points=_ORIGIN,
-)
-HYPOT = OpDef(
-    "hypot",
-    np.hypot,
-    (lambda g, out, a, b: g * a / _nonzero(out), lambda g, out, a, b: g * b / _nonzero(out)),
-    numpy_funcs=(np.hypot,),
-    examples=_POSITIVE,
-    singular_points=_ORIGIN,
-)
 LOGADDEXP = OpDef(
     "logaddexp",
     np.logaddexp,
@@ -179,31 +153,6 @@ LOGADDEXP = OpDef(
     numpy_funcs=(np.logaddexp,),
     examples=_SHAPES + (Example(np.array([1000.0, -1000.0]), np.array([999.0, -1000.0])),),
 )
-LOGADDEXP2 = OpDef(
-    "logaddexp2",
-    np.logaddexp2,
-    (
-        lambda g, out, a, b: g * np.exp2(a - out),
-        lambda g, out, a, b: g * np.exp2(b - out),
-    ),
-    numpy_funcs=(np.logaddexp2,),
-    examples=_SHAPES,
-)
-FMOD = OpDef(
-    "fmod",
-    np.fmod,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)),
-    numpy_funcs=(np.fmod,),
-    examples=(Example((3, 4), np.full((3, 4), 0.7)),),
-)
-REMAINDER = OpDef(
-    "remainder",
-    np.remainder,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)),
-    numpy_funcs=(np.remainder,),
-    examples=(Example((3, 4), np.full((3, 4), 0.7)),),
-)
-
 OPS = (
     ADD,
     SUBTRACT,
@@ -214,10 +163,5 @@ OPS = (
     POWER,
     MAXIMUM,
     MINIMUM,
-    ARCTAN2,
-    HYPOT,
     LOGADDEXP,
-    LOGADDEXP2,
-    FMOD,
-    REMAINDER,
 )

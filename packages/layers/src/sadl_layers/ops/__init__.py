@@ -18,37 +18,50 @@ from sadl.plugins import OpDef
 from sadl_layers.ops import (
     activations,
     attention,
+    binary,
     classification,
+    contractions,
     conv,
     dense,
+    erf_family,
     grouped,
+    layout,
     losses,
     normalization,
     piecewise,
     pooling,
     recurrent,
     resize,
+    scatter_gather,
+    selection,
     tensor_ops,
     volume,
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
+from sadl_layers.ops.contractions import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
+from sadl_layers.ops.erf_family import *  # noqa: F403
 from sadl_layers.ops.grouped import *  # noqa: F403
+from sadl_layers.ops.layout import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.scatter_gather import *  # noqa: F403
+from sadl_layers.ops.selection import *  # noqa: F403
 from sadl_layers.ops.tensor_ops import *  # noqa: F403
 from sadl_layers.ops.volume import *  # noqa: F403
 
 _TABLES = (
     classification,
     losses,
+    erf_family,
     activations,
     piecewise,
     normalization,
@@ -59,6 +72,11 @@ _TABLES = (
     pooling,
     resize,
     recurrent,
+    scatter_gather,
+    selection,
+    layout,
+    binary,
+    contractions,
     volume,
     tensor_ops,
 )

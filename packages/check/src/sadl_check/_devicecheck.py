@@ -1,8 +1,9 @@
 """Device checks: the same computation on another device, compared with the CPU.
 
-Served by ``sadl.testing``: ``available_devices``, ``move``, ``project``, ``assert_close``,
-``serve_device_as``, and the per-example checks ``check_op(op, device=...)`` runs. A device result
-must stay on its device and equal the CPU's within ``DEVICE_RTOL``/``DEVICE_ATOL`` (float64).
+Public in ``sadl_check`` (served as ``sadl.testing.*`` too): ``available_devices``, ``move``,
+``project``, ``assert_close``, ``serve_device_as``, and the per-example checks
+``check_op(op, device=...)`` runs. A device result must stay on its device and equal the CPU's
+within ``DEVICE_RTOL``/``DEVICE_ATOL`` (float64).
 """
 
 from __future__ import annotations
@@ -11,13 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from sadl import backends
-from sadl._backward import grad as _grad
-from sadl._grad_mode import no_grad
-from sadl._gradcheck import Projection, outputs, tensors
-from sadl._records import OpDef
-from sadl._tensor import Tensor
+from sadl import Tensor, backends, no_grad
+from sadl import grad as _grad
+from sadl.plugins import OpDef
+from sadl.testing import Projection, outputs, tensors
 
 __all__ = [
     "DEVICE_ATOL",

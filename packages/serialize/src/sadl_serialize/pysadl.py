@@ -6,21 +6,22 @@ with a Linear's ``W`` stored as (in, out). sadl names the same parameters ``0.we
 walking attributes in definition order, so the n-th parameter of a py-sadl model is the n-th of
 the equivalent sadl model; the conversion pairs them in that order and checks every pair's name
 and shape, so a model that does not match is an error that says where, never a silent mix-up.
-The file itself is the same ``.sadl`` format (``sadl.io.load_pysadl`` / ``save_pysadl``).
+The file itself is the same ``.sadl`` format (``load_pysadl`` / ``save_pysadl``, served as
+``sadl.io.load_pysadl`` / ``sadl.io.save_pysadl`` too).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import sadl
+from sadl import Function, Tensor
 
-from sadl._module import Function
-from sadl._tensor import Tensor
-
-__all__ = ["from_pysadl", "to_pysadl"]
+__all__ = ["from_pysadl", "load_pysadl", "save_pysadl", "to_pysadl"]
 
 #: py-sadl's leaf names -> sadl's (a Linear's weight is transposed on the way).
 _LEAF_NAMES = {"W": "weight", "b": "bias"}
@@ -89,3 +90,21 @@ def to_pysadl(model: Function) -> dict[str, Tensor]:
             key += f"[{part}]" if part.isdigit() else (f".{part}" if key else part)
         out[f"{key}.{leaf}" if key else leaf] = Tensor(np.ascontiguousarray(data))
     return out
+
+
+def load_pysadl(path: str | os.PathLike[str], model: Function) -> Function:
+    """Load a model file written by py-sadl 2.0 into the equivalent sadl ``model``; returns it.
+
+    The parameters are paired in order and renamed (``layers[0].W`` -> ``0.weight``, a Linear's
+    weight transposed); a model that does not match raises, naming the first mismatch.
+    """
+    params = sadl.load(path, format="sadl")
+    if not isinstance(params, dict):
+        raise ValueError(f"load_pysadl: {path} holds a single tensor, not a model's parameters")
+    model.load_state_dict(from_pysadl(params, model))
+    return model
+
+
+def save_pysadl(model: Function, path: str | os.PathLike[str]) -> None:
+    """Write ``model``'s parameters as py-sadl 2.0 would save its equivalent model."""
+    sadl.save(to_pysadl(model), path, format="sadl")

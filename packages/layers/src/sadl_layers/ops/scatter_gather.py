@@ -9,13 +9,44 @@ is a gather and the other way round, so second derivatives come from the same re
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
-from sadl._ops.indexing import ADD_AT, TAKE_ALONG_AXIS
-from sadl._records import Example, OpDef
-from sadl.backends import array_module, match_key, scatter_reduce_into
+import numpy as np
+import sadl
+from sadl.backends import array_module, match_key
+from sadl.plugins import Example, OpDef
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _scatter_reduce_into(target: Any, key: Any, values: Any, ufunc: str) -> None:
+    """``target[key] = ufunc(target[key], values)`` where repeated indices in ``key`` all count.
+
+    ``ufunc`` is ``"add"``, ``"multiply"``, ``"maximum"`` or ``"minimum"`` (``np.<ufunc>.at``);
+    ``key`` is a tuple of integer index arrays.
+    """
+    if isinstance(target, np.ndarray):
+        getattr(np, ufunc).at(target, key, values)
+        return
+    if ufunc in ("add", "maximum", "minimum"):  # CuPy >= 12 has these ufunc.at
+        getattr(array_module(target), ufunc).at(target, key, values)
+        return
+    _multiply_at_in_rounds(target, key, values)
+
+
+def _multiply_at_in_rounds(target: Any, key: Any, values: Any) -> None:
+    """``multiply.at`` for CuPy, which has none: the k-th write to each position in round k."""
+    xp = array_module(target)
+    positions = xp.ravel_multi_index(xp.broadcast_arrays(*key), target.shape)
+    values = xp.broadcast_to(xp.asarray(values, dtype=target.dtype), positions.shape).ravel()
+    positions = positions.ravel()
+    order = xp.argsort(positions)
+    positions, values = positions[order], values[order]
+    rank = xp.arange(positions.size) - xp.searchsorted(positions, positions, side="left")
+    flat = target.reshape(-1)  # a view: target is contiguous (a fresh copy in every caller)
+    for k in range(int(rank.max()) + 1 if rank.size else 0):
+        chosen = rank == k
+        flat[positions[chosen]] *= values[chosen]
 
 
 def _constant(g, out, *inputs, **params):
@@ -102,7 +133,7 @@ def _gather(x, dim, index, /):
     lead = tuple(slice(0, n) if d != dim else slice(None) for d, n in enumerate(idx.shape))
     if any(n != m for d, (n, m) in enumerate(zip(idx.shape, np.shape(x))) if d != dim):
         x = x[lead]
-    return TAKE_ALONG_AXIS(x, indices=idx, axis=dim)
+    return sadl.ops.take_along_axis(x, indices=idx, axis=dim)
 
 
 GATHER = OpDef(
@@ -125,7 +156,7 @@ def _src_grad(g, dim, index, src):
     if tuple(_array(index).shape) == tuple(np.shape(src)):
         return picked
     corner = tuple(slice(0, n) for n in _array(index).shape)
-    return ADD_AT(picked, shape=tuple(np.shape(src)), key=corner)
+    return sadl.ops.add_at(picked, shape=tuple(np.shape(src)), key=corner)
 
 
 def _unscattered(g, dim, index):
@@ -170,7 +201,7 @@ def _scatter_add(x, dim, index, src, /):
     dim = _checked_dim("scatter_add", x, dim, index)
     _check_range("scatter_add", x, dim, index)
     out = x.copy()
-    scatter_reduce_into(out, _scatter_key(out, dim, index), _region(src, index), "add")
+    _scatter_reduce_into(out, _scatter_key(out, dim, index), _region(src, index), "add")
     return out
 
 
@@ -210,7 +241,7 @@ def _counts(like, key):
     """How many index entries write to each position (an array of ``like``'s shape and dtype)."""
     xp = array_module(like)
     counts = xp.zeros(like.shape, dtype=like.dtype if like.dtype.kind == "f" else np.float64)
-    scatter_reduce_into(counts, key, 1, "add")
+    _scatter_reduce_into(counts, key, 1, "add")
     return counts
 
 
@@ -218,7 +249,7 @@ def _counts_of(like, dim, index, flags):
     """How many ``flags`` (a bool array of index's shape) are written to each position."""
     counts = array_module(like).zeros(like.shape, dtype=np.float64)
     key = _scatter_key(like, dim, index)
-    scatter_reduce_into(counts, key, match_key(flags, like).astype(np.float64), "add")
+    _scatter_reduce_into(counts, key, match_key(flags, like).astype(np.float64), "add")
     return counts
 
 
@@ -251,7 +282,7 @@ def _prod_grads(g, out, x, dim, index, src, include_self, unscattered):
     )
     if tuple(_array(index).shape) != tuple(np.shape(src)):
         corner = tuple(slice(0, n) for n in _array(index).shape)
-        gsrc = ADD_AT(gsrc, shape=tuple(np.shape(src)), key=corner)
+        gsrc = sadl.ops.add_at(gsrc, shape=tuple(np.shape(src)), key=corner)
     return gx, None, None, gsrc
 
 
@@ -264,12 +295,12 @@ def _extreme_grads(g, out, x, dim, index, src, include_self, unscattered):
     if np.ndim(src) == 0:
         return g / np.maximum(hits, 1) * x_hit, None, None, None
     src_hit = _array(_region(src, index) == GATHER(out, dim, index))
-    scatter_reduce_into(hits, _scatter_key(hits, dim, index), src_hit.astype(hits.dtype), "add")
+    _scatter_reduce_into(hits, _scatter_key(hits, dim, index), src_hit.astype(hits.dtype), "add")
     share = g / np.maximum(hits, 1)
     gsrc = GATHER(share, dim, index) * src_hit
     if tuple(_array(index).shape) != tuple(np.shape(src)):
         corner = tuple(slice(0, n) for n in _array(index).shape)
-        gsrc = ADD_AT(gsrc, shape=tuple(np.shape(src)), key=corner)
+        gsrc = sadl.ops.add_at(gsrc, shape=tuple(np.shape(src)), key=corner)
     return share * x_hit, None, None, gsrc
 
 
@@ -286,7 +317,7 @@ def _scatter_reduce(x, dim, index, src, /, *, reduce, include_self=True):
     key = _scatter_key(out, dim, index)
     if not include_self:
         out[key] = _identity(reduce, out.dtype)
-    scatter_reduce_into(out, key, _region(src, index), _UFUNC[reduce])
+    _scatter_reduce_into(out, key, _region(src, index), _UFUNC[reduce])
     if reduce == "mean":
         total = _counts(out, key) + (1 if include_self else 0)
         total = np.maximum(total, 1)
@@ -324,4 +355,6 @@ SCATTER_REDUCE = OpDef(
     + (Example((3, 4), 1, np.array([[0, 0], [3, 1]]), (2, 3), reduce="mean"),),
 )
 
-OPS = (GATHER, SCATTER, SCATTER_ADD, SCATTER_REDUCE)
+__all__ = ["gather", "scatter", "scatter_add", "scatter_reduce"]
+INTERNAL_OPS: tuple[OpDef, ...] = ()
+gather, scatter, scatter_add, scatter_reduce = GATHER, SCATTER, SCATTER_ADD, SCATTER_REDUCE

@@ -1,4 +1,4 @@
-"""OpInfo-style variants of an op's examples, derived by ``sadl.testing.check_op`` itself.
+"""OpInfo-style variants of an op's examples, derived by ``sadl_check.check_op`` itself.
 
 An op's examples show a few calls; the calls users make differ from them in ways that break ops
 again and again: negative axes, 0-d inputs, an empty dimension, inputs that are not contiguous
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Variant", "derive_variants", "keep_layout_copy", "outputs_of"]
+__all__ = ["Variant", "derive_variants", "outputs_of"]
 
 #: Params that name axes, made negative by the "negative axes" variant.
 AXIS_PARAMS = ("axis", "axes", "axis1", "axis2", "source", "destination", "dim")
@@ -73,15 +73,6 @@ def _runs_finite(
         if arr.dtype.kind in "fc" and not np.isfinite(arr).all() and not all_empty:
             return None
     return [np.array(o, copy=True) for o in outs]
-
-
-def keep_layout_copy(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """A copy of ``x`` with the same kind of memory layout (C, Fortran, or strided)."""
-    if x.flags.c_contiguous or x.ndim == 0:
-        return np.array(x, copy=True)
-    if x.flags.f_contiguous:
-        return np.array(x, copy=True, order="F")
-    return _strided(x)
 
 
 def _strided(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

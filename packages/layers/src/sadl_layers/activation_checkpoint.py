@@ -6,7 +6,8 @@ but every node recorded inside ``fn`` gives its saved arrays up at once. The fir
 needs one of them, ``fn`` runs again on the same inputs, with sadl's random generator put back
 where it was, and every node of the original call gets its arrays back from the node recorded at
 the same position of the recomputation. This is PyTorch's non-reentrant checkpoint; the engine's
-part is :func:`sadl._engine.recording_hook` and ``Node.refill``.
+part is :func:`sadl.plugins.recording_hook` and a node's ``refill`` (core's backward calls it).
+It lives in sadl-layers; ``sadl.checkpoint`` serves it.
 
 Peak memory then holds the inputs of each checkpointed block and the activations of one block at
 a time; the price is one more forward of every block during backward.
@@ -15,18 +16,16 @@ a time; the price is one more forward of every block during backward.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-from sadl._engine import Node, is_tensor, recording_hook
-from sadl._grad_mode import enable_grad, is_grad_enabled
+from sadl import Tensor, enable_grad, is_grad_enabled
+from sadl.plugins import recording_hook
 from sadl.random import get_rng_state, set_rng_state
 
-if TYPE_CHECKING:
-    from sadl._tensor import Tensor
-
 __all__ = ["checkpoint"]
+
+Node = Any  #: a recorded op (``Tensor.grad_fn``): op, params, datas, out, refill
 
 
 def checkpoint(
@@ -93,8 +92,9 @@ class _Frame:
         """Keep fn's outputs (alive anyway downstream) to compare a recomputation with."""
         if self.check:
             for t in _tensors_in(outputs):
-                k = self.position.get(id(t._node)) if t._node is not None else None
-                if k is not None and t._node.refill is not None:
+                node = t.grad_fn
+                k = self.position.get(id(node)) if node is not None else None
+                if k is not None and node is not None and node.refill is not None:
                     self.outputs.append((k, t.data))
         self.position = {}
 
@@ -180,7 +180,7 @@ def _tensors_in(value: Any) -> list[Tensor]:
     stack = [value]
     while stack:
         item = stack.pop()
-        if is_tensor(item):
+        if isinstance(item, Tensor):
             found.append(item)
         elif isinstance(item, list | tuple):
             stack.extend(item)

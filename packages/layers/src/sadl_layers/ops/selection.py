@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-
-from sadl._ops.indexing import TAKE_ALONG_AXIS, sort_order
-from sadl._records import Example, OpDef
+import sadl
 from sadl.backends import array_module
+from sadl.plugins import Example, OpDef
 
 
 class ValuesIndices(NamedTuple):
@@ -90,7 +89,7 @@ CUMMIN_INDICES = OpDef(
 def _pick(x, indices, axis):
     if np.ndim(x) == 0:
         return x * 1
-    return TAKE_ALONG_AXIS(x, indices=indices, axis=axis)
+    return sadl.ops.take_along_axis(x, indices=indices, axis=axis)
 
 
 def _cummax(x, *, axis):
@@ -117,7 +116,7 @@ def _topk_indices(x, *, k, axis=-1, largest=True):
         raise ValueError(f"topk: k must be an integer in [0, {n}] for this axis, got {k!r}")
     if np.ndim(x) == 0:
         return array_module(x).zeros((), dtype=np.int64)
-    order = sort_order(x, axis, descending=largest)
+    order = _sort_order(x, axis, descending=largest)
     return order[(slice(None),) * axis + (slice(0, int(k)),)]
 
 
@@ -218,5 +217,20 @@ ONE_HOT = OpDef(
     examples=(Example(np.array([0, 2, 1])), Example(np.array([[1], [3]]), num_classes=5)),
 )
 
+
+def _sort_order(x, axis=-1, descending=False):
+    """The stable order that sorts ``x`` along ``axis``, as core's ``sort`` orders (NaN first
+    and ties in their original order when descending, as torch does); a constant.
+    """
+    if hasattr(x, "requires_grad"):
+        x = x.data
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    reversed_order = np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable")
+    return (x.shape[axis] - 1) - np.flip(reversed_order, axis=axis)
+
+
 # The index ops are building blocks of the composites above, not registered on their own.
-OPS = (CUMMAX, CUMMIN, TOPK, ARGWHERE, NONZERO, ONE_HOT)
+__all__ = ["cummax", "cummin", "topk", "argwhere", "nonzero", "one_hot"]
+INTERNAL_OPS = (CUMMAX_INDICES, CUMMIN_INDICES, TOPK_INDICES)
+cummax, cummin, topk, argwhere, nonzero, one_hot = CUMMAX, CUMMIN, TOPK, ARGWHERE, NONZERO, ONE_HOT

@@ -1,0 +1,152 @@
+"""The records a plugin returns besides ops: layers, optimizers, models, formats, backends.
+
+Each record is plain data: the registry validates it, the namespaces (``sadl.nn``,
+``sadl.optim``, ``sadl.models``) serve it, and nothing else about a plugin needs to be known.
+(``OpDef`` and ``Example``, what the autograd kernel runs, are in ``sadl._records``.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sadl._records import Example, _check_examples, _check_name
+
+__all__ = ["BackendDef", "FormatDef", "LayerDef", "ModelDef", "OptimizerDef"]
+
+
+@dataclass(frozen=True)
+class LayerDef:
+    """A layer (or loss module) class, served as ``sadl.nn.<name>`` and ``sadl.<name>``.
+
+    ``examples`` (optional, beyond the design contract) are what ``sadl check-plugins`` builds
+    and runs: in an :class:`Example`, the positional inputs are the forward pass's inputs (a
+    tuple of ints is a shape of random floats) and the keyword arguments go to the constructor,
+    e.g. ``LayerDef("Scale", Scale, examples=(Example((4, 3), num_features=3),))``.
+    """
+
+    name: str
+    cls: type
+    examples: tuple[Example, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        if not isinstance(self.cls, type):
+            raise TypeError(f"LayerDef {self.name!r}: cls must be a class, got {self.cls!r}")
+        _check_examples(self)
+
+
+@dataclass(frozen=True)
+class OptimizerDef:
+    """An optimizer or learning-rate scheduler class, served as ``sadl.optim.<name>``.
+
+    ``examples`` (optional) hold constructor keyword arguments for ``sadl check-plugins``, e.g.
+    ``Example(lr=0.1)``; without any, the class is built with its defaults.
+    """
+
+    name: str
+    cls: type
+    examples: tuple[Example, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        if not isinstance(self.cls, type):
+            raise TypeError(f"OptimizerDef {self.name!r}: cls must be a class, got {self.cls!r}")
+        _check_examples(self)
+
+
+@dataclass(frozen=True)
+class ModelDef:
+    """A model factory, built by ``sadl.models.create(name, **config)``.
+
+    ``config`` holds the default keyword arguments; ``create`` merges the caller's on top.
+    """
+
+    name: str
+    factory: Callable[..., Any]
+    config: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        if not callable(self.factory):
+            raise TypeError(f"ModelDef {self.name!r}: factory must be callable")
+
+
+@dataclass(frozen=True)
+class FormatDef:
+    """A file format for ``sadl.save`` / ``sadl.load``.
+
+    ``save(obj, path)`` writes a Tensor or a mapping of Tensors; ``load(path, device=None)`` reads
+    it back. ``suffixes`` (like ``(".sadl",)``) pick the format on save and load; ``magic`` (the
+    file's first bytes) picks it on load when the suffix is unknown.
+    """
+
+    name: str
+    suffixes: tuple[str, ...]
+    save: Callable[..., Any]
+    load: Callable[..., Any]
+    magic: bytes | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        suffixes: Sequence[str] = self.suffixes
+        if isinstance(suffixes, str):
+            suffixes = (suffixes,)
+        normalized = tuple(s if s.startswith(".") else "." + s for s in suffixes)
+        object.__setattr__(self, "suffixes", tuple(s.lower() for s in normalized))
+        if not callable(self.save) or not callable(self.load):
+            raise TypeError(f"FormatDef {self.name!r}: save and load must be callable")
+
+
+@dataclass(frozen=True)
+class BackendDef:
+    """A device type: the array library behind it and how sadl reaches it.
+
+    ``name`` is the device type as written in device strings (``"cuda"`` in ``"cuda:1"``).
+    ``module`` is the import name of the array module, which speaks NumPy's vocabulary
+    (``zeros_like``, ``sqrt``, ``asarray``, ufuncs with ``out=``); ``array_types`` are the dotted
+    names of its array classes. Both are imported on first need, never at registration, so a
+    backend whose library is missing costs nothing until a tensor is sent there.
+
+    * ``to_host(array) -> numpy.ndarray`` copies an array to the host.
+    * ``from_host(array, index)`` copies a NumPy array to device ``index``.
+    * ``device_index(array) -> int`` says which device an array lives on.
+    * ``device_count() -> int`` is the number of usable devices (0 when none is, never raising).
+    * ``generator(seed, index)`` returns a random generator that draws on device ``index``,
+      seeded with ``seed`` (an int, or None for fresh entropy). It offers the methods of
+      ``numpy.random.Generator`` that CuPy's generator has too: ``random(size, dtype)``,
+      ``standard_normal(size, dtype)``, ``integers(low, high, size, dtype)`` and
+      ``uniform(low, high, size, dtype)``.
+    * ``synchronize(index)`` waits until the work queued on device ``index`` is done.
+    * ``install_hint`` says what to install when ``module`` does not import (a string, or a
+      function returning one when the message is built).
+    """
+
+    name: str
+    module: str
+    array_types: tuple[str, ...]
+    to_host: Callable[[Any], Any]
+    from_host: Callable[[Any, int], Any]
+    device_index: Callable[[Any], int]
+    device_count: Callable[[], int]
+    generator: Callable[[int | None, int], Any]
+    synchronize: Callable[[int], None]
+    install_hint: str | Callable[[], str] = ""
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        if self.name != self.name.lower():
+            raise ValueError(f"BackendDef {self.name!r}: device types are lowercase")
+        types = self.array_types
+        if isinstance(types, str):
+            object.__setattr__(self, "array_types", types := (types,))
+        if not types or not all(isinstance(t, str) and "." in t for t in types):
+            raise TypeError(
+                f"BackendDef {self.name!r}: array_types must name the array classes as dotted "
+                f"paths like 'cupy.ndarray', got {types!r}"
+            )
+        functions = ("to_host", "from_host", "device_index", "device_count", "generator")
+        for field_name in (*functions, "synchronize"):
+            if not callable(getattr(self, field_name)):
+                raise TypeError(f"BackendDef {self.name!r}: {field_name} must be callable")

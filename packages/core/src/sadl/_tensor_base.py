@@ -1,0 +1,101 @@
+"""The bottom of the autograd kernel: a Tensor's state, and the one way a Tensor is made.
+
+``TensorBase`` holds the six slots every Tensor has; ``sadl.Tensor`` (``sadl._tensor``) adds the
+method vocabulary and the protocols on top. The engine, backward, the backends and the NumPy
+dispatch import this class directly (as MyGrad's ``tensor_base`` and tinygrad's ``Tensor`` are
+imported), so inside them a tensor is a ``TensorBase``, not ``Any``. The one thing this module
+cannot know is the class of an op's result, which is defined above it: the subclass declared
+with ``class Tensor(TensorBase, result=True)`` is that class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sadl._engine import Node
+    from sadl._tensor import Tensor
+
+__all__ = ["TensorBase", "new_tensor"]
+
+
+class TensorBase:
+    """A Tensor's state: its array, its gradient, its producer node and its version counter."""
+
+    __slots__ = (
+        "__weakref__",
+        "_grad_hooks",
+        "_node",
+        "_requires_grad",
+        "_version",
+        "data",
+        "grad",
+    )
+
+    data: Any  #: the NumPy or CuPy array
+    grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
+    _requires_grad: bool  #: read by the engine directly; set through ``Tensor.requires_grad``
+    _node: Node | None  #: the engine's record of the op that produced this tensor (None: a leaf)
+    _version: list[int]  #: bumped by every in-place write; shared by tensors viewing one memory
+    _grad_hooks: dict[int, Any]  #: post-accumulate-grad hooks (unset until one is added)
+
+    result_class: ClassVar[type[TensorBase]]  #: the class of op results (``sadl.Tensor``)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the data."""
+        return self.data.shape  # type: ignore[no-any-return]
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of the data."""
+        return self.data.dtype  # type: ignore[no-any-return]
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return self.data.ndim  # type: ignore[no-any-return]
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self.data.size  # type: ignore[no-any-return]
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless the tensor is the recorded result of an op."""
+        return self._node is None
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The graph node that produced this tensor (None for leaves)."""
+        return self._node
+
+    def __init_subclass__(cls, result: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if result:
+            global _result
+            TensorBase.result_class = _result = cls
+
+
+_new = object.__new__
+_result: type = TensorBase  # TensorBase.result_class, read here without a class lookup
+
+
+def new_tensor(
+    data: Any, node: Node | None = None, version: list[int] | None = None, cls: type | None = None
+) -> Tensor:
+    """The one way a Tensor's slots are filled: its data, its producer node, its version counter.
+
+    A tensor with a node requires grad (it is on the graph); ``version`` is shared between
+    tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``).
+    """
+    t: Any = _new(_result if cls is None else cls)
+    t.data = data
+    t.grad = None
+    t._node = node
+    t._requires_grad = node is not None
+    t._version = [0] if version is None else version
+    return t  # type: ignore[no-any-return]
