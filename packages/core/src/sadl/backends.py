@@ -31,7 +31,7 @@ import numpy as np
 
 from sadl._plugin_records import BackendDef
 from sadl._tensor_base import TensorBase
-from sadl._threads import matmul
+from sadl._threads import matmul, on_threads
 
 __all__ = [
     "CPU_BACKEND",
@@ -52,6 +52,7 @@ __all__ = [
     "is_array",
     "match_key",
     "matmul",
+    "on_threads",
     "parse_device",
     "scatter_add",
     "synchronize",

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
 import sadl
+from sadl.backends import on_threads
 from sadl.plugins import Example, OpDef
 
 
@@ -26,9 +28,19 @@ def _normalize_tensordot_axes(axes, a_ndim, b_ndim):
     return [int(x) % a_ndim for x in a_axes], [int(x) % b_ndim for x in b_axes]
 
 
+def _macs(a, b, a_axes):
+    """Multiply-adds of ``tensordot(a, b)`` over ``a_axes`` and of either gradient's (0 but on
+    NumPy arrays), for the BLAS thread policy (``sadl.backends.on_threads``).
+    """
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return 0
+    return a.size * b.size // max(1, math.prod(a.shape[i] for i in a_axes))
+
+
 def _tensordot(a, b, *, axes=2):
     """Sum products over the given axes of ``a`` and ``b``."""
-    return np.tensordot(a, b, axes=axes)
+    a_axes, _ = _normalize_tensordot_axes(axes, np.ndim(a), np.ndim(b))
+    return on_threads(_macs(a, b, a_axes), np.tensordot, a, b, axes=axes)
 
 
 def _tensordot_grad_a(g, out, a, b, *, axes=2):
@@ -36,7 +48,8 @@ def _tensordot_grad_a(g, out, a, b, *, axes=2):
     a_free = [i for i in range(a.ndim) if i not in a_axes]
     b_free = [i for i in range(b.ndim) if i not in b_axes]
     # g's axes: a_free then b_free. Contract g's b_free part with b's free axes.
-    grad = np.tensordot(g, b, axes=(list(range(len(a_free), g.ndim)), b_free))
+    g_axes = (list(range(len(a_free), g.ndim)), b_free)
+    grad = on_threads(_macs(a, b, a_axes), np.tensordot, g, b, axes=g_axes)
     # grad's axes: a_free, then b's contracted axes in b order -> the paired a axes.
     pairs = sorted(zip(b_axes, a_axes))
     order = a_free + [ai for _, ai in pairs]
@@ -47,7 +60,9 @@ def _tensordot_grad_b(g, out, a, b, *, axes=2):
     a_axes, b_axes = _normalize_tensordot_axes(axes, a.ndim, b.ndim)
     a_free = [i for i in range(a.ndim) if i not in a_axes]
     b_free = [i for i in range(b.ndim) if i not in b_axes]
-    grad = np.tensordot(a, g, axes=(a_free, list(range(len(a_free)))))
+    grad = on_threads(
+        _macs(a, b, a_axes), np.tensordot, a, g, axes=(a_free, list(range(len(a_free))))
+    )
     pairs = sorted(zip(a_axes, b_axes))
     order = [bi for _, bi in pairs] + b_free
     return np.transpose(grad, tuple(np.argsort(order)))
