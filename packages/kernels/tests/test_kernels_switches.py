@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import sadl_kernels
 from kernel_cases import eager_and_compiled, kernels_in
-from test_elementwise import gelu_step
-from test_norm import _data, layer_norm_step
+from test_kernels_elementwise import gelu_step
+from test_kernels_norm import _data, layer_norm_step
 
 
 def _gelu_data():
