@@ -56,9 +56,14 @@ def _dot(a, b):
     """np.dot: matmul for 1-D and 2-D, a sum product over a's last / b's second-to-last axis."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
-    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
+    if (np.ndim(a) <= 2 and np.ndim(b) <= 2) or np.ndim(b) == 1:
         return matmul(a, b)
-    return np.tensordot(a, b, axes=([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)]))
+    # a's rows against every matrix of b, then a's leading axes first: (*a_lead, *b_lead, n)
+    a_shape, b_shape = np.shape(a), np.shape(b)
+    rows = matmul(np.reshape(a, (-1, a_shape[-1])), b)  # (*b_lead, rows, n)
+    lead = len(b_shape) - 2
+    rows = np.transpose(rows, (lead, *range(lead), lead + 1))
+    return np.reshape(rows, (*a_shape[:-1], *b_shape[:-2], b_shape[-1]))
 
 
 DOT = OpDef(
@@ -70,6 +75,8 @@ DOT = OpDef(
         Example((3, 4), (4, 2)),
         Example((4,), (4,)),
         Example((2, 3, 4), (4, 5)),
+        Example((2, 3, 4), (2, 4, 5)),
+        Example((2, 3, 4), (4,)),
         Example((2, 3), 1.5),
     ),
 )
