@@ -145,14 +145,3 @@ def test_view_dtype_reinterprets_bytes_like_torch(src, dst, tdst):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got.numpy().view(np.uint8), want.view(np.uint8))
     assert x.view(2, 6).shape == (2, 6)  # view(shape) is still reshape
-
-
-@pytest.mark.parametrize("size", [2, 4, 7])
-def test_nonzero_with_a_static_size_matches_torch_nonzero_static(size):
-    values = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
-    want = torch.nonzero_static(torch.tensor(values), size=size, fill_value=-1).numpy()
-    got = sadl.ops.nonzero(sadl.tensor(values), size=size, fill_value=-1)
-    np.testing.assert_array_equal(np.stack([g.numpy() for g in got], axis=1), want)
-    padded = sadl.ops.nonzero(sadl.tensor(values), size=size)  # JAX's default fill: 0
-    assert all(p.shape == (size,) for p in padded)
-    assert all((p.numpy()[3:] == 0).all() for p in padded)

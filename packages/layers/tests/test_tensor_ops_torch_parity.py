@@ -153,3 +153,14 @@ def test_softmin_softsign_and_quick_gelu_layers():
     parity(Softmin(dim=1), torch.nn.Softmin(dim=1), x)
     parity(Softsign(), torch.nn.Softsign(), x)
     parity(QuickGELU(), lambda t: t * torch.sigmoid(1.702 * t), x)
+
+
+@pytest.mark.parametrize("size", [2, 4, 7])
+def test_nonzero_with_a_static_size_matches_torch_nonzero_static(size):
+    values = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    want = torch.nonzero_static(torch.tensor(values), size=size, fill_value=-1).numpy()
+    got = sadl.ops.nonzero(sadl.tensor(values), size=size, fill_value=-1)
+    np.testing.assert_array_equal(np.stack([g.numpy() for g in got], axis=1), want)
+    padded = sadl.ops.nonzero(sadl.tensor(values), size=size)  # JAX's default fill: 0
+    assert all(p.shape == (size,) for p in padded)
+    assert all((p.numpy()[3:] == 0).all() for p in padded)
