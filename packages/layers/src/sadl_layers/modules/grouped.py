@@ -8,6 +8,7 @@ import numpy as np
 from sadl import Parameter, Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor, check_count, param_dtype
+from sadl_layers.modules.normalization import _ChannelNorm
 from sadl_layers.ops import grouped as _ops
 
 __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
@@ -57,7 +58,7 @@ class GroupNorm(Layer):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-class _InstanceNorm(Layer):
+class _InstanceNorm(_ChannelNorm):
     """Instance normalization over the spatial axes; optional affine and running statistics."""
 
     spatial = 1
@@ -72,27 +73,7 @@ class _InstanceNorm(Layer):
         *,
         dtype: Any = None,
     ) -> None:
-        super().__init__()
-        name = type(self).__name__
-        self.num_features = check_count(name, "num_features", num_features)
-        self.eps = float(eps)
-        if momentum is not None and not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"{name}: momentum must be in [0, 1] or None, got {momentum!r}")
-        self.momentum = None if momentum is None else float(momentum)
-        self.affine = bool(affine)
-        self.track_running_stats = bool(track_running_stats)
-        dtype = param_dtype(dtype)
-        C = self.num_features
-        self.weight = Parameter(np.ones(C, dtype=dtype)) if self.affine else None
-        self.bias = Parameter(np.zeros(C, dtype=dtype)) if self.affine else None
-        if self.track_running_stats:
-            self.register_buffer("running_mean", Tensor(np.zeros(C, dtype=dtype)))
-            self.register_buffer("running_var", Tensor(np.ones(C, dtype=dtype)))
-            self.register_buffer("num_batches_tracked", Tensor(np.array(0, dtype=np.int64)))
-        else:
-            self.running_mean = None
-            self.running_var = None
-            self.num_batches_tracked = None
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype=dtype)
 
     def forward(self, x: Any) -> Tensor:
         """Normalize ``x`` of shape ``(N, C, *spatial)`` (or ``(C, *spatial)``)."""

@@ -120,21 +120,20 @@ class RMSNorm(_Norm):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
-class _BatchNorm(Layer):
-    """Batch normalization over the channel axis 1 with running statistics."""
-
-    _ndims: tuple[int, ...] = ()
-    _expected = ""
+class _ChannelNorm(Layer):
+    """A norm with a per-channel affine ``weight``/``bias`` and optional running statistics
+    (the batch and instance norms), its options checked and its state laid out as in torch.
+    """
 
     def __init__(
         self,
         num_features: int,
-        eps: float = 1e-5,
-        momentum: float | None = 0.1,
-        affine: bool = True,
-        track_running_stats: bool = True,
+        eps: float,
+        momentum: float | None,
+        affine: bool,
+        track_running_stats: bool,
         *,
-        dtype: Any = None,
+        dtype: Any,
     ) -> None:
         super().__init__()
         dtype = param_dtype(dtype)
@@ -157,6 +156,25 @@ class _BatchNorm(Layer):
             self.running_mean = None
             self.running_var = None
             self.num_batches_tracked = None
+
+
+class _BatchNorm(_ChannelNorm):
+    """Batch normalization over the channel axis 1 with running statistics."""
+
+    _ndims: tuple[int, ...] = ()
+    _expected = ""
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype=dtype)
 
     def forward(self, x: Any) -> Tensor:
         """Normalize ``x``: batch statistics in training mode, running ones in evaluation."""
