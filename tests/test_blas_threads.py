@@ -34,6 +34,7 @@ def products(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(_threads, "_blas", None)
     monkeypatch.setattr(_threads, "_load", [time.monotonic() + 3600, 0, 0.0, 2])  # 2 cores free
+    monkeypatch.setattr(_threads, "_decided", [2])  # judged once per process: here, 2 free
     seen: list[tuple[int, int]] = []
 
     def recording(a, b, **kwargs):

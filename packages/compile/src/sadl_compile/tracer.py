@@ -265,9 +265,12 @@ class Tracer:
                 self._snapshot(w.entry[1])
         data_reads = reads if key not in rules.SHAPE_ONLY else []
         const = kind == "call" and all(v.storage.const for v in data_reads)
+        # A product runs as in eager, on the BLAS threads its size calls for (the replay's too:
+        # codegen), so a result kept while tracing (a folded constant) has eager's bits.
+        run = backends.matmul if func is np.matmul else func
         self.busy += 1
         try:
-            result = func(*plain_args, **plain_kwargs)
+            result = run(*plain_args, **plain_kwargs)
         finally:
             self.busy -= 1
         if result is None and not writes and kind == "call":
