@@ -1,0 +1,102 @@
+"""Eager speed of two source trees of sadl, in alternating rounds: did a change slow anything?
+
+Each tree is a checkout of this repository (``git worktree add /tmp/before <commit>`` makes
+one). Every round runs each workload once per tree, each in a fresh process whose
+``PYTHONPATH`` puts that tree's ``packages/*/src`` first, so the installed distributions'
+entry points load the tree's code. Rounds alternate the trees, so both see the same load; the
+best time per tree counts. Workloads, eager (bench/core.py, bench/models.py): W1 per-op
+overhead, W2 the MLP step, W3-S and W3-M the GPT training step.
+
+Usage: python bench/trees.py BEFORE AFTER [--rounds 3] [--threads 1] [--quick]
+The exit status is 1 when AFTER is more than 3% slower than BEFORE on a workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = ("W1", "W2", "W3-S", "W3-M")
+BUDGET = 1.03
+
+
+def _worker(workload: str, quick: bool) -> float:
+    """Seconds per op (W1) or per step, best of the rounds, in this process's tree."""
+    sys.path.insert(0, str(HERE))
+    from _common import best_time
+
+    if workload == "W1":
+        from core import w1_sadl
+
+        return best_time(w1_sadl, number=20 if quick else 100, repeat=5) / 400
+    if workload == "W2":
+        from core import make_w2_sadl
+
+        return best_time(make_w2_sadl(), number=5 if quick else 20, repeat=5)
+    from models import CONFIGS, _batches, _repeats, _sadl_train_step
+
+    cfg = workload[-1]
+    step, _ = _sadl_train_step(CONFIGS[cfg], _batches(CONFIGS[cfg], 4))
+    number, repeat = _repeats(cfg, quick)
+    return best_time(step, number=number, repeat=repeat, warmup=2)
+
+
+def _run(tree: Path, workload: str, threads: int, quick: bool) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    sources = [str(p) for p in sorted((tree / "packages").glob("*/src"))]
+    env["PYTHONPATH"] = os.pathsep.join([*sources, env.get("PYTHONPATH", "")])
+    code = (
+        f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import trees, sadl; "
+        f"assert sadl.__file__.startswith({str(tree.resolve())!r}), sadl.__file__; "
+        f"print(json.dumps(trees._worker({workload!r}, {quick!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{workload} in {tree} failed:\n{out.stderr[-2000:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", nargs="*", default=list(WORKLOADS))
+    args = parser.parse_args()
+    best: dict[tuple[str, str], float] = {}
+    for r in range(args.rounds):
+        order = ("before", "after") if r % 2 == 0 else ("after", "before")
+        for workload in args.only:
+            for side in order:
+                seconds = _run(getattr(args, side), workload, args.threads, args.quick)
+                key = (side, workload)
+                best[key] = min(best.get(key, float("inf")), seconds)
+    print(
+        f"\n### eager, {args.before} (before) vs {args.after} (after), {args.threads} thread(s)\n"
+    )
+    print("| workload | before | after | after / before | note |\n|---|---|---|---|---|")
+    failed = 0
+    for workload in args.only:
+        unit, scale = ("µs/op", 1e6) if workload == "W1" else ("ms/step", 1e3)
+        b, a = best[("before", workload)], best[("after", workload)]
+        ok = a / b <= BUDGET
+        failed += not ok
+        note = f"budget <= {BUDGET}: {'ok' if ok else 'OVER'}"
+        cells = [workload, f"{b * scale:.2f} {unit}", f"{a * scale:.2f} {unit}", f"{a / b:.3f}"]
+        print("| " + " | ".join([*cells, note]) + " |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
