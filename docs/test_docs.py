@@ -194,6 +194,20 @@ def test_one_backward_pass_runs_code_in_at_most_six_core_files():
     assert len(path) <= 6, f"the path runs code in {len(path)} core files: {path}"
 
 
+def test_core_has_at_most_three_install_functions_each_listed_with_its_reason():
+    # issue 24: a hand-down is a cost to the reader; architecture.md says why each one remains
+    defined = set()
+    for path in sorted(CORE.rglob("*.py")):
+        module = ".".join(path.relative_to(CORE).with_suffix("").parts)
+        for name in re.findall(r"^def (install_\w+)\(", path.read_text(), re.M):
+            defined.add(f"{module}.{name}")
+    defined.discard("_known.install_command")  # builds a shell command, hands nothing down
+    assert len(defined) <= 3, f"core has {len(defined)} install_* functions: {sorted(defined)}"
+    table = (DOCS / "architecture.md").read_text()
+    rows = set(re.findall(r"^\| `(\w+\.install_\w+)` \| [^|]+ \| [^|]+ \|$", table, re.M))
+    assert rows == defined, "docs/architecture.md's install_* table is not core's install_*"
+
+
 def test_the_reading_tour_states_the_budgets_lint_checks():
     sys.path.insert(0, str(ROOT / "tools"))
     try:
