@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sadl import _defaults, _records
+from sadl import _defaults, _records, _tensor_base
 from sadl._errors import MissingGradientError, broadcast_error
 from sadl._grad_mode import _state as _grad_state
 from sadl._known import KNOWN_PROVIDERS
@@ -55,7 +55,7 @@ def new_tensor(
     tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``); the default
     is the class of op results, ``sadl.Tensor``.
     """
-    t: Any = _new(TensorBase.result_class if cls is None else cls)
+    t: Any = _new(_tensor_base._result if cls is None else cls)
     t.data = data
     t.grad = None
     t._node = node

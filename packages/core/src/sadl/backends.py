@@ -195,19 +195,10 @@ class _NoTracedArrays:
     """No object is of this type: the stand-in array kind before a tracer is installed."""
 
 
-class _Traced:
-    """The last installed tracer's array kind: a traced array can outlive its trace."""
-
-    __slots__ = ("array_of", "kind", "module_of")
-
-    def __init__(self) -> None:
-        self.kind: type = _NoTracedArrays
-        self.array_of: Callable[[Any], Any] = lambda x: x
-        self.module_of: Callable[[Any], ModuleType] = lambda x: np
-
-
-_traced = _Traced()
 _tracer: Tracer | None = None  # read once per copy, draw or value-dependent call
+# The last installed tracer and its array kind: a traced array can outlive its trace.
+_arrays_tracer: Any = None
+_traced_kind: type = _NoTracedArrays
 
 
 def install_tracer(tracer: Tracer | None) -> None:
@@ -216,11 +207,9 @@ def install_tracer(tracer: Tracer | None) -> None:
     A tracer installs itself while it traces and removes itself afterwards; its array kind
     stays known after that (a traced array that outlives its trace is seen as its array).
     """
-    global _tracer
+    global _tracer, _arrays_tracer, _traced_kind
     if tracer is not None:
-        _traced.kind = tracer.array_kind
-        _traced.array_of = tracer.array_of
-        _traced.module_of = tracer.module_of
+        _arrays_tracer, _traced_kind = tracer, tracer.array_kind
     _tracer = tracer
 
 
@@ -409,7 +398,7 @@ def is_array(value: Any) -> bool:
     if isinstance(value, _ndarray):
         return True
     kind = type(value)
-    if kind is _traced.kind:
+    if kind is _traced_kind:
         return True
     if kind in _plain_kinds:  # scalars, Tensors, None: the common answer, looked up once
         return False
@@ -425,10 +414,11 @@ def array_module(data: Any) -> ModuleType:
     """
     if isinstance(data, _host_types):
         return np
+    if type(data) is _traced_kind:
+        module: ModuleType = _arrays_tracer.module_of(data)
+        return module
     found = _backend_of_type(type(data))
     if found is None:
-        if type(data) is _traced.kind:
-            return _traced.module_of(data)
         return array_module(data.data) if isinstance(data, TensorBase) else np
     return found.module
 
@@ -437,8 +427,8 @@ def device_of(data: Any) -> Device:
     """The Device an array or Tensor lives on (the CPU for NumPy data and anything else)."""
     if isinstance(data, _host_types):
         return CPU
-    if type(data) is _traced.kind:
-        data = _traced.array_of(data)
+    if type(data) is _traced_kind:
+        data = _arrays_tracer.array_of(data)
     found = _backend_of_type(type(data))
     if found is None:
         return device_of(data.data) if isinstance(data, TensorBase) else CPU
@@ -465,8 +455,8 @@ def to_device(data: Any, device: str | Device | int) -> Any:
     """Copy ``data`` to ``device`` (no copy when it is already there)."""
     target = parse_device(device)
     source = None if isinstance(data, _host_types) else _backend_of_type(type(data))
-    if source is None and type(data) is _traced.kind:
-        source = _backend_of_type(type(_traced.array_of(data)))
+    if source is None and type(data) is _traced_kind:
+        source = _backend_of_type(type(_arrays_tracer.array_of(data)))
     if target.type == "cpu":
         if isinstance(data, _ndarray):
             return data
@@ -497,8 +487,8 @@ def match_key(key: Any, like: Any) -> Any:
     """
     if isinstance(like, _ndarray):
         return key
-    if type(like) is _traced.kind:
-        like = _traced.array_of(like)
+    if type(like) is _traced_kind:
+        like = _arrays_tracer.array_of(like)
     found = _backend_of_type(type(like))
     if found is None:
         return key
