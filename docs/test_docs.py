@@ -181,9 +181,31 @@ def test_the_reading_tour_lists_every_file_on_the_path_with_true_counts():
         assert int(code) == _code_lines(path), f"{name}: code lines"
     modules = [n for n in listed if not n.startswith("_ops/")]
     assert f"{len(modules)} modules and {len(listed) - len(modules)} op-table files" in text
-    records = CORE / "_records.py"
-    counts = f"`_records.py` ({len(records.read_text().splitlines())} lines, "
-    assert counts + f"{_code_lines(records)} code lines)" in text
+    flat = " ".join(text.split())
+    for name in ("_records.py", "_tensor_base.py"):  # read first, though none of their code runs
+        path = CORE / name
+        counts = f"`{name}` ({len(path.read_text().splitlines())} lines, {_code_lines(path)} code"
+        assert counts + " lines)" in flat, f"{name}: its counts in the prose are stale"
+
+
+def test_one_backward_pass_runs_code_in_at_most_six_core_files():
+    # issue 24: a newcomer follows (x * w).sum().backward() through at most six files
+    path = _files_that_run(TOUR_PATH)
+    assert len(path) <= 6, f"the path runs code in {len(path)} core files: {path}"
+
+
+def test_core_has_at_most_three_install_functions_each_listed_with_its_reason():
+    # issue 24: a hand-down is a cost to the reader; architecture.md says why each one remains
+    defined = set()
+    for path in sorted(CORE.rglob("*.py")):
+        module = ".".join(path.relative_to(CORE).with_suffix("").parts)
+        for name in re.findall(r"^def (install_\w+)\(", path.read_text(), re.M):
+            defined.add(f"{module}.{name}")
+    defined.discard("_known.install_command")  # builds a shell command, hands nothing down
+    assert len(defined) <= 3, f"core has {len(defined)} install_* functions: {sorted(defined)}"
+    table = (DOCS / "architecture.md").read_text()
+    rows = set(re.findall(r"^\| `(\w+\.install_\w+)` \| [^|]+ \| [^|]+ \|$", table, re.M))
+    assert rows == defined, "docs/architecture.md's install_* table is not core's install_*"
 
 
 def test_the_reading_tour_states_the_budgets_lint_checks():

@@ -20,7 +20,7 @@ CORE = ROOT / "packages/core/src/sadl"
 CORE_BUDGET = 6000
 #: Until core is at its budget, a ratchet: core may not grow past today's count, only shrink
 #: (lower it with every line that leaves; issue 24 stays open until it equals CORE_BUDGET).
-CORE_CEILING = 6251
+CORE_CEILING = 6235
 KERNEL_BUDGET = 1000
 KERNEL_FILES = ("_tensor_base.py", "_records.py", "_engine.py", "_backward.py", "_tensor.py")
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}

@@ -199,6 +199,3 @@ def device_function(tracer: Tracer, func: Any, args: Any, kwargs: Any) -> Any:
     own = counterpart(module, func) if module is not None else None
     label = getattr(func, "__name__", repr(func))
     return tracer.call(own if own is not None else func, func, args, kwargs, label)
-
-
-backends.install_traced_array(TracedDeviceArray, plain, module_of)

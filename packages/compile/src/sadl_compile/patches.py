@@ -6,13 +6,15 @@
 * ``Optimizer.step`` asks the tracer, which records one optimizer node.
 * NumPy's array constructors (``np.zeros``, ``np.asarray`` ...), which take no array to dispatch
   on, are wrapped so a buffer made inside the function is part of the graph.
-* sadl's generators report their draws (``sadl.random.install_draw_observer``), the CPU's and
-  each device's, and report being made (one seeded from an int inside the call is made anew on
+* sadl's array layer and generators see :data:`TRACER`, installed with
+  ``sadl.backends.install_tracer``: it says what a traced device array is
+  (``traced.TracedDeviceArray``, whose ``array_module`` is a recording module), and sadl reports
+  to it the draws of its generators (the CPU's and each device's), the calls of functions declared
+  ``sadl.backends.value_dependent`` (the erf family: each is recorded whole, the branches it
+  takes inside are taken again on every replay) and the copies between the host and a device
+  (a copy is a call of the graph).
+* sadl's generators report being made (one seeded from an int inside the call is made anew on
   every replay).
-* Functions declared ``sadl.backends.value_dependent`` (the erf family) report their calls:
-  each is recorded whole (the branches it takes inside are taken again on every replay).
-* Copies between the host and a device report themselves
-  (``sadl.backends.install_transfer_observer``): a copy is a call of the graph.
 
 Everything is installed for the duration of one trace, process-wide but acting only in the
 tracing thread (others see the original behaviour); traces run one at a time.
@@ -33,9 +35,10 @@ from sadl import random as sadl_random
 
 from sadl_compile import rules
 from sadl_compile.capture import DATA, GRAD, Capture
-from sadl_compile.traced import ACTIVE, is_traced
+from sadl_compile.device import module_of
+from sadl_compile.traced import ACTIVE, TracedDeviceArray, is_traced, plain
 
-__all__ = ["CONSTRUCTORS", "tracing"]
+__all__ = ["CONSTRUCTORS", "TRACER", "tracing"]
 
 #: NumPy functions that make arrays without an array argument to dispatch on.
 CONSTRUCTORS = (
@@ -160,6 +163,36 @@ def _recording(name: str, original: Any) -> Any:
     return constructor
 
 
+class _Tracer:
+    """What sadl's array layer and generators tell a trace (``sadl.backends.Tracer``)."""
+
+    array_kind = TracedDeviceArray
+
+    def array_of(self, x: Any) -> Any:
+        """The device array behind a traced one."""
+        return plain(x)
+
+    def module_of(self, x: Any) -> Any:
+        """The array module of a traced device array (recording while its trace runs)."""
+        return module_of(x)
+
+    def on_transfer(self, copy: Any, data: Any, args: tuple[Any, ...]) -> Any:
+        """A copy between the host and a device: a call of the graph."""
+        return _observe_transfer(copy, data, args)
+
+    def on_value_dependent(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        """A call of a value-dependent function: recorded whole."""
+        return _observe_value_dependent(fn, args, kwargs)
+
+    def on_draw(self, generator: Any, method: str, args: Any, kwargs: Any) -> Any:
+        """A draw of one of sadl's generators: drawn anew on every replay."""
+        return _observe_draw(generator, method, args, kwargs)
+
+
+#: The tracer sadl-compile installs while it traces (``sadl.backends.install_tracer``).
+TRACER = _Tracer()
+
+
 @contextlib.contextmanager
 def tracing(capture: Capture) -> Iterator[None]:
     """Install the patches and make ``capture`` the tracer of this thread, for one trace."""
@@ -172,17 +205,13 @@ def tracing(capture: Capture) -> Iterator[None]:
             Optimizer.step = _step  # type: ignore[method-assign]
             for name, original in saved_numpy.items():
                 setattr(np, name, _recording(name, original))
-            sadl_random.install_draw_observer(_observe_draw)
             sadl_random.Generator.__init__ = _made_generator  # type: ignore[method-assign]
-            backends.install_transfer_observer(_observe_transfer)
-            backends.install_value_dependent_observer(_observe_value_dependent)
+            backends.install_tracer(TRACER)
             ACTIVE.tracer = capture
             yield
         finally:
             ACTIVE.tracer = None
-            backends.install_transfer_observer(None)
-            backends.install_value_dependent_observer(None)
-            sadl_random.install_draw_observer(None)
+            backends.install_tracer(None)
             if "__init__" in vars(sadl_random.Generator):
                 del sadl_random.Generator.__init__
             for name, original in saved_numpy.items():

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sadl._engine import Node, apply
+from sadl._engine import Node, apply, new_tensor
 from sadl._grad_mode import enable_grad
 from sadl._ops.special import NO_DOUBLE_BACKWARD
 from sadl._records import OpDef
-from sadl._tensor_base import TensorBase, new_tensor
+from sadl._tensor_base import TensorBase
 from sadl.backends import array_module, is_array
 
 if TYPE_CHECKING:
@@ -532,7 +532,8 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
                 f"{where}: grad can be created implicitly only for outputs with one element; "
                 f"this one has shape {out.shape}, so pass a gradient of that shape"
             )
-        return array_module(out.data).ones_like(out.data)
+        data = out.data  # NumPy's ones without asking the backends which module it is
+        return (np if type(data) is np.ndarray else array_module(data)).ones_like(data)
     if isinstance(g, TensorBase):
         seed = g if create_graph else g.data
     elif is_array(g):

@@ -1,5 +1,7 @@
 """Factories: ``tensor``, ``zeros``, ``ones``, ... with ``dtype=``, ``device=``, ``requires_grad=``.
 
+``tensor``, the one on every user's first line, is defined beside ``Tensor`` (``sadl._tensor``).
+
 Floating factories default to float32 (``sadl.get_default_dtype()``), as in torch. Random
 factories draw on the device asked for, from sadl's seeded generator there (``sadl.random``),
 unless an explicit NumPy ``rng`` is passed.
@@ -13,7 +15,7 @@ import numpy as np
 
 from sadl import random as _random
 from sadl._defaults import get_default_dtype
-from sadl._tensor import Tensor
+from sadl._tensor import Tensor, tensor
 from sadl.backends import Device, array_module, device_of, is_array, to_device
 
 __all__ = [
@@ -48,30 +50,6 @@ def _make(array: Any, device: str | Device | None, requires_grad: bool) -> Tenso
     if device is not None:
         array = to_device(array, device)
     return Tensor(array, requires_grad=requires_grad)
-
-
-def tensor(
-    data: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
-) -> Tensor:
-    """A new tensor holding a copy of ``data`` (Python floats become float32).
-
-    >>> import sadl
-    >>> sadl.tensor([1.0, 2.0])
-    Tensor([1., 2.])
-    >>> sadl.tensor([1, 2]).dtype
-    dtype('int64')
-    """
-    if isinstance(data, Tensor):
-        data = data.data
-    if is_array(data) and not isinstance(data, np.ndarray):  # a device array stays there
-        return _make(array_module(data).array(data, dtype=dtype, copy=True), device, requires_grad)
-    if hasattr(data, "__array__") or isinstance(data, np.ndarray):
-        array = np.array(data, dtype=dtype, copy=True)
-    else:
-        array = np.array(data, dtype=dtype)
-        if dtype is None and array.dtype == np.float64:
-            array = array.astype(get_default_dtype())
-    return _make(array, device, requires_grad)
 
 
 def _filled(

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from sadl._engine import apply, constant_param, promote_to_default
+from sadl._engine import apply, constant_param, new_tensor, promote_to_default
 from sadl._errors import broadcast_error
 from sadl._grad_mode import is_grad_enabled
 from sadl._ops.nondifferentiable import ALL, ANY
 from sadl._ops.reductions import AMAX, AMIN, CUMPROD, CUMSUM, PROD, SUM
 from sadl._records import OpDef
-from sadl._tensor_base import TensorBase, new_tensor
+from sadl._tensor_base import TensorBase
 from sadl.backends import is_array, plugin_registry
 
 if TYPE_CHECKING:

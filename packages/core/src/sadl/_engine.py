@@ -4,8 +4,8 @@
 a :class:`Node` (which op, what it saw, who its parents are). ``sadl._backward`` walks those
 records back. All per-op knowledge lives in the ``OpDef`` records, none of it here.
 
-Tensors are ``sadl._tensor_base.TensorBase`` here (the class below this module; results are
-made by ``new_tensor``). This module hands ``OpDef.__call__`` its implementation (``call_op``).
+Tensors are ``sadl._tensor_base.TensorBase`` here (the class below this module); every Tensor is
+made by ``new_tensor``. This module hands ``OpDef.__call__`` its implementation (``call_op``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sadl import _defaults, _records
+from sadl import _defaults, _records, _tensor_base
 from sadl._errors import MissingGradientError, broadcast_error
 from sadl._grad_mode import _state as _grad_state
 from sadl._known import KNOWN_PROVIDERS
 from sadl._records import OpDef
-from sadl._tensor_base import TensorBase, new_tensor
+from sadl._tensor_base import TensorBase
 from sadl.backends import array_module, ensure_same_device, is_array
 
 if TYPE_CHECKING:
@@ -43,6 +43,25 @@ __all__ = [
 ]
 
 _ndarray = np.ndarray
+_new = object.__new__
+
+
+def new_tensor(
+    data: Any, node: Node | None = None, version: list[int] | None = None, cls: type | None = None
+) -> Tensor:
+    """The one way a Tensor's slots are filled: its data, its producer node, its version counter.
+
+    A tensor with a node requires grad (it is on the graph); ``version`` is shared between
+    tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``); the default
+    is the class of op results, ``sadl.Tensor``.
+    """
+    t: Any = _new(_tensor_base._result if cls is None else cls)
+    t.data = data
+    t.grad = None
+    t._node = node
+    t._requires_grad = node is not None
+    t._version = [0] if version is None else version
+    return t  # type: ignore[no-any-return]
 
 
 def is_tensor(value: Any) -> bool:
@@ -129,7 +148,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
         out = op.forward(*datas, **params)
     except ValueError as exc:
         raise broadcast_error(exc, f"op {op.name!r}", datas) from None
-    if type(out) is not _ndarray and not is_array(out):
+    if type(out) is not _ndarray:
         out = _as_array_like(out, datas)
     dtype = out.dtype
     if dtype is not _defaults._default_dtype and dtype.kind == "f":
@@ -262,7 +281,12 @@ def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
 
 
 def _as_array_like(value: Any, datas: list[Any]) -> Any:
+    """A result that is no ndarray: a device array as it is, a scalar as its inputs' array."""
+    if not isinstance(value, np.generic) and is_array(value):
+        return value
     for d in datas:
+        if type(d) is _ndarray:
+            return np.asarray(value)
         if is_array(d):
             return array_module(d).asarray(value)
     return np.asarray(value)

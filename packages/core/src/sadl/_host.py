@@ -17,10 +17,10 @@ A conflict is not a failure to load, so ``SADL_PLUGINS_STRICT=1`` leaves it as i
 at discovery; the contested name raises wherever it is used).
 
 Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
-published. The host hands the array layer its device backends
-(``sadl.backends.install_backends``) and itself (``sadl.backends.install_plugin_loader``): the
-array layer then triggers discovery when it meets a device type it does not know yet, and the
-NumPy dispatch reads its op table there.
+published. The host hands the array layer itself (``sadl.backends.install_plugin_loader``): the
+array layer reads its device backends there (again after a reload, when ``generation`` changed),
+triggers discovery when it meets a device type it does not know yet, and the NumPy dispatch
+reads its op table there.
 """
 
 from __future__ import annotations
@@ -487,6 +487,7 @@ def registry() -> Registry:
     Other threads wait for discovery to finish; the loading thread itself (a plugin that looks a
     name up while it is imported) sees the registry as loaded so far.
     """
+    global _registry
     found = _registry
     if found is not None:
         return found
@@ -494,7 +495,7 @@ def registry() -> Registry:
         if _registry is None:
             if _loading is not None:
                 return _loading
-            _publish(_build(None, generation=0))
+            _registry = _build(None, generation=0)
         assert _registry is not None
         return _registry
 
@@ -504,11 +505,11 @@ def reload_plugins(entry_points: Iterable[Any] | None = None) -> Registry:
 
     ``entry_points`` replaces the installed entry points (tests use this to load fixtures).
     """
+    global _registry
     with _lock:
         old = _registry
-        reg = _build(entry_points, generation=old.generation + 1 if old is not None else 0)
-        _publish(reg)
-        return reg
+        _registry = _build(entry_points, generation=old.generation + 1 if old is not None else 0)
+        return _registry
 
 
 def _build(entry_points: Iterable[Any] | None, generation: int) -> Registry:
@@ -521,13 +522,6 @@ def _build(entry_points: Iterable[Any] | None, generation: int) -> Registry:
     finally:
         _loading = None
     return reg
-
-
-def _publish(reg: Registry) -> None:
-    global _registry
-    _registry = reg
-    contested = {name: why for name, (_, why) in reg.unserved("backends").items()}
-    backends.install_backends(reg.records("backends"), contested)
 
 
 backends.install_plugin_loader(registry)

@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from sadl._engine import Node, apply, write_into
+from sadl._engine import Node, apply, new_tensor, write_into
 from sadl._ops import indexing as _ix
 from sadl._records import OpDef
-from sadl._tensor_base import new_tensor
 
 if TYPE_CHECKING:
     from sadl._tensor import Tensor

@@ -19,6 +19,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from sadl import _backward, _dispatch, _engine, _inplace
 from sadl._conversions import ConversionMethods
 from sadl._defaults import get_default_dtype
+from sadl._engine import new_tensor
 from sadl._grad_mode import _state as _grad_state
 from sadl._methods import (
     ArithmeticMethods,
@@ -29,10 +30,10 @@ from sadl._methods import (
 )
 from sadl._ops import indexing as _ix
 from sadl._ops import nondifferentiable as _nd
-from sadl._tensor_base import TensorBase, new_tensor
-from sadl.backends import Device, device_of, is_array, to_device
+from sadl._tensor_base import TensorBase
+from sadl.backends import Device, array_module, device_of, is_array, to_device
 
-__all__ = ["Parameter", "Tensor"]
+__all__ = ["Parameter", "Tensor", "tensor"]
 
 
 class Tensor(
@@ -310,11 +311,31 @@ class Parameter(Tensor):
         return Parameter(to_device(self.data, device), requires_grad=self.requires_grad)
 
 
+def tensor(
+    data: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+) -> Tensor:
+    """A new tensor holding a copy of ``data`` (Python floats become float32).
+
+    >>> import sadl
+    >>> sadl.tensor([1.0, 2.0])
+    Tensor([1., 2.])
+    >>> sadl.tensor([1, 2]).dtype
+    dtype('int64')
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    if not isinstance(data, np.ndarray) and is_array(data):  # a device array stays there
+        data = array_module(data).array(data, dtype=dtype, copy=True)
+    elif isinstance(data, np.ndarray) or hasattr(data, "__array__"):
+        data = np.array(data, dtype=dtype, copy=True)
+    return Tensor(data, dtype, device, requires_grad)
+
+
 def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) -> Any:
     """Turn user data into an array of the requested dtype on the requested device."""
     if isinstance(data, Tensor):
         arr = data.data
-    elif is_array(data):
+    elif isinstance(data, np.ndarray) or is_array(data):
         arr = data
     else:
         arr = np.asarray(data)

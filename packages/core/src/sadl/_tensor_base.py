@@ -1,11 +1,12 @@
-"""The bottom of the autograd kernel: a Tensor's state, and the one way a Tensor is made.
+"""The bottom of the autograd kernel: a Tensor's state, as ``_records`` is an op's.
 
 ``TensorBase`` holds the six slots every Tensor has; ``sadl.Tensor`` (``sadl._tensor``) adds the
 method vocabulary and the protocols on top. The engine, backward, the backends and the NumPy
 dispatch import this class directly (as MyGrad's ``tensor_base`` and tinygrad's ``Tensor`` are
-imported), so inside them a tensor is a ``TensorBase``, not ``Any``. The one thing this module
-cannot know is the class of an op's result, which is defined above it: the subclass declared
-with ``class Tensor(TensorBase, result=True)`` is that class.
+imported), so inside them a tensor is a ``TensorBase``, not ``Any``. The engine fills the slots
+(``sadl._engine.new_tensor``). The one thing this module cannot know is the class of an op's
+result, which is defined above it: the subclass declared with
+``class Tensor(TensorBase, result=True)`` is that class.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from sadl._engine import Node
-    from sadl._tensor import Tensor
 
-__all__ = ["TensorBase", "new_tensor"]
+__all__ = ["TensorBase"]
 
 
 class TensorBase:
@@ -80,22 +80,4 @@ class TensorBase:
             TensorBase.result_class = _result = cls
 
 
-_new = object.__new__
-_result: type = TensorBase  # TensorBase.result_class, read here without a class lookup
-
-
-def new_tensor(
-    data: Any, node: Node | None = None, version: list[int] | None = None, cls: type | None = None
-) -> Tensor:
-    """The one way a Tensor's slots are filled: its data, its producer node, its version counter.
-
-    A tensor with a node requires grad (it is on the graph); ``version`` is shared between
-    tensors that view the same memory. ``cls`` is a Tensor subclass (``Parameter``).
-    """
-    t: Any = _new(_result if cls is None else cls)
-    t.data = data
-    t.grad = None
-    t._node = node
-    t._requires_grad = node is not None
-    t._version = [0] if version is None else version
-    return t  # type: ignore[no-any-return]
+_result: type = TensorBase  # TensorBase.result_class, which the engine reads without a class lookup

@@ -4,12 +4,14 @@ Engine code never branches on the backend: it asks this module for the array mod
 (``array_module``), the device it lives on (``device_of``) or to move it (``to_device``). Device
 types are ``BackendDef`` records registered through the ``register_backends`` hook: NumPy
 (``"cpu"``) and CuPy (``"cuda"``) by core's built-in plugin, any other by a plugin. The plugin
-host hands the records down when it loads (``install_backends``); until then, the first question
-about a device that is not the CPU makes it load (``install_plugin_loader``).
+host hands down the registry once (``install_plugin_loader``); this module reads the records
+from it, again whenever its ``generation`` changes, and the first question about a device that
+is not the CPU makes it discover the plugins.
 
-NumPy arrays never reach the table: every function checks for them first, so the CPU path costs
-one ``isinstance``. A backend's array module is imported on first need, so ``import sadl`` stays
-silent and fast where CuPy is absent.
+NumPy arrays never reach the table: every function checks for them first, so the CPU path costs one
+``isinstance`` (the autograd kernel checks for them itself and does not call here at all). A tracer
+(sadl-compile) sees the copies between devices through ``install_tracer``. A backend's array module
+is imported on first need, so ``import sadl`` stays silent and fast where CuPy is absent.
 
 ``matmul`` is ``np.matmul`` on the BLAS thread count sadl's policy picks for the product's size
 (docs/getting-started.md, "Threads"): the products of plugin ops and of compiled replays call it.
@@ -22,10 +24,10 @@ import functools
 import importlib
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -43,12 +45,10 @@ __all__ = [
     "cupy_or_none",
     "device_of",
     "ensure_same_device",
-    "install_backends",
+    "Tracer",
     "install_plugin_loader",
+    "install_tracer",
     "plugin_registry",
-    "install_traced_array",
-    "install_transfer_observer",
-    "install_value_dependent_observer",
     "is_array",
     "match_key",
     "matmul",
@@ -145,7 +145,8 @@ class _Table:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.installed = False
+        self.registry: Any = None  # the plugin registry the records were read from
+        self.generation = -1  # and its generation then
         self.records: dict[str, BackendDef] = {"cpu": CPU_BACKEND}
         self.aliases: dict[str, str] = {}  # device type -> name of the backend serving it
         self.loaded: dict[str, Backend] = {}  # device type -> Backend, once imported
@@ -155,73 +156,73 @@ class _Table:
 
 
 _table = _Table()
+_plain_kinds: set[type] = set()  # types no backend can own (NumPy's scalars, Python's, Tensors)
 
 
 def _no_loader() -> None:
     """Stand-in until the plugin host installs the real loader (only the CPU is known)."""
 
 
-_load_plugins: Callable[[], object] = _no_loader
+_load_plugins: Callable[[], Any] = _no_loader
+
+
+class Tracer(Protocol):
+    """What a tracer (sadl-compile's ``sadl.compile``) hands :func:`install_tracer`.
+
+    * ``array_kind``: the type of its stand-ins for device arrays; ``array_of(x)`` is the
+      backend's array behind one, ``module_of(x)`` the array module to hand out for it (one
+      that records what is called). ``is_array``, ``device_of`` and ``to_device`` see the array
+      behind one; the CPU path never meets one (traced host arrays are ndarrays).
+    * ``on_transfer(copy, data, args)``: every copy between the host and a device; it must
+      return ``copy(data, *args)``, so a copy becomes part of the recorded program.
+    * ``on_value_dependent(fn, args, kwargs)``: every call of a :func:`value_dependent`
+      function; it must return ``fn(*args, **kwargs)``.
+    * ``on_draw(generator, method, args, kwargs)``: every draw of a ``sadl.random.Generator``
+      and of a device generator handed out meanwhile; it draws the numbers itself
+      (``sadl.random.observed_device_generator`` finds a device generator's device).
+    """
+
+    @property
+    def array_kind(self) -> type: ...
+    def array_of(self, x: Any) -> Any: ...
+    def module_of(self, x: Any) -> ModuleType: ...
+    def on_transfer(self, copy: Callable[..., Any], data: Any, args: tuple[Any, ...]) -> Any: ...
+    def on_value_dependent(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any: ...
+    def on_draw(self, generator: Any, method: str, args: Any, kwargs: Any) -> Any: ...
 
 
 class _NoTracedArrays:
-    """No object is of this type: the stand-in array kind before a tracer installs one."""
+    """No object is of this type: the stand-in array kind before a tracer is installed."""
 
 
-class _Traced:
-    """How a tracer's stand-ins for device arrays (sadl-compile's, say) are seen.
+_tracer: Tracer | None = None  # read once per copy, draw or value-dependent call
+# The last installed tracer and its array kind: a traced array can outlive its trace.
+_arrays_tracer: Any = None
+_traced_kind: type = _NoTracedArrays
 
-    A traced device array wraps a backend's array; ``array_of(x)`` is that array and
-    ``module_of(x)`` the array module to hand out for it (one that records what is called).
+
+def install_tracer(tracer: Tracer | None) -> None:
+    """Make ``tracer`` see the copies, draws and value-dependent calls (None: nobody does).
+
+    A tracer installs itself while it traces and removes itself afterwards; its array kind
+    stays known after that (a traced array that outlives its trace is seen as its array).
     """
-
-    __slots__ = ("array_of", "kind", "module_of")
-
-    def __init__(self) -> None:
-        self.kind: type = _NoTracedArrays
-        self.array_of: Callable[[Any], Any] = lambda x: x
-        self.module_of: Callable[[Any], ModuleType] = lambda x: np
-
-
-_traced = _Traced()
-#: Called as ``observer(copy, data, args)`` for each host/device copy while installed.
-TransferObserver = Callable[[Callable[..., Any], Any, tuple[Any, ...]], Any]
-_transfer_observer: TransferObserver | None = None
-
-
-def install_traced_array(
-    kind: type, array_of: Callable[[Any], Any], module_of: Callable[[Any], ModuleType]
-) -> None:
-    """Called once by a tracer (sadl-compile): objects of ``kind`` stand for a device array.
-
-    ``is_array``, ``device_of`` and ``to_device`` see the array behind one (``array_of``),
-    ``array_module`` answers ``module_of(x)``. The CPU path never meets one (traced host arrays
-    are ndarrays).
-    """
-    _traced.kind = kind
-    _traced.array_of = array_of
-    _traced.module_of = module_of
-
-
-def install_transfer_observer(observer: TransferObserver | None) -> None:
-    """Route every copy between the host and a device through ``observer`` (None: copy).
-
-    ``observer(copy, data, args)`` must return ``copy(data, *args)``; a tracer (sadl-compile)
-    installs one while it traces, so a copy becomes part of the recorded program.
-    """
-    global _transfer_observer
-    _transfer_observer = observer
+    global _tracer, _arrays_tracer, _traced_kind
+    if tracer is not None:
+        _arrays_tracer, _traced_kind = tracer, tracer.array_kind
+    _tracer = tracer
 
 
 def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
-    """``copy(data, *args)`` (a backend's ``to_host`` / ``from_host``), seen by the observer."""
-    observer = _transfer_observer
-    return copy(data, *args) if observer is None else observer(copy, data, args)
+    """``copy(data, *args)`` (a backend's ``to_host`` / ``from_host``), seen by the tracer."""
+    tracer = _tracer
+    return copy(data, *args) if tracer is None else tracer.on_transfer(copy, data, args)
 
 
 def plugin_registry() -> Any:
     """The plugin registry (discovering plugins on first use): its ``records(kind)`` and
-    ``generation`` (bumped by every reload); the NumPy dispatch reads its op table here.
+    ``generation`` (bumped by every reload); the NumPy dispatch reads its op table here, and
+    this module its device backends.
     """
     return _load_plugins()
 
@@ -229,62 +230,51 @@ def plugin_registry() -> Any:
 def value_dependent(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Declare that ``fn`` (an op's forward or backward helper) branches on its inputs' values.
 
-    Eager calls run ``fn`` as it is. A tracer (``sadl.compile``) that installed an observer
-    (:func:`install_value_dependent_observer`) records each call of ``fn`` whole, as one call it
-    makes again on every replay, instead of freezing the branches the first call took.
+    Eager calls run ``fn`` as it is. A tracer (``sadl.compile``, see :func:`install_tracer`)
+    records each call of ``fn`` whole, as one call it makes again on every replay, instead of
+    freezing the branches the first call took.
     """
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        observer = _value_dependent_observer
-        return fn(*args, **kwargs) if observer is None else observer(fn, args, kwargs)
+        tracer = _tracer
+        if tracer is None:
+            return fn(*args, **kwargs)
+        return tracer.on_value_dependent(fn, args, kwargs)
 
     return call
 
 
-def install_value_dependent_observer(observer: Callable[..., Any] | None) -> None:
-    """Route every call of a :func:`value_dependent` function through ``observer(fn, args,
-    kwargs)`` (None: call it), which must return ``fn(*args, **kwargs)``.
+def install_plugin_loader(loader: Callable[[], Any]) -> None:
+    """Called once by the plugin host: ``loader()`` is the registry (discovering plugins on
+    first use), whose ``records("backends")`` this module reads.
     """
-    global _value_dependent_observer
-    _value_dependent_observer = observer
-
-
-_value_dependent_observer: Callable[..., Any] | None = None
-
-
-def install_plugin_loader(loader: Callable[[], object]) -> None:
-    """Called once by the plugin host: ``loader()`` discovers plugins (which fills the table)."""
     global _load_plugins
     _load_plugins = loader
 
 
-def install_backends(
-    records: Mapping[str, BackendDef], contested: Mapping[str, Exception] | None = None
-) -> None:
-    """Called by the plugin host after each discovery: the backends by device type, and why
-    each device type that plugins contest is served by none of them.
+def _sync() -> None:
+    """Read the backends from the plugin registry again when it changed (a discovery, a reload).
+
+    Never called with the table's lock held: asking for the registry may run discovery, which
+    takes the plugin host's lock (and a plugin being imported may ask about a device).
     """
+    reg = _load_plugins()
+    if reg is None or (reg is _table.registry and reg.generation == _table.generation):
+        return  # None: the plugin host is not imported yet, only the CPU is known
     with _table.lock:
-        _table.records = {"cpu": CPU_BACKEND, **records}
-        _table.contested = dict(contested or {})
+        _table.records = {"cpu": CPU_BACKEND, **reg.records("backends")}
+        _table.contested = {name: why for name, (_, why) in reg.unserved("backends").items()}
         _table.aliases = {}
         _table.loaded = {}
         _table.by_type = {}
         _table.not_arrays = set()
-        _table.installed = True
-
-
-def _ensure_installed() -> None:
-    # Never called with the table's lock held: loading takes the plugin host's lock, and the
-    # host, once loaded, takes the table's lock to install the records.
-    if not _table.installed:
-        _load_plugins()
+        _table.registry, _table.generation = reg, reg.generation
 
 
 def backend_names() -> list[str]:
     """The registered device types (``["cpu", "cuda", ...]``)."""
-    _ensure_installed()
+    _sync()
     hidden = set(_table.aliases.values()) - set(_table.aliases)
     names = [n for n in _table.records if n not in hidden]
     return names + [a for a in _table.aliases if a not in names]
@@ -313,10 +303,10 @@ def _alias_of(name: str) -> str:
 
 def backend(device_type: str) -> Backend:
     """The backend serving ``device_type``, its array module imported (a clear error if absent)."""
+    _sync()
     found = _table.loaded.get(device_type)
     if found is not None:
         return found
-    _ensure_installed()
     with _table.lock:
         record = _record_for(device_type)
         try:
@@ -344,13 +334,15 @@ def _import_attribute(path: str) -> Any:
 
 def _backend_of_type(kind: type) -> Backend | None:
     """The backend owning arrays of type ``kind`` (None for anything else), cached per type."""
+    if kind in _plain_kinds:
+        return None
+    _sync()
     found = _table.by_type.get(kind)
     if found is not None or kind in _table.not_arrays:
         return found
     if kind.__module__.partition(".")[0] in ("numpy", "builtins") or issubclass(kind, TensorBase):
-        _table.not_arrays.add(kind)  # NumPy scalars, Python values, Tensors: no plugin needed
+        _plain_kinds.add(kind)  # NumPy scalars, Python values, Tensors: no plugin needed
         return None
-    _ensure_installed()
     with _table.lock:
         # Only libraries already imported can have made this object: load their backends.
         served = {**{n: n for n in _table.records}, **_table.aliases}
@@ -396,7 +388,7 @@ def parse_device(spec: str | Device | int | None) -> Device:
         raise ValueError(f"unknown device {spec!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     if name == "cpu":
         raise ValueError(f"unknown device {spec!r}: the CPU has no index, write 'cpu'")
-    _ensure_installed()
+    _sync()
     _record_for(name)
     return Device(name, int(number) if colon else 0)
 
@@ -406,9 +398,9 @@ def is_array(value: Any) -> bool:
     if isinstance(value, _ndarray):
         return True
     kind = type(value)
-    if kind is _traced.kind:
+    if kind is _traced_kind:
         return True
-    if kind in _table.not_arrays:  # scalars, Tensors, None: the common answer, looked up once
+    if kind in _plain_kinds:  # scalars, Tensors, None: the common answer, looked up once
         return False
     return _backend_of_type(kind) is not None
 
@@ -422,10 +414,11 @@ def array_module(data: Any) -> ModuleType:
     """
     if isinstance(data, _host_types):
         return np
+    if type(data) is _traced_kind:
+        module: ModuleType = _arrays_tracer.module_of(data)
+        return module
     found = _backend_of_type(type(data))
     if found is None:
-        if type(data) is _traced.kind:
-            return _traced.module_of(data)
         return array_module(data.data) if isinstance(data, TensorBase) else np
     return found.module
 
@@ -434,8 +427,8 @@ def device_of(data: Any) -> Device:
     """The Device an array or Tensor lives on (the CPU for NumPy data and anything else)."""
     if isinstance(data, _host_types):
         return CPU
-    if type(data) is _traced.kind:
-        data = _traced.array_of(data)
+    if type(data) is _traced_kind:
+        data = _arrays_tracer.array_of(data)
     found = _backend_of_type(type(data))
     if found is None:
         return device_of(data.data) if isinstance(data, TensorBase) else CPU
@@ -462,8 +455,8 @@ def to_device(data: Any, device: str | Device | int) -> Any:
     """Copy ``data`` to ``device`` (no copy when it is already there)."""
     target = parse_device(device)
     source = None if isinstance(data, _host_types) else _backend_of_type(type(data))
-    if source is None and type(data) is _traced.kind:
-        source = _backend_of_type(type(_traced.array_of(data)))
+    if source is None and type(data) is _traced_kind:
+        source = _backend_of_type(type(_arrays_tracer.array_of(data)))
     if target.type == "cpu":
         if isinstance(data, _ndarray):
             return data
@@ -494,8 +487,8 @@ def match_key(key: Any, like: Any) -> Any:
     """
     if isinstance(like, _ndarray):
         return key
-    if type(like) is _traced.kind:
-        like = _traced.array_of(like)
+    if type(like) is _traced_kind:
+        like = _arrays_tracer.array_of(like)
     found = _backend_of_type(type(like))
     if found is None:
         return key
@@ -536,7 +529,7 @@ def cupy_or_none() -> ModuleType | None:
 @contextlib.contextmanager
 def _serve_as(device_type: str, name: str) -> Iterator[None]:
     """Serve ``device_type`` devices from backend ``name`` (``sadl.testing.serve_device_as``)."""
-    _ensure_installed()
+    _sync()
     with _table.lock:
         if name not in _table.records:
             _record_for(name)  # raises, naming the registered device types

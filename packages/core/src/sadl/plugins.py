@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
-from sadl._engine import recording_hook
+from sadl._engine import new_tensor, recording_hook
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -38,7 +38,6 @@ from sadl._host import reload_plugins as _reload
 from sadl._known import KNOWN_PROVIDERS, install_command
 from sadl._plugin_records import BackendDef, FormatDef, LayerDef, ModelDef, OptimizerDef
 from sadl._records import Example, OpDef
-from sadl._tensor_base import new_tensor
 from sadl._version import API_VERSION, __version__
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from sadl import backends as _backends
 from sadl.backends import CPU, Device, backend, parse_device, to_device
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "default_generator",
     "generator",
     "get_rng_state",
-    "install_draw_observer",
     "integers",
     "manual_seed",
     "observed_device_generator",
@@ -40,13 +40,13 @@ __all__ = [
     "standard_normal",
 ]
 
-#: Called as ``observer(generator, method, args, kwargs)`` for every draw while installed.
-DrawObserver = Callable[[Any, str, tuple[Any, ...], dict[str, Any]], Any]
-_observer: DrawObserver | None = None
-
 
 class Generator(np.random.Generator):
-    """NumPy's ``Generator`` whose draws a draw observer sees (same values, same stream)."""
+    """NumPy's ``Generator`` whose draws a tracer sees (same values, same stream).
+
+    While a tracer is installed (``sadl.backends.install_tracer``) each draw is its
+    ``on_draw(generator, method, args, kwargs)``, which draws the numbers itself.
+    """
 
     def __reduce__(self) -> Any:
         return (Generator, (self.bit_generator,))
@@ -56,10 +56,10 @@ def _observed(name: str) -> Callable[..., Any]:
     draw = getattr(np.random.Generator, name)
 
     def method(self: Generator, *args: Any, **kwargs: Any) -> Any:
-        observer = _observer
-        if observer is None:
+        tracer = _backends._tracer
+        if tracer is None:
             return draw(self, *args, **kwargs)
-        return observer(self, name, args, kwargs)
+        return tracer.on_draw(self, name, args, kwargs)
 
     method.__name__ = name
     method.__doc__ = draw.__doc__
@@ -74,16 +74,6 @@ OBSERVED_DRAWS = (
 ).split()
 for _name in OBSERVED_DRAWS:
     setattr(Generator, _name, _observed(_name))
-
-
-def install_draw_observer(observer: DrawObserver | None) -> None:
-    """Route every :class:`Generator` draw through ``observer`` (None: draw directly).
-
-    A tracer (sadl-compile's) installs one while it traces; it must draw the numbers itself,
-    with :func:`observed_device_generator` for a device generator handed out meanwhile.
-    """
-    global _observer
-    _observer = observer
 
 
 _generator: Generator = Generator(np.random.PCG64())
@@ -129,20 +119,20 @@ def generator(device: str | Device | None = None) -> Any:
         if found is None or found[0] is not served.record:
             found = (served.record, served.record.generator(_seed, target.index or 0))
             _device_generators[target] = found
-    observer = _observer
-    return found[1] if observer is None else _ObservedDevice(found[1], target, observer)
+    tracer = _backends._tracer
+    return found[1] if tracer is None else _ObservedDevice(found[1], target, tracer.on_draw)
 
 
 class _ObservedDevice:
-    """A device generator whose draws an observer sees (handed out only while one is installed).
+    """A device generator whose draws a tracer sees (handed out only while one is installed).
 
-    The observer is called as ``observer(generator, method, args, kwargs)`` like for the CPU's
-    :class:`Generator`; the observer finds the device with ``observed_device_generator``.
+    The tracer's ``on_draw`` is called as ``(generator, method, args, kwargs)`` like for the
+    CPU's :class:`Generator`; it finds the device with ``observed_device_generator``.
     """
 
     __slots__ = ("_device", "_generator", "_observer")
 
-    def __init__(self, gen: Any, device: Device, observer: DrawObserver) -> None:
+    def __init__(self, gen: Any, device: Device, observer: Callable[..., Any]) -> None:
         self._generator = gen
         self._device = device
         self._observer = observer
@@ -160,7 +150,7 @@ class _ObservedDevice:
 
 def observed_device_generator(gen: Any) -> tuple[Any, Device] | None:
     """``(device generator, its device)`` for a generator :func:`generator` handed out while a
-    draw observer was installed; None for any other generator.
+    tracer was installed; None for any other generator.
     """
     if type(gen) is _ObservedDevice:
         return gen._generator, gen._device

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sadl._ops._rules import unreduce
+from sadl._ops.reductions import unreduce
 from sadl._records import Example, OpDef
 
 _EXTREME = np.array([[1000.0, -1000.0, 0.5], [-1000.0, -999.0, 1000.0]])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sadl._ops._rules import unreduce
+from sadl._ops.reductions import unreduce
 from sadl._records import Example, OpDef
 from sadl._threads import matmul  # on the BLAS threads a product's size calls for
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sadl._ops._rules import keepdims_shape
 from sadl._ops.indexing import sort_order
+from sadl._ops.reductions import keepdims_shape
 from sadl._records import Example, OpDef
 
 _ONE = (Example((3, 4)),)
