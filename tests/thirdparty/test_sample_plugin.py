@@ -32,6 +32,10 @@ def test_sadl_compile_without_sadl_compile_says_which_package_to_install():
         match="'sadl.compile' is provided by sadl-compile, which is not installed: .*install",
     ):
         sadl.compile  # noqa: B018
+    with pytest.raises(
+        ImportError, match="'sadl.compile' is provided by sadl-compile, which is not installed"
+    ):
+        from sadl import compile  # noqa: F401
 
 
 def test_op_with_first_and_second_order_gradients():
@@ -59,6 +63,17 @@ def test_check_op_without_sadl_check_says_which_package_to_install():
         sadl.testing.check_op  # noqa: B018
     with pytest.raises(AttributeError, match="'sadl.viz.to_dot' is provided by sadl-check"):
         sadl.viz.to_dot  # noqa: B018
+
+
+def test_nn_init_without_sadl_layers_says_which_package_to_install():
+    import pytest
+    from sadl.nn import init
+
+    with pytest.raises(
+        AttributeError,
+        match="'sadl.nn.init.normal_' is provided by sadl-layers, which is not installed",
+    ):
+        init.normal_  # noqa: B018
 
 
 def test_layer_and_optimizer_through_namespaces():
