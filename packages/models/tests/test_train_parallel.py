@@ -44,3 +44,56 @@ def test_an_mpi_launch_without_sadl_distributed_refuses_to_train_alone(
 def test_nproc_refuses_an_uneven_batch_before_starting_anything(capsys):
     assert main(["train", "gpt", "--nproc", "2", "--batch-size", "3", "--out", "unused"]) == 2
     assert "--batch-size 3 cannot be split evenly over 2 processes" in capsys.readouterr().err
+
+
+#: One value for every option of ``sadl train gpt`` (None: a switch), none of them its default.
+EVERY_OPTION = {
+    "--text": "corpus.txt",
+    "--tokenizer": "byte",
+    "--steps": "7",
+    "--batch-size": "4",
+    "--block-size": "8",
+    "--n-layer": "1",
+    "--n-head": "1",
+    "--n-embd": "8",
+    "--dropout": "0.1",
+    "--lr": "0.01",
+    "--min-lr": "0.001",
+    "--warmup-steps": "2",
+    "--weight-decay": "0.05",
+    "--grad-clip": "0.5",
+    "--eval-interval": "3",
+    "--eval-batches": "2",
+    "--sample-tokens": "5",
+    "--seed": "9",
+    "--device": "cpu",
+    "--checkpoint-activations": None,
+    "--out": "runs/elsewhere",
+    "--resume": None,
+    "--overwrite": None,
+    "--stop-after": "2",
+    "--no-progress": None,
+    "--compile": None,
+    "--threads": "1",
+}
+
+
+def test_nproc_passes_every_other_option_to_the_ranks(monkeypatch):
+    import argparse
+
+    from sadl_models import cli
+
+    launched = []
+    monkeypatch.setattr(parallel, "launch", lambda n, argv: launched.append((n, argv)) or 0)
+    parser = cli._add_train_gpt(argparse.ArgumentParser().add_subparsers())
+    options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+    assert options - {"--help", "--nproc", "--progress"} == set(EVERY_OPTION)
+    argv = [item for k, v in EVERY_OPTION.items() for item in (k, v) if item is not None]
+    assert main(["train", "gpt", "--nproc", "2", *argv]) == 0
+    [(nproc, rank_argv)] = launched
+    assert nproc == 2 and rank_argv[:2] == ["train", "gpt"] and "--nproc" not in rank_argv
+    ours, theirs = vars(parser.parse_args(argv)), vars(parser.parse_args(rank_argv[2:]))
+    assert theirs == ours and ours["compile"] and ours["checkpoint_activations"]
+    del launched[:]
+    assert main(["train", "gpt", "--nproc", "2", "--out", "o", "--progress"]) == 0
+    assert launched[0][1][2:] == ["--out", "o", "--progress"]  # nothing else: ranks keep defaults

@@ -223,15 +223,17 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
 
 
 def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
-    """The command line of ``sadl train gpt`` that ``args`` came from, without ``--nproc``."""
+    """The command line of ``sadl train gpt`` that ``args`` came from, without ``--nproc``
+    (every other option: the ranks must train exactly as one process would).
+    """
     from sadl_models.train.config import flag
 
-    flags = [item for name, value in sorted(given.items()) for item in (flag(name), str(value))]
-    flags += ["--out", str(args.out)]
-    if args.resume:
-        flags.append("--resume")
-    if args.overwrite:
-        flags.append("--overwrite")
+    flags = ["--out", str(args.out)]
+    for name, value in sorted(given.items()):  # a switch (store_true) takes no value
+        flags += [flag(name)] if value is True else [flag(name), str(value)]
+    for switch in ("resume", "overwrite", "compile"):
+        if getattr(args, switch):
+            flags.append(flag(switch))
     if args.stop_after is not None:
         flags += ["--stop-after", str(args.stop_after)]
     if args.progress is not None:  # None: each rank decides by its own terminal
