@@ -78,22 +78,34 @@ EVERY_OPTION = {
 }
 
 
-def test_nproc_passes_every_other_option_to_the_ranks(monkeypatch):
+def test_the_ranks_get_every_option_but_nproc():
     import argparse
 
     from sadl_models import cli
 
-    launched = []
-    monkeypatch.setattr(parallel, "launch", lambda n, argv: launched.append((n, argv)) or 0)
     parser = cli._add_train_gpt(argparse.ArgumentParser().add_subparsers())
     options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
     assert options - {"--help", "--nproc", "--progress"} == set(EVERY_OPTION)
     argv = [item for k, v in EVERY_OPTION.items() for item in (k, v) if item is not None]
-    assert main(["train", "gpt", "--nproc", "2", *argv]) == 0
-    [(nproc, rank_argv)] = launched
-    assert nproc == 2 and rank_argv[:2] == ["train", "gpt"] and "--nproc" not in rank_argv
-    ours, theirs = vars(parser.parse_args(argv)), vars(parser.parse_args(rank_argv[2:]))
-    assert theirs == ours and ours["compile"] and ours["checkpoint_activations"]
-    del launched[:]
-    assert main(["train", "gpt", "--nproc", "2", "--out", "o", "--progress"]) == 0
-    assert launched[0][1][2:] == ["--out", "o", "--progress"]  # nothing else: ranks keep defaults
+    ours = parser.parse_args([*argv, "--nproc", "2"])
+    rank_argv = cli._train_flags(ours)
+    assert "--nproc" not in rank_argv
+    theirs = vars(parser.parse_args(rank_argv))
+    assert theirs == {**vars(ours), "nproc": None}
+    assert theirs["compile"] and theirs["checkpoint_activations"] and theirs["progress"] is False
+    plain = cli._train_flags(parser.parse_args(["--out", "o", "--progress"]))
+    assert plain == ["--out", "o", "--progress"]  # nothing else: the ranks keep the defaults
+
+
+def test_nproc_launches_the_ranks_with_the_options_and_refuses_compile_first(monkeypatch, capsys):
+    launched = []
+    monkeypatch.setattr(parallel, "launch", lambda n, argv: launched.append((n, argv)) or 0)
+    options = ["--steps", "5", "--checkpoint-activations", "--out", "o", "--threads", "1"]
+    assert main(["train", "gpt", "--nproc", "2", *options]) == 0
+    [(nproc, argv)] = launched
+    assert nproc == 2 and argv[:2] == ["train", "gpt"]
+    assert sorted(argv[2:]) == sorted(options)
+    assert main(["train", "gpt", "--nproc", "2", "--compile", "--out", "o"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--compile trains in one process" in err
+    assert len(launched) == 1  # no process was started

@@ -189,13 +189,13 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     prog = "sadl train gpt"
     keep_freed_memory()
     _set_threads(args.threads)
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    given = _given(args)
     try:
         config = TrainConfig(**given)
         if not args.resume:
             config.validate()
         if args.nproc is not None and args.nproc > 1:
+            from sadl_models.train.loop import COMPILE_IN_ONE_PROCESS
             from sadl_models.train.parallel import launch
 
             if not args.resume and config.batch_size % args.nproc:
@@ -203,8 +203,9 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
                     f"--batch-size {config.batch_size} cannot be split evenly over "
                     f"{args.nproc} processes; use a multiple of {args.nproc}"
                 )
-
-            return launch(args.nproc, ["train", "gpt", *_train_flags(args, given)])
+            if args.compile:  # every rank would refuse it: say so once, before starting them
+                raise TrainError(COMPILE_IN_ONE_PROCESS)
+            return launch(args.nproc, ["train", "gpt", *_train_flags(args)])
         result = train(
             config,
             args.out,
@@ -222,14 +223,22 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     return INTERRUPTED if result.cancelled else 0
 
 
-def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``TrainConfig`` that the command line gave."""
+    from sadl_models.train import TrainConfig
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def _train_flags(args: argparse.Namespace) -> list[str]:
     """The command line of ``sadl train gpt`` that ``args`` came from, without ``--nproc``
     (every other option: the ranks must train exactly as one process would).
     """
     from sadl_models.train.config import flag
 
     flags = ["--out", str(args.out)]
-    for name, value in sorted(given.items()):  # a switch (store_true) takes no value
+    for name, value in sorted(_given(args).items()):  # a switch (store_true) takes no value
         flags += [flag(name)] if value is True else [flag(name), str(value)]
     for switch in ("resume", "overwrite", "compile"):
         if getattr(args, switch):

@@ -58,7 +58,20 @@ from sadl_models.train.progress import (
     stop_on_sigint,
 )
 
-__all__ = ["TrainResult", "build_model", "default_prompt", "sample_text", "train"]
+__all__ = [
+    "COMPILE_IN_ONE_PROCESS",
+    "TrainResult",
+    "build_model",
+    "default_prompt",
+    "sample_text",
+    "train",
+]
+
+#: Why ``--compile`` and several processes do not go together (the CLI says it before launching).
+COMPILE_IN_ONE_PROCESS = (
+    "--compile trains in one process: the gradient all-reduce of --nproc runs in backward "
+    "hooks, Python a compiled step does not replay; drop --compile or --nproc"
+)
 
 
 @dataclass
@@ -229,10 +242,7 @@ def _run(
         save_run(ckpt_path, at, state, extra, par.save_checkpoint)
 
     if compile and par.world_size > 1:
-        raise TrainError(
-            "--compile trains in one process: the gradient all-reduce of --nproc runs in "
-            "backward hooks, Python a compiled step does not replay"
-        )
+        raise TrainError(COMPILE_IN_ONE_PROCESS)
     steps = _Steps(model, gpt, optimizer, scheduler, config.grad_clip, compile)
 
     def evaluate() -> tuple[float, float]:
