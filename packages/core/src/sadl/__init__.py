@@ -146,9 +146,8 @@ def __getattr__(name: str) -> Any:
         except UnknownNameError as missing:
             # ``from sadl import compile``: importlib's fromlist check (a hasattr) would swallow
             # the AttributeError into a bare "cannot import name"; raise its text as ImportError.
-            if _sys._getframe(1).f_code.co_name != "_handle_fromlist":
-                raise
-            raise ImportError(str(missing), name=module) from None
+            fromlist = _sys._getframe(1).f_code.co_name == "_handle_fromlist"
+            raise (ImportError(str(missing), name=module) if fromlist else missing) from None
     if name.startswith("_") or not name[:1].isupper():
         raise AttributeError(f"module 'sadl' has no attribute {name!r}")
     reg = _registry()
