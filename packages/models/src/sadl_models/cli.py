@@ -195,8 +195,7 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
         if not args.resume:
             config.validate()
         if args.nproc is not None and args.nproc > 1:
-            from sadl_models.train.loop import COMPILE_IN_ONE_PROCESS
-            from sadl_models.train.parallel import launch
+            from sadl_models.train.parallel import COMPILE_IN_ONE_PROCESS, launch
 
             if not args.resume and config.batch_size % args.nproc:
                 raise TrainError(

@@ -49,7 +49,7 @@ from sadl_models.train.checkpoint import (
 )
 from sadl_models.train.config import TrainConfig, TrainError, check_device
 from sadl_models.train.metrics import METRICS_NAME, MetricsLog
-from sadl_models.train.parallel import setup
+from sadl_models.train.parallel import COMPILE_IN_ONE_PROCESS, setup
 from sadl_models.train.progress import (
     PLOT_NAME,
     ProgressBar,
@@ -58,20 +58,7 @@ from sadl_models.train.progress import (
     stop_on_sigint,
 )
 
-__all__ = [
-    "COMPILE_IN_ONE_PROCESS",
-    "TrainResult",
-    "build_model",
-    "default_prompt",
-    "sample_text",
-    "train",
-]
-
-#: Why ``--compile`` and several processes do not go together (the CLI says it before launching).
-COMPILE_IN_ONE_PROCESS = (
-    "--compile trains in one process: the gradient all-reduce of --nproc runs in backward "
-    "hooks, Python a compiled step does not replay; drop --compile or --nproc"
-)
+__all__ = ["TrainResult", "build_model", "default_prompt", "sample_text", "train"]
 
 
 @dataclass
