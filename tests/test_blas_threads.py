@@ -9,6 +9,7 @@ the machine counts as idle.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -74,3 +75,52 @@ def test_a_gpt_step_runs_each_product_on_the_threads_its_size_calls_for(products
     macs = {m for m, _ in products}
     assert 2048 * 128 * 512 in macs  # the MLP's linear layer: two threads
     assert 64 * 32 * 64 in macs  # attention's per-head products: one thread
+
+
+@pytest.fixture
+def tensordot_products(products, monkeypatch):
+    """(multiply-adds, BLAS threads) of every product np.tensordot makes (its inner ``dot``)."""
+    numeric = sys.modules["numpy._core.numeric"]  # where np.tensordot finds dot
+    real = numeric.dot
+    seen: list[tuple[int, int]] = []
+
+    def recording(a, b, *args):
+        seen.append((a.shape[0] * a.shape[1] * b.shape[1], blas_threads()))
+        return real(a, b, *args)
+
+    monkeypatch.setattr(numeric, "dot", recording)
+    return seen
+
+
+def test_a_compiled_tensordot_runs_on_eagers_threads_with_eagers_bits(tensordot_products):
+    rng = np.random.default_rng(0)
+    # Products of 4.2 M and 6.6 M multiply-adds: one thread by the policy, where two threads (the
+    # BLAS's own count) give other bits in the last place at these sizes.
+    x = rng.standard_normal((32, 64, 64)).astype(np.float32)
+    k = [sadl.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((128, 256), (256, 200))]
+    start = rng.standard_normal((64, 64, 32)).astype(np.float32)
+
+    def run(compiled):
+        w = sadl.Parameter(start.copy())
+        opt = sadl.SGD([w], lr=0.01)
+
+        def step(x):
+            folded = np.tensordot(k[0], k[1], axes=1)  # constants only: kept from the trace
+            loss = (np.tensordot(x, w, axes=2) ** 2).mean() + (folded * folded).mean()
+            opt.zero_grad()
+            loss.backward()  # one more tensordot: the gradient of w
+            opt.step()
+            return loss
+
+        fn = sadl.compile(step) if compiled else step
+        losses = [fn(x).numpy() for _ in range(3)]
+        return losses, w.numpy()
+
+    eager = run(False)
+    tensordot_products.clear()
+    compiled = run(True)
+    assert tensordot_products and all(t == expected(m) for m, t in tensordot_products)
+    assert {m for m, _ in tensordot_products} >= {32 * 4096 * 32, 128 * 256 * 200}
+    for got, want in zip(compiled[0], eager[0]):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(compiled[1], eager[1])

@@ -68,6 +68,7 @@ PUBLIC_SADL_MODULES = frozenset(
         "sadl.io",
         "sadl.models",
         "sadl.nn",
+        "sadl.nn.init",
         "sadl.ops",
         "sadl.optim",
         "sadl.plugins",

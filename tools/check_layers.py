@@ -59,7 +59,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("plugin host", ["_clashes", "_host"]),
     (
         "namespaces",
-        ["_namespace", "plugins", "ops", "nn", "optim", "models", "io", "testing", "viz"],
+        ["_namespace", "plugins", "ops", "nn", "nn.*", "optim", "models", "io", "testing", "viz"],
     ),
     ("command line and package", ["_commands", "cli", "__main__", ""]),
 ]

@@ -1,6 +1,6 @@
 """Every fixture plugin installed at once: broken, conflicting, incompatible, misspelled.
 
-The clashes: ``softsign`` is registered by conflict, sample and zclash (entry points sorting
+The clashes: ``squash`` is registered by conflict, sample and zclash (entry points sorting
 before and after sample's), ``Scale`` and ``sample-info`` by sample and zclash, and zclash
 registers core's ``SGD`` too.
 """
@@ -28,16 +28,16 @@ def test_statuses_are_recorded_and_attributed(run_python):
     assert plugins["typo"]["error"].count("register_layers") >= 1  # the suggestion
     # the clashes set aside only the contested names, whatever the entry points' order
     assert plugins["conflict"]["status"] == "conflict"
-    assert plugins["conflict"]["conflicts"] == {"register_ops": ["softsign"]}
+    assert plugins["conflict"]["conflicts"] == {"register_ops": ["squash"]}
     assert plugins["sample"]["status"] == "conflict"
     assert plugins["sample"]["conflicts"] == {
-        "register_ops": ["softsign"],
+        "register_ops": ["squash"],
         "register_layers": ["Scale"],
         "register_commands": ["sample-info"],
     }
     assert plugins["zclash"]["status"] == "conflict"
     assert plugins["zclash"]["conflicts"] == {
-        "register_ops": ["softsign"],
+        "register_ops": ["squash"],
         "register_layers": ["Scale"],
         "register_optimizers": ["SGD"],
         "register_commands": ["sample-info"],
@@ -65,7 +65,7 @@ def test_everything_else_keeps_working_and_import_is_silent(run_python):
 def test_conflicting_name_refuses_to_resolve_and_the_rest_works(run_python):
     result = run_python(
         "import sadl\n"
-        "for name in ('ops.softsign', 'nn.Scale'):\n"
+        "for name in ('ops.squash', 'nn.Scale'):\n"
         "    try:\n"
         "        eval('sadl.' + name)\n"
         "    except sadl.PluginConflictError as e:\n"
@@ -83,8 +83,8 @@ def test_conflicting_name_refuses_to_resolve_and_the_rest_works(run_python):
 
 def test_sadl_prefer_chooses_a_provider(run_python):
     result = run_python(
-        "import sadl; print(sadl.nn.Scale.__module__, sadl.ops.softsign(sadl.tensor(3.0)).item())",
-        SADL_PREFER="Scale:sample,softsign:zclash",
+        "import sadl; print(sadl.nn.Scale.__module__, sadl.ops.squash(sadl.tensor(3.0)).item())",
+        SADL_PREFER="Scale:sample,squash:zclash",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["sadl_sample.plugin", "3.0"]  # zclash's is the identity
@@ -125,8 +125,8 @@ def test_cli_shows_the_errors():
     assert result.returncode == 0
     for name in ("broken", "incompatible", "typo", "conflict", "sample", "zclash"):
         assert name in result.stdout
-    assert "conflict (softsign)" in result.stdout
-    assert "conflict (softsign, Scale, sample-info)" in result.stdout
+    assert "conflict (squash)" in result.stdout
+    assert "conflict (squash, Scale, sample-info)" in result.stdout
 
 
 def test_each_broken_plugin_and_each_clash_is_one_warning_line_on_the_command_line():
@@ -136,7 +136,7 @@ def test_each_broken_plugin_and_each_clash_is_one_warning_line_on_the_command_li
     assert len(lines) == 7 and all(line.startswith("sadl: warning: ") for line in lines)
     for name in ("broken", "incompatible", "typo"):
         assert sum(f"plugin '{name}'" in line for line in lines) == 1, result.stderr
-    for name in ("'softsign'", "'Scale'", "'SGD'", "'sample-info'"):
+    for name in ("'squash'", "'Scale'", "'SGD'", "'sample-info'"):
         assert sum(name in line for line in lines) == 1, result.stderr
 
 
@@ -150,5 +150,5 @@ def test_check_plugins_fails_on_a_plugin_that_did_not_load():
     assert result.returncode == 1
     assert "FAILED: error" in result.stdout and "register_layer" in result.stdout
     assert check("--plugin", "no-such-plugin").returncode == 2
-    result = check("--plugin", "conflict")  # loaded, but its softsign is claimed three times
+    result = check("--plugin", "conflict")  # loaded, but its squash is claimed three times
     assert result.returncode == 1 and "registered by 3 plugins" in result.stdout

@@ -32,20 +32,24 @@ def test_sadl_compile_without_sadl_compile_says_which_package_to_install():
         match="'sadl.compile' is provided by sadl-compile, which is not installed: .*install",
     ):
         sadl.compile  # noqa: B018
+    with pytest.raises(
+        ImportError, match="'sadl.compile' is provided by sadl-compile, which is not installed"
+    ):
+        from sadl import compile  # noqa: F401
 
 
 def test_op_with_first_and_second_order_gradients():
     import sadl
 
     x = sadl.tensor([0.5, -2.0], dtype=np.float64, requires_grad=True)
-    y = sadl.ops.softsign(x)
+    y = sadl.ops.squash(x)
     np.testing.assert_allclose(y.data, x.data / (1 + np.abs(x.data)))
     (g,) = sadl.grad(y.sum(), x, create_graph=True)
     np.testing.assert_allclose(g.data, 1 / (1 + np.abs(x.data)) ** 2)
     (gg,) = sadl.grad(g.sum(), x)
     np.testing.assert_allclose(gg.data, -2 * np.sign(x.data) / (1 + np.abs(x.data)) ** 3)
-    assert sadl.testing.gradcheck(sadl.ops.get("softsign"), x.data.copy())
-    assert sadl.testing.gradgradcheck(sadl.ops.get("softsign"), x.data.copy())
+    assert sadl.testing.gradcheck(sadl.ops.get("squash"), x.data.copy())
+    assert sadl.testing.gradgradcheck(sadl.ops.get("squash"), x.data.copy())
 
 
 def test_check_op_without_sadl_check_says_which_package_to_install():
@@ -59,6 +63,17 @@ def test_check_op_without_sadl_check_says_which_package_to_install():
         sadl.testing.check_op  # noqa: B018
     with pytest.raises(AttributeError, match="'sadl.viz.to_dot' is provided by sadl-check"):
         sadl.viz.to_dot  # noqa: B018
+
+
+def test_nn_init_without_sadl_layers_says_which_package_to_install():
+    import pytest
+    from sadl.nn import init
+
+    with pytest.raises(
+        AttributeError,
+        match="'sadl.nn.init.normal_' is provided by sadl-layers, which is not installed",
+    ):
+        init.normal_  # noqa: B018
 
 
 def test_layer_and_optimizer_through_namespaces():
@@ -81,16 +96,16 @@ def test_cli_lists_the_plugin_and_its_command():
     )
     sample = next(p for p in listing if p["name"] == "sample")
     assert sample["status"] == "ok" and sample["distribution"] == "sadl-sample"
-    assert sample["provides"]["register_ops"] == ["softsign"]
+    assert sample["provides"]["register_ops"] == ["squash"]
     console_script = Path(sys.executable).parent / "sadl"
     out = subprocess.run([str(console_script), "sample-info"], capture_output=True, text=True)
-    assert out.returncode == 0 and "softsign" in out.stdout
+    assert out.returncode == 0 and "squash" in out.stdout
 
 
 def test_blocking_hides_everything_it_provides(run_python):
     result = run_python(
         "import sadl\n"
-        "assert 'softsign' not in sadl.ops.names()\n"
+        "assert 'squash' not in sadl.ops.names()\n"
         "assert not hasattr(sadl.nn, 'Scale') and not hasattr(sadl.optim, 'SignSGD')\n"
         "status = {p['name']: p['status'] for p in sadl.plugins.plugins()}\n"
         "assert status['sample'] == 'blocked', status\n",

@@ -28,6 +28,21 @@ def ep(name, module=None):
 
 
 # ---------------------------------------------------------------- missing names
+def test_from_sadl_import_of_a_missing_plugin_name_says_which_package_to_install(monkeypatch):
+    only_core(monkeypatch)
+    message = "'sadl.compile' is provided by sadl-compile, which is not installed: .*install"
+    with pytest.raises(ImportError, match=message) as info:
+        from sadl import compile  # noqa: F401
+    assert info.value.name == "sadl_compile"
+    with pytest.raises(ImportError, match="'sadl.checkpoint' is provided by sadl-layers"):
+        from sadl import checkpoint  # noqa: F401
+    with pytest.raises(UnknownNameError, match=message):  # attribute access: an AttributeError
+        sadl.compile  # noqa: B018
+    assert not hasattr(sadl, "compile")
+    with pytest.raises(ImportError, match="cannot import name 'no_such_name' from 'sadl'"):
+        from sadl import no_such_name  # noqa: F401
+
+
 def test_install_command_names_the_checkout_path_never_an_unpublished_pypi_name():
     command = _known.install_command("sadl-optim")
     root = _known.checkout_root()
@@ -70,6 +85,10 @@ def test_every_missing_name_path_names_the_package_and_a_command(monkeypatch):
         (lambda: sadl.models.GPT, "'GPT' is provided by sadl-models"),
         (lambda: sadl.models.create("gpt"), "'gpt' is provided by sadl-models"),
         (lambda: sadl.ops.cross_entropy, "'cross_entropy' is provided by sadl-layers"),
+        (
+            lambda: sadl.nn.init.kaiming_uniform_,
+            "'sadl.nn.init.kaiming_uniform_' is provided by sadl-layers, which is not installed: ",
+        ),
     ]
     for get, message in cases:
         with pytest.raises(UnknownNameError) as info:

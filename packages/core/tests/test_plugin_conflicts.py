@@ -167,6 +167,27 @@ def test_sadl_prefer_chooses_per_name(order, monkeypatch, tmp_path):
     assert len(caught) == 9 - 4
 
 
+def test_sadl_prefer_entries_that_choose_nothing_are_named_with_the_providers(monkeypatch):
+    chosen = "ClashLayer:alpha,clash-cmd:omega,omega,np.sinc:alpha"  # these choose
+    wrong = "ClashLayer:omgea,Owna:omega,ClashLyer:alpha,np.sinx:alpha,a-cmd:omega,alpah"
+    monkeypatch.setenv("SADL_PREFER", f"{chosen},{wrong}")
+    reg, caught = load(("alpha", "clash_a"), ("omega", "clash_b"))
+    assert sadl.nn.ClashLayer.__name__ == "a" and sadl.nn.Owna and sadl.optim.ClashOpt
+    said = sorted(str(w.message) for w in caught)
+    start = "SADL_PREFER entry '{}' chooses nothing: "
+    assert said == sorted(
+        [
+            start.format("ClashLayer:omgea")
+            + "'ClashLayer' is provided by alpha, omega, not 'omgea'",
+            start.format("alpah") + "the loaded plugins are alpha, omega, not 'alpah'",
+            start.format("Owna:omega") + "'Owna' is provided by alpha, not 'omega'",
+            start.format("ClashLyer:alpha") + "no plugin registers 'ClashLyer'",
+            start.format("np.sinx:alpha") + "no plugin registers 'np.sinx'",
+            start.format("a-cmd:omega") + "'a-cmd' is provided by alpha, not 'omega'",
+        ]
+    )
+
+
 def test_sadl_prefer_a_plugin_for_all_its_clashes(monkeypatch, capsys):
     monkeypatch.setenv("SADL_PREFER", "two")
     reg, caught = load(("one", "clash_a"), ("two", "clash_b"), ("three", "clash_c"))

@@ -265,8 +265,11 @@ def test_the_import_check_knows_every_public_module():
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     src = Path(sadl.__file__).parent
-    public = {"sadl"} | {
-        f"sadl.{p.stem}" for p in src.iterdir() if not p.name.startswith("_") and p.suffix == ".py"
+    names = [p.relative_to(src).with_suffix("").parts for p in src.rglob("*.py")]
+    public = {
+        ".".join(("sadl", *parts)).removesuffix(".__init__")
+        for parts in names
+        if not any(part.startswith("_") for part in parts if part != "__init__")
     }
     assert public == tool.PUBLIC_SADL_MODULES
 

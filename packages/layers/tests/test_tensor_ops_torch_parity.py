@@ -1,4 +1,4 @@
-"""copysign, lerp, logcumsumexp, softmin, quick_gelu, normalize, diag, meshgrid and
+"""copysign, lerp, logcumsumexp, softmin, quick_gelu, softsign, normalize, diag, meshgrid and
 masked_select against torch (float64; skipped without torch): forward values, first and second
 derivatives."""
 
@@ -83,6 +83,15 @@ def test_logcumsumexp(x, dim):
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmin(dim):
     parity(lambda t: sadl.ops.softmin(t, dim), lambda t: F.softmin(t, dim), _rand(3, 5, scale=2.0))
+
+
+def test_softsign_matches_torch_forward_backward_and_double_backward():
+    parity(sadl.ops.softsign, F.softsign, _rand(4, 30, scale=4.0))
+    extreme = np.array([-1e30, -1000.0, -1e-3, 0.0, 1e-3, 1000.0, 1e30])
+    parity(sadl.ops.softsign, F.softsign, extreme)
+    x = sadl.tensor(np.array([-1e30, 0.0, 1e30], dtype=np.float32), requires_grad=True)
+    sadl.ops.softsign(x).sum().backward()  # float32: the squared denominator would overflow
+    np.testing.assert_array_equal(x.grad, [0.0, 1.0, 0.0])
 
 
 def test_quick_gelu_equals_clips_formula():

@@ -44,3 +44,68 @@ def test_an_mpi_launch_without_sadl_distributed_refuses_to_train_alone(
 def test_nproc_refuses_an_uneven_batch_before_starting_anything(capsys):
     assert main(["train", "gpt", "--nproc", "2", "--batch-size", "3", "--out", "unused"]) == 2
     assert "--batch-size 3 cannot be split evenly over 2 processes" in capsys.readouterr().err
+
+
+#: One value for every option of ``sadl train gpt`` (None: a switch), none of them its default.
+EVERY_OPTION = {
+    "--text": "corpus.txt",
+    "--tokenizer": "byte",
+    "--steps": "7",
+    "--batch-size": "4",
+    "--block-size": "8",
+    "--n-layer": "1",
+    "--n-head": "1",
+    "--n-embd": "8",
+    "--dropout": "0.1",
+    "--lr": "0.01",
+    "--min-lr": "0.001",
+    "--warmup-steps": "2",
+    "--weight-decay": "0.05",
+    "--grad-clip": "0.5",
+    "--eval-interval": "3",
+    "--eval-batches": "2",
+    "--sample-tokens": "5",
+    "--seed": "9",
+    "--device": "cpu",
+    "--checkpoint-activations": None,
+    "--out": "runs/elsewhere",
+    "--resume": None,
+    "--overwrite": None,
+    "--stop-after": "2",
+    "--no-progress": None,
+    "--compile": None,
+    "--threads": "1",
+}
+
+
+def test_the_ranks_get_every_option_but_nproc():
+    import argparse
+
+    from sadl_models import cli
+
+    parser = cli._add_train_gpt(argparse.ArgumentParser().add_subparsers())
+    options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+    assert options - {"--help", "--nproc", "--progress"} == set(EVERY_OPTION)
+    argv = [item for k, v in EVERY_OPTION.items() for item in (k, v) if item is not None]
+    ours = parser.parse_args([*argv, "--nproc", "2"])
+    rank_argv = cli._train_flags(ours)
+    assert "--nproc" not in rank_argv
+    theirs = vars(parser.parse_args(rank_argv))
+    assert theirs == {**vars(ours), "nproc": None}
+    assert theirs["compile"] and theirs["checkpoint_activations"] and theirs["progress"] is False
+    plain = cli._train_flags(parser.parse_args(["--out", "o", "--progress"]))
+    assert plain == ["--out", "o", "--progress"]  # nothing else: the ranks keep the defaults
+
+
+def test_nproc_launches_the_ranks_with_the_options_and_refuses_compile_first(monkeypatch, capsys):
+    launched = []
+    monkeypatch.setattr(parallel, "launch", lambda n, argv: launched.append((n, argv)) or 0)
+    options = ["--steps", "5", "--checkpoint-activations", "--out", "o", "--threads", "1"]
+    assert main(["train", "gpt", "--nproc", "2", *options]) == 0
+    [(nproc, argv)] = launched
+    assert nproc == 2 and argv[:2] == ["train", "gpt"]
+    assert sorted(argv[2:]) == sorted(options)
+    assert main(["train", "gpt", "--nproc", "2", "--compile", "--out", "o"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--compile trains in one process" in err
+    assert len(launched) == 1  # no process was started

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sadl.backends import matmul
 from sadl.plugins import tensor_from_array as new_tensor
 from sadl.random import (
     default_generator,
@@ -30,6 +29,7 @@ from sadl.random import (
 
 from sadl_compile.capture import rebuild
 from sadl_compile.ir import AsTensor, Graph, Node, ObjectResult, Value, iter_values
+from sadl_compile.rules import eager_product
 
 __all__ = [
     "Emitter",
@@ -124,9 +124,9 @@ class Emitter:
     ) -> str:
         """``f3(v1, 2.0, axis=1)``; ``first`` is source text put before the arguments.
 
-        A product runs as in eager, on the BLAS threads its size calls for (``matmul``).
+        A product runs as in eager, on the BLAS threads its size calls for (``eager_product``).
         """
-        func = matmul if func is np.matmul else func
+        func = eager_product(func)
         parts = [first] if first else []
         parts += [self.literal(a, names) for a in args]
         parts += [f"{k}={self.literal(v, names)}" for k, v in kwargs.items()]

@@ -10,12 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sadl import Tensor
+from sadl import Tensor, backends
+from sadl.plugins import records
 
 from sadl_compile.ir import Value, iter_values
 from sadl_compile.traced import WRITING_METHODS
 
-__all__ = ["METADATA", "SHAPE_ONLY", "dynamic_shape", "has_tensor", "is_tensor", "written"]
+__all__ = [
+    "METADATA",
+    "SHAPE_ONLY",
+    "dynamic_shape",
+    "eager_product",
+    "has_tensor",
+    "is_tensor",
+    "written",
+]
 
 _ndarray = np.ndarray
 
@@ -110,3 +119,19 @@ def has_tensor(items: Any) -> bool:
         if isinstance(item, tuple | list) and any(is_tensor(x) for x in item):
             return True
     return False
+
+
+def eager_product(func: Any) -> Any:
+    """What eager runs for the NumPy product ``func``, on the BLAS threads its size calls for:
+    ``sadl.backends.matmul`` for ``np.matmul``, the forward of the op serving ``np.tensordot``
+    (sadl-layers': ``on_threads`` with its multiply-adds) for that. The tracer runs it and the
+    replay calls it, so a folded or replayed product has eager's bits. Anything else: ``func``.
+    """
+    if func is np.matmul:
+        return backends.matmul
+    if func is np.tensordot:
+        for op in records("ops").values():
+            if np.tensordot in op.numpy_funcs:
+                forward = op.forward
+                return lambda a, b, axes=2: forward(a, b, axes=axes)
+    return func

@@ -267,7 +267,7 @@ class Tracer:
         const = kind == "call" and all(v.storage.const for v in data_reads)
         # A product runs as in eager, on the BLAS threads its size calls for (the replay's too:
         # codegen), so a result kept while tracing (a folded constant) has eager's bits.
-        run = backends.matmul if func is np.matmul else func
+        run = rules.eager_product(func)
         self.busy += 1
         try:
             result = run(*plain_args, **plain_kwargs)

@@ -8,6 +8,7 @@ use of a registry.
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
 
 # Bottom to top (docs/architecture.md): importing the engine's upper half installs it below.
@@ -140,7 +141,13 @@ def __getattr__(name: str) -> Any:
     """
     if name in _KNOWN_ATTRIBUTES:
         distribution, module = _KNOWN_ATTRIBUTES[name]
-        return _namespace.served("sadl", distribution, module, {name})(name)
+        try:
+            return _namespace.served("sadl", distribution, module, {name})(name)
+        except UnknownNameError as missing:
+            # ``from sadl import compile``: importlib's fromlist check (a hasattr) would swallow
+            # the AttributeError into a bare "cannot import name"; raise its text as ImportError.
+            fromlist = _sys._getframe(1).f_code.co_name == "_handle_fromlist"
+            raise (ImportError(str(missing), name=module) if fromlist else missing) from None
     if name.startswith("_") or not name[:1].isupper():
         raise AttributeError(f"module 'sadl' has no attribute {name!r}")
     reg = _registry()

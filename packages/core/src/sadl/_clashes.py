@@ -123,6 +123,7 @@ def settle(
                 for claim in claims_of(kind, record):
                     claims.setdefault(claim, []).append((info, kind, record))
     prefer = _preferences()
+    _check_preferences(prefer, claims, core, offers, stacklevel)
     lost: dict[tuple[int, str, str], PluginConflictError] = {}
     for claim, offered in claims.items():
         if claim in core:
@@ -139,3 +140,30 @@ def settle(
         for info, kind, record in losers:
             lost.setdefault((id(info), kind, name_of(record)), error)
     return lost
+
+
+def _check_preferences(prefer: Any, claims: Any, core: Any, offers: Any, at: Any) -> None:
+    """Warn about each ``SADL_PREFER`` entry that chooses nothing: its plugin is not loaded or
+    does not provide the name, or no plugin registers it (a name is looked for among the records,
+    then, if the command line settles them, among the commands).
+    """
+    final = any("commands" in collected for _, collected in offers)  # every name is known now
+    providers: dict[str, set[str]] = {"": {info.name for info, _ in offers}}
+    for claim, offered in claims.items():
+        providers.setdefault(_key(claim), set()).update(entry[0].name for entry in offered)
+    known = {n for i, _ in offers for v in i.conflicts.values() for n in v}  # set aside names
+    known.update(_key(c) for c in core)
+    for key, plugin in sorted((key, p) for key, chosen in prefer.items() for p in chosen):
+        have = providers.get(key, set())
+        if plugin in have or (final and not key):  # chosen well (a lone plugin: checked once)
+            continue
+        if have or not key:
+            what = f"{key!r} is provided by" if key else "the loaded plugins are"
+            why = f"{what} {', '.join(sorted(have)) or 'none'}, not {plugin!r}"
+        elif key not in known and final != key.startswith(("np.", ".")):
+            why = f"no plugin registers {key!r}"
+        else:
+            continue
+        entry = f"{key}:{plugin}" if key else plugin
+        message = f"SADL_PREFER entry {entry!r} chooses nothing: {why}"
+        warnings.warn(message, SadlPluginWarning, stacklevel=at())

@@ -189,22 +189,22 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     prog = "sadl train gpt"
     keep_freed_memory()
     _set_threads(args.threads)
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    given = _given(args)
     try:
         config = TrainConfig(**given)
         if not args.resume:
             config.validate()
         if args.nproc is not None and args.nproc > 1:
-            from sadl_models.train.parallel import launch
+            from sadl_models.train.parallel import COMPILE_IN_ONE_PROCESS, launch
 
             if not args.resume and config.batch_size % args.nproc:
                 raise TrainError(
                     f"--batch-size {config.batch_size} cannot be split evenly over "
                     f"{args.nproc} processes; use a multiple of {args.nproc}"
                 )
-
-            return launch(args.nproc, ["train", "gpt", *_train_flags(args, given)])
+            if args.compile:  # every rank would refuse it: say so once, before starting them
+                raise TrainError(COMPILE_IN_ONE_PROCESS)
+            return launch(args.nproc, ["train", "gpt", *_train_flags(args)])
         result = train(
             config,
             args.out,
@@ -222,16 +222,26 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     return INTERRUPTED if result.cancelled else 0
 
 
-def _train_flags(args: argparse.Namespace, given: dict[str, Any]) -> list[str]:
-    """The command line of ``sadl train gpt`` that ``args`` came from, without ``--nproc``."""
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``TrainConfig`` that the command line gave."""
+    from sadl_models.train import TrainConfig
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def _train_flags(args: argparse.Namespace) -> list[str]:
+    """The command line of ``sadl train gpt`` that ``args`` came from, without ``--nproc``
+    (every other option: the ranks must train exactly as one process would).
+    """
     from sadl_models.train.config import flag
 
-    flags = [item for name, value in sorted(given.items()) for item in (flag(name), str(value))]
-    flags += ["--out", str(args.out)]
-    if args.resume:
-        flags.append("--resume")
-    if args.overwrite:
-        flags.append("--overwrite")
+    flags = ["--out", str(args.out)]
+    for name, value in sorted(_given(args).items()):  # a switch (store_true) takes no value
+        flags += [flag(name)] if value is True else [flag(name), str(value)]
+    for switch in ("resume", "overwrite", "compile"):
+        if getattr(args, switch):
+            flags.append(flag(switch))
     if args.stop_after is not None:
         flags += ["--stop-after", str(args.stop_after)]
     if args.progress is not None:  # None: each rank decides by its own terminal

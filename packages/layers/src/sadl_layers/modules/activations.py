@@ -3,14 +3,13 @@
 Each is one op on the graph: core's ``relu``/``tanh``/``sigmoid``/``softmax``/``log_softmax``,
 or this package's ``gelu``, ``silu``, ``mish``, ``softplus_beta``, ``logsigmoid``,
 ``leaky_relu``, ``elu``/``selu``/``celu``, ``hardtanh``/``hardsigmoid``/``hardswish``,
-``softmin`` and ``quick_gelu``; ``Softsign`` is three core ops.
+``softmin``, ``quick_gelu`` and ``softsign``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from sadl import Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor
@@ -152,14 +151,12 @@ class Softmin(Softmax):
 
 
 class Softsign(Layer):
-    """x / (1 + |x|), as torch.nn.Softsign (core ops; no op of its own: ``softsign`` is the
-    plugin tutorial's example op).
-    """
+    """x / (1 + |x|), as torch.nn.Softsign (the op ``softsign``)."""
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        t = as_tensor(x)
-        return t / (1.0 + np.abs(t))
+        out: Tensor = self.call_op(_ops.softsign, as_tensor(x))
+        return out
 
 
 class QuickGELU(Layer):

@@ -1,11 +1,11 @@
 """Smooth activations core does not have: GELU (exact and tanh), SiLU, Mish, softplus with
-torch's ``beta``/``threshold``, and log-sigmoid.
+torch's ``beta``/``threshold``, log-sigmoid and softsign.
 
 GELU and SiLU are fused: one graph node each, forward and backward evaluated block by block in
 the CPU cache (see :func:`~sadl_layers.ops._common.blockwise`). The backward of each is itself an
 op (``gelu_backward``, ``silu_backward``) whose own gradient is written in NumPy vocabulary, so
 second and higher derivatives work while a first-order backward stays one fused pass. Mish,
-softplus and log-sigmoid are short NumPy expressions, forward and backward.
+softplus, log-sigmoid and softsign are short NumPy expressions, forward and backward.
 
 Exact GELU is ``x * Phi(x)`` with Phi the normal CDF, ``sadl.ops.ndtr`` (erf_family) (NumPy has no
 erf): in float32 as torch does, ``(1 + erf(x / sqrt 2)) / 2`` (within about 1e-7 absolute, at
@@ -24,7 +24,7 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import blockwise, const
 
-__all__ = ["gelu", "silu", "mish", "softplus_beta", "logsigmoid"]
+__all__ = ["gelu", "silu", "mish", "softplus_beta", "logsigmoid", "softsign"]
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C = math.sqrt(2.0 / math.pi)
@@ -314,6 +314,30 @@ logsigmoid = OpDef(
     examples=(
         Example((3, 4), domain=(-4.0, 4.0)),
         Example(np.array([[-1000.0, -20.0, 0.0, 20.0, 1000.0]])),
+    ),
+)
+
+
+# -------------------------------------------------------------------------------- softsign
+
+
+def _softsign(x):
+    """Softsign, x / (1 + |x|), as torch.nn.functional.softsign."""
+    return x / (1 + np.abs(x))
+
+
+def _softsign_grad(g, out, x):
+    d = 1 + np.abs(x)  # 1 / (1 + |x|)^2, divided twice: the square overflows for |x| > 1e19 (f32)
+    return g / d / d
+
+
+softsign = OpDef(
+    "softsign",
+    _softsign,
+    (_softsign_grad,),
+    examples=(
+        Example((3, 4), domain=(-4.0, 4.0)),
+        Example(np.array([[-1e30, -1000.0, -0.5, 0.5, 1000.0, 1e30]])),
     ),
 )
 

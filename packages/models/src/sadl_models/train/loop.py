@@ -49,7 +49,7 @@ from sadl_models.train.checkpoint import (
 )
 from sadl_models.train.config import TrainConfig, TrainError, check_device
 from sadl_models.train.metrics import METRICS_NAME, MetricsLog
-from sadl_models.train.parallel import setup
+from sadl_models.train.parallel import COMPILE_IN_ONE_PROCESS, setup
 from sadl_models.train.progress import (
     PLOT_NAME,
     ProgressBar,
@@ -229,10 +229,7 @@ def _run(
         save_run(ckpt_path, at, state, extra, par.save_checkpoint)
 
     if compile and par.world_size > 1:
-        raise TrainError(
-            "--compile trains in one process: the gradient all-reduce of --nproc runs in "
-            "backward hooks, Python a compiled step does not replay"
-        )
+        raise TrainError(COMPILE_IN_ONE_PROCESS)
     steps = _Steps(model, gpt, optimizer, scheduler, config.grad_clip, compile)
 
     def evaluate() -> tuple[float, float]:

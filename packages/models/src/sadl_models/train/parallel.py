@@ -22,7 +22,20 @@ from sadl.plugins import install_command
 
 from sadl_models.train.config import TrainError
 
-__all__ = ["DataParallel", "SingleProcess", "launch", "launched_by_mpi", "setup"]
+__all__ = [
+    "COMPILE_IN_ONE_PROCESS",
+    "DataParallel",
+    "SingleProcess",
+    "launch",
+    "launched_by_mpi",
+    "setup",
+]
+
+#: Why ``--compile`` and several processes do not go together (the CLI says it before launching).
+COMPILE_IN_ONE_PROCESS = (
+    "--compile trains in one process: the gradient all-reduce of --nproc runs in backward "
+    "hooks, Python a compiled step does not replay; drop --compile or --nproc"
+)
 
 #: Set by MPI launchers in the processes they start (MPICH and Intel MPI, Open MPI, PMIx).
 _LAUNCHER_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
