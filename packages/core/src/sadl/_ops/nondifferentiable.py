@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from sadl._ops._rules import keepdims_shape
-from sadl._ops.indexing import sort_order
 from sadl._records import Example, OpDef
 
 _ONE = (Example((3, 4)),)
@@ -38,10 +37,17 @@ ARGMIN = _nondiff("argmin", _argmin, (np.argmin,))
 
 
 def _argsort(x, *, axis=-1, kind=None, descending=False):
-    """Indices that sort ``x`` along ``axis`` (largest first, stably, when ``descending``)."""
-    if descending:
-        return sort_order(x, axis, descending=True)
-    return np.argsort(x, axis=axis, kind=kind)
+    """Indices that sort ``x`` along ``axis`` (flattened when None).
+
+    ``descending`` puts the largest first, keeps ties in their original order and NaN first,
+    as torch does.
+    """
+    if not descending:
+        return np.argsort(x, axis=axis, kind=kind)
+    if axis is None:
+        x, axis = np.reshape(x, (-1,)), 0
+    reversed_order = np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable")
+    return (x.shape[axis] - 1) - np.flip(reversed_order, axis=axis)
 
 
 ARGSORT = _nondiff("argsort", _argsort, (np.argsort,))

@@ -31,6 +31,7 @@ from sadl_layers.ops import (
     piecewise,
     pooling,
     recurrent,
+    reductions,
     resize,
     scatter_gather,
     selection,
@@ -52,6 +53,7 @@ from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
+from sadl_layers.ops.reductions import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
@@ -77,6 +79,7 @@ _TABLES = (
     layout,
     binary,
     contractions,
+    reductions,
     volume,
     tensor_ops,
 )
