@@ -90,7 +90,7 @@ def test_squeeze_of_an_axis_that_is_not_one_is_a_no_op():
         sadl.tensor(x).squeeze(3)
 
 
-@pytest.mark.parametrize("name", ["isinf", "isneginf", "isposinf"])
+@pytest.mark.parametrize("name", ["isinf"])  # isneginf, isposinf: sadl-layers' tests
 def test_infinity_tests_match_torch_as_ops_and_numpy_functions(name):
     values = np.array([-np.inf, -1.0, 0.0, np.inf, np.nan, 3.0])
     want = getattr(torch, name)(torch.tensor(values)).numpy()

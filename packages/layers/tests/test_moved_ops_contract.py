@@ -3,7 +3,8 @@
 requires grad given for a constant (``clip``'s keyword bound, ``take``'s indices) is refused; a
 keyword naming an input is that input; ``prod``, ``var`` and ``std`` on 0-d tensors and empty
 or dof-less axes answer as NumPy and torch do. Also: the Tensor methods that call these ops,
-their NumPy spellings, and ``sort``'s torch parity.
+their NumPy spellings, and ``sort``'s torch parity; the predicates (``isneginf``, ``isposinf``,
+``signbit``, ``isclose``, ``count_nonzero``) as ops and NumPy functions, against torch.
 """
 
 import warnings
@@ -16,6 +17,7 @@ from sadl.testing import gradcheck, gradgradcheck
 torch = pytest.importorskip("torch")
 
 MOVED = ["prod", "var", "std", "cumprod", "sort", "take", "take_along_axis", "clip"]
+PREDICATES = ["isneginf", "isposinf", "signbit", "isclose", "count_nonzero"]
 
 
 def T(a, grad=True):
@@ -204,3 +206,33 @@ def test_sort_descending_and_argsort_match_torch(dim):
     np.testing.assert_array_equal(mine, ref)
     ours_sorted = np.sort(sadl.tensor(ties), axis=1)  # NumPy's spelling still works
     np.testing.assert_array_equal(ours_sorted.numpy(), np.sort(ties, axis=1))
+
+
+@pytest.mark.parametrize("name", PREDICATES)
+def test_the_moved_predicate_is_registered_without_a_gradient(name):
+    assert not sadl.ops.get(name).differentiable
+
+
+@pytest.mark.parametrize("name", ["isneginf", "isposinf", "signbit"])
+def test_infinity_and_sign_tests_match_torch_as_ops_and_numpy_functions(name):
+    values = np.array([-np.inf, -1.0, -0.0, 0.0, np.inf, np.nan, 3.0])
+    want = getattr(torch, name)(torch.tensor(values)).numpy()
+    x = sadl.tensor(values, requires_grad=True)
+    for got in (getattr(sadl.ops, name)(x), getattr(np, name)(x)):
+        assert got.dtype == np.bool_ and not got.requires_grad
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_isclose_and_count_nonzero_match_torch():
+    a = np.array([[1.0, 2.0, 0.0], [0.0, 1e-9, 3.0]])
+    b = np.array([1.0, 2.0 + 1e-6, 1e-9])
+    x, y = T(a), T(b)
+    want = torch.isclose(torch.tensor(a), torch.tensor(b), rtol=1e-5, atol=1e-8).numpy()
+    for got in (sadl.ops.isclose(x, y), np.isclose(x, y)):
+        assert not got.requires_grad
+        np.testing.assert_array_equal(got.numpy(), want)
+    for axis in (None, 0, 1):
+        want = torch.count_nonzero(torch.tensor(a), dim=axis).numpy()
+        np.testing.assert_array_equal(np.count_nonzero(x, axis=axis).numpy(), want)
+    kept = sadl.ops.count_nonzero(x, axis=1, keepdims=True)
+    np.testing.assert_array_equal(kept.numpy(), np.count_nonzero(a, axis=1, keepdims=True))

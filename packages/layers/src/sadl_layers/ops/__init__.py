@@ -30,6 +30,7 @@ from sadl_layers.ops import (
     normalization,
     piecewise,
     pooling,
+    predicates,
     recurrent,
     reductions,
     resize,
@@ -52,6 +53,7 @@ from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
+from sadl_layers.ops.predicates import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.reductions import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
@@ -80,6 +82,7 @@ _TABLES = (
     binary,
     contractions,
     reductions,
+    predicates,
     volume,
     tensor_ops,
 )
