@@ -86,7 +86,7 @@ _tables = _Tables()
 
 
 # ufunc methods that are reductions or scans of an op (prod and cumprod are sadl-layers').
-_METHODS = {
+_METHODS: dict[tuple[str, np.ufunc], str] = {
     ("reduce", np.add): "sum",
     ("reduce", np.multiply): "prod",
     ("reduce", np.maximum): "amax",
