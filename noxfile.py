@@ -30,7 +30,7 @@ PACKAGES = {
     "compile": ["core"],
     "check": ["core"],
     "models": ["core", "layers", "optim", "serialize", "compile"],
-    "distributed": ["core", "serialize"],
+    "distributed": ["core", "layers", "serialize"],
     # Its tests train sadl-models' GPT (with sadl-layers' ops and sadl-optim's AdamW).
     "kernels": ["core", "compile", "layers", "optim", "serialize", "models"],
 }

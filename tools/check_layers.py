@@ -46,7 +46,6 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
         [
             "_compat",
             "_creation",
-            "data",
             "_module",
             "_optimizer",
             "_sgd",
@@ -59,7 +58,19 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("plugin host", ["_clashes", "_host"]),
     (
         "namespaces",
-        ["_namespace", "plugins", "ops", "nn", "nn.*", "optim", "models", "io", "testing", "viz"],
+        [
+            "_namespace",
+            "plugins",
+            "ops",
+            "nn",
+            "nn.*",
+            "optim",
+            "models",
+            "io",
+            "data",
+            "testing",
+            "viz",
+        ],
     ),
     ("command line and package", ["_commands", "cli", "__main__", ""]),
 ]

@@ -179,22 +179,6 @@ def test_each_device_type_draws_its_own_stream(device):
     assert sadl.random.generator(device) is sadl.random.generator(device)
 
 
-def test_data_helpers_index_device_arrays_in_place(device):
-    tokens = sadl.tensor(np.arange(100), device=device)
-    x, y = sadl.data.windows(tokens, block_size=8, batch_size=4, rng=0)
-    assert device_of(x).type == device and x.shape == (4, 8)
-    assert_close(y, sadl.tensor(x).numpy() + 1, device=device)
-    rows = on(device, f64(10, 2))
-    labels = sadl.tensor(np.arange(10), device=device).data
-    batches = list(sadl.data.batches(rows.data, labels, batch_size=4, shuffle=True, rng=0))
-    assert [len(b[0]) for b in batches] == [4, 4, 2]
-    assert all(device_of(a).type == device for b in batches for a in b)
-    (train_x, train_y), (val_x, val_y) = sadl.data.train_val_split(
-        rows.data, labels, val_fraction=0.2, rng=0
-    )
-    assert len(val_x) == 2 and device_of(val_y).type == device
-
-
 class Affine(sadl.Module):
     def __init__(self):
         super().__init__()

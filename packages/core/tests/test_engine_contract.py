@@ -4,8 +4,9 @@
   backend, floating, with the input's shape or one that broadcasting the input produced (summed
   back), never broadcast up from a lower rank or a scalar; anything else is an error naming the
   op and the input.
-* Tensors given where an op takes a constant (a param) are refused when they require grad; where
-  an op can differentiate them (``clip`` bounds) they get their gradient.
+* Tensors given where an op takes a constant (a param) are refused when they require grad; a
+  keyword naming an input is that input (sadl-layers' tests do the same with ``clip``, ``take``,
+  ``prod``, ``var`` and ``std``).
 * ``requires_grad`` is validated on assignment, as ``requires_grad_()`` is.
 * Axes: negative axes in ``permute``, ``axis=-1`` on 0-d tensors, empty reductions.
 * Promotion: integer tensors with Python floats give the default dtype, as in torch.
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 import sadl
 from sadl.plugins import OpDef
-from sadl.testing import gradcheck, gradgradcheck
+from sadl.testing import gradcheck
 
 
 def T(a, grad=True):
@@ -114,46 +115,13 @@ def test_permute_with_negative_axes_has_the_right_gradient(axes):
 
 
 # ---------------------------------------------------------------- Tensor arguments
-def test_clip_with_tensor_bounds_differentiates_the_bounds():
-    x = T([0.0, 1.0, 2.0, 3.0])
-    lo = T([0.5, 0.5, 0.5, 0.5])
-    hi = T([2.5, 2.5, 1.5, 2.5])
-    x.clip(lo, hi).sum().backward()
-    np.testing.assert_array_equal(lo.grad, [1.0, 0.0, 0.0, 0.0])
-    np.testing.assert_array_equal(hi.grad, [0.0, 0.0, 1.0, 1.0])
-    np.testing.assert_array_equal(x.grad, [0.0, 1.0, 0.0, 0.0])
-    rng = np.random.default_rng(1)
-    a, b, c = rng.normal(size=(3, 4)), rng.normal(size=(4,)) - 1, rng.normal(size=(3, 1)) + 1
-    gradcheck(lambda x, lo, hi: x.clip(lo, hi), a, b, c)
-    gradgradcheck(lambda x, lo, hi: np.clip(x, lo, hi) ** 2, a, b, c)
-    gradcheck(lambda x, lo: x.clamp(min=lo), a, b)
-
-
-def test_clip_with_crossed_bounds_follows_numpy():
-    x, lo, hi = T([0.0, 5.0]), T([2.0, 2.0]), T([1.0, 1.0])  # lo > hi: NumPy gives hi
-    out = x.clip(lo, hi)
-    np.testing.assert_array_equal(out.numpy(), [1.0, 1.0])
-    out.sum().backward()
-    np.testing.assert_array_equal(hi.grad, [1.0, 1.0])
-    np.testing.assert_array_equal(lo.grad, [0.0, 0.0])
-    np.testing.assert_array_equal(x.grad, [0.0, 0.0])
-
-
-def test_np_clip_keyword_bound_reaches_the_op():
-    x = T([0.0, 3.0])
-    np.testing.assert_array_equal(np.clip(x, a_max=1.0).numpy(), [0.0, 1.0])
-    np.testing.assert_array_equal(np.clip(x, None, 1.0).numpy(), [0.0, 1.0])
-
-
 @pytest.mark.parametrize(
     "call",
     [
-        lambda x, w: sadl.ops.clip(x, min=w),
-        lambda x, w: np.clip(x, min=w),
         lambda x, w: sadl.ops.full_like(x, fill_value=w),
-        lambda x, w: sadl.ops.clip(x, max=(w, 1.0)[0]),
+        lambda x, w: np.full_like(x, fill_value=w),
     ],
-    ids=["op-param", "numpy-keyword", "fill-value", "op-max"],
+    ids=["fill-value", "numpy-keyword"],
 )
 def test_a_tensor_that_requires_grad_given_as_a_constant_param_is_refused(call):
     x, w = T([0.0, 1.0]), T(0.5)
@@ -167,13 +135,10 @@ def test_a_tensor_that_requires_grad_given_as_a_constant_param_is_refused(call):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda x, w: sadl.ops.take(x, indices=w),
-        lambda x, w: x.take(w),
-        lambda x, w: x.take_along_axis(w, 0),
-        lambda x, w: np.take(x, w),
         lambda x, w: sadl.ops.sum(x, axis=(w,)),
+        lambda x, w: np.mean(x, axis=[w]),
     ],
-    ids=["op-indices", "method-indices", "along-axis", "np.take", "tuple-param"],
+    ids=["tuple-param", "numpy-list-param"],
 )
 def test_a_float_tensor_that_requires_grad_is_refused_as_indices(call):
     with pytest.raises(TypeError, match=r"constant parameter.*requires grad"):
@@ -218,7 +183,7 @@ def test_requires_grad_assignment_works_on_float_leaves_and_refuses_non_leaves()
 
 
 # ---------------------------------------------------------------- axes, empty, dtype
-@pytest.mark.parametrize("method", ["sum", "prod", "max", "min", "amax", "amin", "logsumexp"])
+@pytest.mark.parametrize("method", ["sum", "max", "min", "amax", "amin", "logsumexp"])
 @pytest.mark.parametrize("axis", [-1, 0, None])
 def test_reductions_of_a_0d_tensor_over_its_implicit_axis_differentiate(method, axis):
     # NumPy's ufunc reductions accept axis 0 / -1 on a 0-d array; so do forward and backward.
@@ -232,7 +197,7 @@ def test_reductions_of_a_0d_tensor_over_its_implicit_axis_differentiate(method, 
         getattr(x, method)(axis=1)
 
 
-@pytest.mark.parametrize("method", ["mean", "var", "std"])
+@pytest.mark.parametrize("method", ["mean"])
 def test_reductions_numpy_refuses_on_a_0d_tensor_fail_in_the_forward(method):
     x = T(1.5)
     with pytest.raises(np.exceptions.AxisError):
@@ -240,23 +205,7 @@ def test_reductions_numpy_refuses_on_a_0d_tensor_fail_in_the_forward(method):
     getattr(x, method)().backward()
 
 
-@pytest.mark.parametrize("method", ["var", "std"])
-@pytest.mark.parametrize(("shape", "axis", "ddof"), [((2,), None, 2), ((3,), 0, 5), ((1,), 0, 1)])
-def test_var_and_std_with_no_degrees_of_freedom_answer_like_numpy_and_torch(
-    method, shape, axis, ddof
-):
-    x = T(np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape))
-    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
-        expected = getattr(np, method)(x.numpy(), axis=axis, ddof=ddof)
-    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
-        out = getattr(x, method)(axis=axis, ddof=ddof)
-    np.testing.assert_array_equal(out.numpy(), expected)
-    with np.errstate(all="ignore"):
-        out.sum().backward()  # no ZeroDivisionError: inf or nan, as torch gives
-    assert x.grad.shape == x.shape and not np.isfinite(x.grad).all()
-
-
-@pytest.mark.parametrize("method", ["sum", "mean", "var", "std", "prod", "norm"])
+@pytest.mark.parametrize("method", ["sum", "mean", "norm"])
 def test_reductions_over_an_empty_axis_backpropagate(method):
     x = T(np.zeros((0, 3)))
     with warnings.catch_warnings():
@@ -303,12 +252,7 @@ def test_float_inputs_and_explicit_dtypes_keep_their_dtype():
 
 
 def test_a_keyword_naming_an_input_is_that_input_as_in_torch():
-    x, lo, hi = T([0.0, 1.0]), T(0.5), T(0.75)
-    sadl.ops.clip(x, a_min=lo).sum().backward()  # as sadl.ops.clip(x, lo)
-    assert lo.grad == 1.0
-    # After a gap (a_min not given) it cannot be placed: a constant, so one that requires
-    # grad is refused, saying how to get its gradient.
-    with pytest.raises(TypeError, match="op 'clip': a_max=.*input 3: pass it positionally"):
-        sadl.ops.clip(x, a_max=hi)
-    sadl.ops.clip(x, None, hi).sum().backward()
-    assert hi.grad == 1.0
+    c, x, y = np.array([True, False]), T([1.0, 2.0]), T([3.0, 4.0])
+    sadl.ops.where(c, x, y=y).sum().backward()  # as sadl.ops.where(c, x, y)
+    np.testing.assert_array_equal(y.grad, [0.0, 1.0])
+    np.testing.assert_array_equal(x.grad, [1.0, 0.0])

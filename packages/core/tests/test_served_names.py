@@ -16,6 +16,19 @@ CASES = [
     ("layers", "import sadl; sadl.checkpoint", "'sadl.checkpoint' is provided by sadl-layers"),
     ("layers", "import sadl; sadl.tensor([0.5]).erf()", "'erf' is provided by sadl-layers"),
     ("layers", "import sadl; sadl.tensor([[1.0]]).tril()", "'tril' is provided by sadl-layers"),
+    ("layers", "import sadl; sadl.tensor([2.0]).prod()", "'prod' is provided by sadl-layers"),
+    ("layers", "import sadl; sadl.tensor([2.0]).clip(0, 1)", "'clip' is provided by sadl-layers"),
+    (
+        "layers",
+        "import sadl, numpy as np; np.var(sadl.tensor([2.0], requires_grad=True))",
+        "np.var on a tensor that requires grad needs the op: 'var' is provided by sadl-layers",
+    ),
+    (
+        "layers",
+        "import sadl, numpy as np; np.multiply.reduce(sadl.tensor([2.0], requires_grad=True))",
+        "needs the op: 'prod' is provided by sadl-layers",
+    ),
+    ("layers", "import sadl; sadl.data.windows", "'sadl.data.windows' is provided by sadl-layers"),
     (
         "serialize",
         "import sadl; sadl.io.load_pysadl",

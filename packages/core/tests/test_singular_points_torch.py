@@ -1,8 +1,8 @@
 """Gradients at the ops' declared singular points, compared with PyTorch's.
 
-Where the math has a finite answer (``norm`` at 0, ``std`` of a constant, ``x ** 0`` and
-``x ** x`` at 0, ``cumprod`` through a zero, ties) sadl must give PyTorch's value, never the
-NaN of a naive 0/0. (``arctan2`` and ``hypot`` are sadl-layers' ops now: tested there.)
+Where the math has a finite answer (``norm`` at 0, ``x ** 0`` and ``x ** x`` at 0, ties) sadl
+must give PyTorch's value, never the NaN of a naive 0/0. (``arctan2``, ``hypot``, ``prod``,
+``std``, ``cumprod`` and ``clip`` are sadl-layers' ops now: tested there.)
 """
 
 import numpy as np
@@ -25,12 +25,8 @@ TORCH = {
     "power": lambda a, b: a**b,
     "maximum": torch.maximum,
     "minimum": torch.minimum,
-    "prod": lambda x: x.prod(),
-    "std": _axis(lambda x, axis, ddof=0: x.std(dim=axis, correction=ddof)),
     "max": _axis(lambda x, axis: x.amax() if axis is None else x.amax(dim=axis)),
-    "cumprod": _axis(lambda x, axis: x.flatten().cumprod(0) if axis is None else x.cumprod(axis)),
     "norm": _axis(lambda x, axis: torch.linalg.vector_norm(x, dim=axis)),
-    "clip": lambda x, lo=None, hi=None: torch.clamp(x, lo, hi),
 }
 #: Where sadl deliberately differs from PyTorch's NaN: op name -> why.
 SADL_FINITE_WHERE_TORCH_IS_NAN: dict[str, str] = {}  # (hypot's case: sadl-layers' tests)
@@ -39,7 +35,7 @@ SINGULAR = [(op.name, i) for op in CORE_OPS for i in range(len(op.singular_point
 
 def test_every_op_with_singular_points_has_a_torch_reference():
     assert {name for name, _ in SINGULAR} <= set(TORCH)
-    assert len(SINGULAR) >= 17
+    assert len(SINGULAR) >= 11
 
 
 @pytest.mark.parametrize(("name", "index"), SINGULAR, ids=[f"{n}-{i}" for n, i in SINGULAR])
@@ -75,16 +71,12 @@ def test_gradient_at_a_singular_point_matches_torch(name, index):
     ("expression", "values"),
     [
         (lambda x: x.norm(), [0.0, 0.0]),
-        (lambda x: x.std(), [1.0, 1.0, 1.0]),
         (lambda x: (x**0).sum(), [0.0, 1.0]),
         (lambda x: (x**x).sum(), [0.0, 1.0]),
-        (lambda x: x.cumprod(0).sum(), [2.0, 0.0, 3.0]),
-        (lambda x: x.cumprod(0).sum(), [2.0, 0.0, 3.0, 0.0, 5.0]),
         (lambda x: (x**2).sum(), [0.0, 1.0]),
-        (lambda x: x.prod(), [2.0, 0.0, 0.0]),
         (lambda x: x.abs().sum() + x.relu().sum(), [0.0, -1.0]),
     ],
-    ids=["norm", "std", "pow0", "xpowx", "cumprod", "cumprod-2-zeros", "square", "prod", "abs"],
+    ids=["norm", "pow0", "xpowx", "square", "abs"],
 )
 def test_the_issue_expressions_match_torch(expression, values):
     x = sadl.tensor(np.array(values), requires_grad=True)

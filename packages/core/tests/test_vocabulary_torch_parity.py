@@ -54,33 +54,6 @@ def normal(*shape):
     return RNG.normal(size=shape)
 
 
-def distinct(*shape):
-    """Values without ties (so that gradients through max/sort are unambiguous)."""
-    return RNG.permutation(np.arange(np.prod(shape), dtype=np.float64)).reshape(shape) / 7 - 1
-
-
-# ---------------------------------------------------------------------------------- selection
-
-
-@pytest.mark.parametrize("dim", [0, 1])
-def test_sort_descending_and_argsort(dim):
-    x = distinct(4, 5)
-    check(
-        lambda t: t.sort(dim=dim, descending=True),
-        lambda t: t.sort(dim=dim, descending=True).values,
-        x,
-    )
-    ties = np.array([[2.0, 1.0, 2.0, np.nan, 1.0]])
-    ours = sadl.tensor(ties).argsort(dim=1, descending=True).numpy()
-    ref = torch.tensor(ties).argsort(dim=1, descending=True, stable=True).numpy()
-    np.testing.assert_array_equal(ours, ref)
-    ours_sorted = np.sort(sadl.tensor(ties), axis=1)  # NumPy's spelling still works
-    np.testing.assert_array_equal(ours_sorted.numpy(), np.sort(ties, axis=1))
-
-
-# ----------------------------------------------------------------------------- gather/scatter
-
-
 # ------------------------------------------------------------------------- arithmetic
 
 
@@ -117,7 +90,7 @@ def test_squeeze_of_an_axis_that_is_not_one_is_a_no_op():
         sadl.tensor(x).squeeze(3)
 
 
-@pytest.mark.parametrize("name", ["isinf", "isneginf", "isposinf"])
+@pytest.mark.parametrize("name", ["isinf"])  # isneginf, isposinf: sadl-layers' tests
 def test_infinity_tests_match_torch_as_ops_and_numpy_functions(name):
     values = np.array([-np.inf, -1.0, 0.0, np.inf, np.nan, 3.0])
     want = getattr(torch, name)(torch.tensor(values)).numpy()

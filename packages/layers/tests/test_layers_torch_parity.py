@@ -450,13 +450,13 @@ SINGULAR_REFERENCE = {
     "layer_norm": _norm_reference(lambda x, w, b, eps: F.layer_norm(x, x.shape[-1:], w, b, eps)),
     "rms_norm": lambda x, w=None, eps=None: F.rms_norm(x, x.shape[-1:], w, eps),
 }
-# arctan2 and hypot (ops/binary.py, from core) have their own test, with hypot's torch NaN:
-# test_binary_singular_points_torch.py.
-BINARY = {"arctan2", "hypot"}
+# The ops that came from core (arctan2, hypot, prod, std, cumprod, clip) have their own test,
+# with hypot's torch NaN: test_moved_singular_points_torch.py.
+FROM_CORE = {"arctan2", "hypot", "prod", "std", "cumprod", "clip"}
 SINGULAR = [
     (op, i)
     for op in OPS + INTERNAL_OPS
-    if op.name not in BINARY
+    if op.name not in FROM_CORE
     for i in range(len(op.singular_points))
 ]
 

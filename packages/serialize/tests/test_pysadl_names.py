@@ -107,10 +107,3 @@ def test_grad_mode_names():
         assert not (x * 2).requires_grad and not sadl.is_grad_enabled()
     finally:
         sadl.set_global_grad_mode(True)
-
-
-def test_autodidact_windows_bs():
-    x, y = sadl.data.windows(np.arange(50), 8, bs=16, rng=0)
-    assert x.shape == (16, 8) and (y[:, :-1] == x[:, 1:]).all()
-    with pytest.raises(TypeError, match="not both"):
-        sadl.data.windows(np.arange(50), 8, 4, bs=16)

@@ -15,7 +15,7 @@ import numpy as np
 from sadl import Tensor, backends, no_grad
 from sadl import grad as _grad
 from sadl.plugins import OpDef
-from sadl.testing import Projection, outputs, tensors
+from sadl.testing import Projection, is_float_input, outputs
 
 __all__ = [
     "DEVICE_ATOL",
@@ -28,6 +28,7 @@ __all__ = [
     "project",
     "same_as_cpu",
     "serve_device_as",
+    "tensors",
 ]
 
 #: Device results must equal the CPU's within this (float64; relative, and absolute near 0).
@@ -142,13 +143,17 @@ def assert_close(
 
 def _leaves(inputs: Sequence[Any], device: backends.Device | None, dtype: Any = None) -> list[Any]:
     """Float inputs as leaf Tensors that require grad, other arrays as constants, on ``device``."""
-    out: list[Any] = []
-    for x in tensors(inputs, dtype):
-        if device is None:
-            out.append(x)
-        else:
-            out.append(move(x, device))
-    return out
+    return [x if device is None else move(x, device) for x in tensors(inputs, dtype)]
+
+
+def tensors(inputs: Sequence[Any], dtype: Any = None) -> list[Any]:
+    """Float arrays become Tensors that require grad (cast to ``dtype``); the rest pass through."""
+    return [
+        Tensor(x if dtype is None else x.astype(dtype), requires_grad=True)
+        if is_float_input(x)
+        else x
+        for x in inputs
+    ]
 
 
 def same_as_cpu(

@@ -32,7 +32,6 @@ from sadl.testing import (
     gradgradcheck,
     is_float_input,
     outputs,
-    tensors,
 )
 
 from sadl_check._devicecheck import (
@@ -44,6 +43,7 @@ from sadl_check._devicecheck import (
     project,
     same_as_cpu,
     serve_device_as,
+    tensors,
 )
 from sadl_check._variants import Variant, derive_variants
 from sadl_check.singular import singular_point_check

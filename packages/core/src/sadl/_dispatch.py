@@ -35,8 +35,7 @@ import numpy as np
 from sadl._engine import apply, constant_param, new_tensor, promote_to_default
 from sadl._errors import broadcast_error
 from sadl._grad_mode import is_grad_enabled
-from sadl._ops.nondifferentiable import ALL, ANY
-from sadl._ops.reductions import AMAX, AMIN, CUMPROD, CUMSUM, PROD, SUM
+from sadl._known import KNOWN_PROVIDERS
 from sadl._records import OpDef
 from sadl._tensor_base import TensorBase
 from sadl.backends import is_array, plugin_registry
@@ -64,6 +63,7 @@ class _Tables:
         self.generation = -1
         self.ufuncs: dict[np.ufunc, OpDef] = {}
         self.functions: dict[Callable[..., Any], tuple[OpDef, Binder | None]] = {}
+        self.methods: dict[tuple[str, np.ufunc], OpDef] = {}
 
     def current(self) -> _Tables:
         generation, ops = _op_source()
@@ -77,6 +77,7 @@ class _Tables:
                     else:
                         functions[func] = (op, None if op.composite else make_binder(op, func))
             self.ufuncs, self.functions = ufuncs, functions
+            self.methods = {k: ops[name] for k, name in _METHODS.items() if name in ops}
             self.generation = generation
         return self
 
@@ -84,16 +85,17 @@ class _Tables:
 _tables = _Tables()
 
 
-# ufunc methods that are reductions or scans of a core op.
-_REDUCE = {
-    np.add: SUM,
-    np.multiply: PROD,
-    np.maximum: AMAX,
-    np.minimum: AMIN,
-    np.logical_and: ALL,
-    np.logical_or: ANY,
+# ufunc methods that are reductions or scans of an op (prod and cumprod are sadl-layers').
+_METHODS: dict[tuple[str, np.ufunc], str] = {
+    ("reduce", np.add): "sum",
+    ("reduce", np.multiply): "prod",
+    ("reduce", np.maximum): "amax",
+    ("reduce", np.minimum): "amin",
+    ("reduce", np.logical_and): "all",
+    ("reduce", np.logical_or): "any",
+    ("accumulate", np.add): "cumsum",
+    ("accumulate", np.multiply): "cumprod",
 }
-_ACCUMULATE = {np.add: CUMSUM, np.multiply: CUMPROD}
 
 
 def make_binder(op: OpDef, func: Any = None) -> Binder:
@@ -182,22 +184,19 @@ def array_ufunc(
                 "sadl Tensors"
             )
         result = apply(tables.ufuncs[ufunc], inputs, {})
-    elif method == "reduce" and ufunc in _REDUCE:
-        op = _REDUCE[ufunc]
-        params = {"axis": kwargs.pop("axis", 0), "keepdims": kwargs.pop("keepdims", False)}
-        _no_more(ufunc, method, kwargs)
-        result = apply(op, inputs[:1], params)
-    elif method == "accumulate" and ufunc in _ACCUMULATE:
-        op = _ACCUMULATE[ufunc]
+    elif (method, ufunc) in tables.methods:
         params = {"axis": kwargs.pop("axis", 0)}
+        if method == "reduce":
+            params["keepdims"] = kwargs.pop("keepdims", False)
         _no_more(ufunc, method, kwargs)
-        result = apply(op, inputs[:1], params)
+        result = apply(tables.methods[method, ufunc], inputs[:1], params)
     elif method == "at":
         return _ufunc_at(ufunc, inputs, kwargs)
     else:
         label = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         function = ufunc if method == "__call__" else getattr(ufunc, method)
-        result = _fallback(function, inputs, kwargs, label)
+        name = _METHODS.get((method, ufunc), ufunc.__name__)
+        result = _fallback(function, inputs, kwargs, label, name)
     if out is None:
         return result
     return _write_out(out, result, f"np.{ufunc.__name__}")
@@ -252,7 +251,7 @@ def array_function(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[st
         label = f"np.{_name(func)}"
         if func in _WRITES_FIRST_ARGUMENT:
             return _write_in_place(func, args, kwargs, label)
-        return _fallback(func, args, kwargs, label)
+        return _fallback(func, args, kwargs, label, _name(func))
     op, binder = entry
     if binder is None:  # composite: written with other ops, runs on the Tensors as given
         return op.forward(*args, **kwargs)
@@ -314,8 +313,11 @@ def _copyto_recorded(dst: Tensor, src: Any, casting: str = "same_kind", where: A
     dst._assign(mask, np.broadcast_to(src, dst.shape)[mask])
 
 
-def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
-    """A NumPy callable no op implements: run it on the arrays, never hide a lost gradient."""
+def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str, op: str) -> Any:
+    """A NumPy callable no op implements: run it on the arrays, never hide a lost gradient.
+
+    ``op`` is the name of the op that would implement it (a plugin's, maybe not installed).
+    """
     needs_grad = is_grad_enabled() and _any_requires_grad(args, kwargs)
     written = _tensors_in(kwargs.get("out"))
     if needs_grad and written:
@@ -333,6 +335,10 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
     if func is not np.float_power and not written:  # float64 by definition, as in torch
         result = _promoted(result, _leaves(arrays), kwargs)
     if needs_grad and _has_float(result):
+        provider = KNOWN_PROVIDERS["ops"].get(op)
+        if provider is not None:  # np.prod(t) without sadl-layers: say how to get its op
+            status = plugin_registry().provider_status(provider, op, "ops")
+            raise TypeError(f"{label} on a tensor that requires grad needs the op: {status}")
         name = label.removeprefix("np.")
         instead = f"use {_INSTEAD[name]}, " if name in _INSTEAD else ""
         raise TypeError(

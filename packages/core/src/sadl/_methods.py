@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 from sadl._engine import apply as _apply
-from sadl._engine import constant_param, is_tensor
+from sadl._engine import is_tensor
 from sadl._ops import activations as _act
 from sadl._ops import arithmetic as _ar
 from sadl._ops import elementwise as _el
@@ -61,7 +61,6 @@ class TensorLike(Protocol):
     def diagonal(
         self, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
     ) -> Tensor: ...
-    def take_along_axis(self, indices: Any, axis: builtins.int) -> Tensor: ...
     def clip(self, a_min: Any = None, a_max: Any = None) -> Tensor: ...
     def round(self, decimals: builtins.int = 0) -> Tensor: ...
     def astype(self, dtype: Any, copy: builtins.bool = True) -> Tensor: ...
@@ -222,8 +221,8 @@ class ArithmeticMethods:
         return _la.DOT.forward(self, other)  # type: ignore[no-any-return]
 
     def clamp_(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
-        """In-place clip to ``[min, max]``."""
-        return self._inplace(_ix.CLIP, min, max)
+        """In-place clip to ``[min, max]`` (sadl-layers' ``clip``)."""
+        return self._inplace(plugin_registry().lookup("ops", "clip"), min, max)
 
 
 class ElementwiseMethods:
@@ -283,8 +282,8 @@ class ElementwiseMethods:
         return self.round(ndigits or 0)
 
     def clip(self: TensorLike, a_min: Any = None, a_max: Any = None) -> Tensor:
-        """Limit values to ``[a_min, a_max]``; tensor bounds get their gradient too."""
-        return _apply(_ix.CLIP, (self, a_min, a_max), {})
+        """Limit values to ``[a_min, a_max]``; tensor bounds get their gradient (sadl-layers)."""
+        return _plugin("clip", self, a_min, a_max)
 
     def clamp(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
         """Limit values to ``[min, max]`` (torch's name)."""
@@ -298,7 +297,6 @@ class ReductionMethods:
 
     sum = _reduction(_red.SUM, "Sum over ``axis`` (all axes when None).")
     mean = _reduction(_red.MEAN, "Mean over ``axis``.")
-    prod = _reduction(_red.PROD, "Product over ``axis``.")
     max = _reduction(_red.MAX, "Largest values over ``axis`` (values only, as in NumPy).")
     min = _reduction(_red.MIN, "Smallest values over ``axis`` (values only, as in NumPy).")
     amax = _reduction(_red.AMAX, "Largest values over ``axis``.")
@@ -309,14 +307,12 @@ class ReductionMethods:
     any = _reduction(_nd.ANY, "True where any element over ``axis`` is truthy.")
     logsumexp = _reduction(_act.LOGSUMEXP, "log(sum(exp(x))) over ``axis``, stable.")
     cumsum = _along(_red.CUMSUM, "Running sum along ``axis``.", None)
-    cumprod = _along(_red.CUMPROD, "Running product along ``axis``.", None)
 
     def sort(
         self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
     ) -> Tensor:
-        """Sorted values along ``axis``, largest first if ``descending`` (values only, as NumPy)."""
-        params = {"axis": axis if dim is None else dim, "descending": descending}
-        return _apply(_ix.SORT, (self,), params)
+        """Sorted values along ``axis``, largest first if ``descending`` (sadl-layers' op)."""
+        return _plugin("sort", self, axis=axis if dim is None else dim, descending=descending)
 
     def argsort(
         self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
@@ -346,6 +342,16 @@ class ReductionMethods:
         """``(values, indices)`` of the running minimum along ``axis`` (torch's cummin)."""
         return _plugin("cummin", self, axis=_required_axis(axis, dim, "cummin"))
 
+    def prod(
+        self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
+    ) -> Tensor:
+        """Product over ``axis`` (sadl-layers' op, as ``var``, ``std`` and ``cumprod``)."""
+        return _plugin("prod", self, axis=_axis(axis, dim, "prod"), keepdims=keepdims)
+
+    def cumprod(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Tensor:
+        """Running product along ``axis``."""
+        return _plugin("cumprod", self, axis=axis if dim is None else dim)
+
     def var(
         self: TensorLike,
         axis: Any = None,
@@ -355,8 +361,7 @@ class ReductionMethods:
         dim: Any = None,
     ) -> Tensor:
         """Variance over ``axis`` (``ddof=0`` as in NumPy)."""
-        params = {"axis": _axis(axis, dim, "var"), "ddof": ddof, "keepdims": keepdims}
-        return _apply(_red.VAR, (self,), params)
+        return _plugin("var", self, axis=_axis(axis, dim, "var"), ddof=ddof, keepdims=keepdims)
 
     def std(
         self: TensorLike,
@@ -367,8 +372,7 @@ class ReductionMethods:
         dim: Any = None,
     ) -> Tensor:
         """Standard deviation over ``axis`` (``ddof=0`` as in NumPy)."""
-        params = {"axis": _axis(axis, dim, "std"), "ddof": ddof, "keepdims": keepdims}
-        return _apply(_red.STD, (self,), params)
+        return _plugin("std", self, axis=_axis(axis, dim, "std"), ddof=ddof, keepdims=keepdims)
 
     def norm(
         self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
@@ -511,14 +515,12 @@ class ShapeMethods:
         return self.diagonal(offset, axis1, axis2).sum(axis=-1)
 
     def take(self: TensorLike, indices: Any, axis: Any = None) -> Tensor:
-        """Elements at ``indices`` along ``axis``."""
-        params = {"indices": constant_param(indices, _ix.TAKE, "indices"), "axis": axis}
-        return _apply(_ix.TAKE, (self,), params)
+        """Elements at ``indices`` along ``axis`` (sadl-layers' op, as ``take_along_axis``)."""
+        return _plugin("take", self, indices=indices, axis=axis)
 
     def take_along_axis(self: TensorLike, indices: Any, axis: builtins.int) -> Tensor:
         """Values picked along ``axis`` by an index array of the same rank."""
-        params = {"indices": constant_param(indices, _ix.TAKE_ALONG_AXIS, "indices"), "axis": axis}
-        return _apply(_ix.TAKE_ALONG_AXIS, (self,), params)
+        return _plugin("take_along_axis", self, indices=indices, axis=axis)
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
         """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""

@@ -58,17 +58,20 @@ def _by_name(name: str) -> FormatDef:
     return formats[name]
 
 
+def _chosen(path: Path, format: str | None) -> FormatDef | None:
+    """The format named ``format``, else the one whose suffixes hold ``path``'s (or None)."""
+    if format is not None:
+        return _by_name(format)
+    suffix = path.suffix.lower()
+    return next((f for f in _formats().values() if suffix in f.suffixes), None)
+
+
 def save(obj: Any, path: str | os.PathLike[str], format: str | None = None) -> None:
     """Write a Tensor or a mapping of Tensors to ``path`` in the format its suffix names."""
     target = Path(path)
-    fmt: FormatDef | None
-    if format is not None:
-        fmt = _by_name(format)
-    else:
-        suffix = target.suffix.lower()
-        fmt = next((f for f in _formats().values() if suffix in f.suffixes), None)
-        if fmt is None:
-            raise _no_format(target, "save")
+    fmt = _chosen(target, format)
+    if fmt is None:
+        raise _no_format(target, "save")
     fmt.save(obj, target)
 
 
@@ -80,18 +83,13 @@ def load(
 ) -> Any:
     """Read what ``save`` wrote; the format comes from the suffix or the file's magic bytes."""
     source = Path(path)
-    fmt: FormatDef | None
-    if format is not None:
-        fmt = _by_name(format)
-    else:
-        suffix = source.suffix.lower()
-        fmt = next((f for f in _formats().values() if suffix in f.suffixes), None)
-        if fmt is None:
-            if not source.exists():
-                raise FileNotFoundError(f"cannot load {source}: no such file")
-            fmt = _by_magic(source)
-        if fmt is None:
-            raise _no_format(source, "load")
+    fmt = _chosen(source, format)
+    if fmt is None:
+        if not source.exists():
+            raise FileNotFoundError(f"cannot load {source}: no such file")
+        fmt = _by_magic(source)
+    if fmt is None:
+        raise _no_format(source, "load")
     return fmt.load(source, device=device, **options)
 
 

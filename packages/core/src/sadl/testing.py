@@ -30,7 +30,6 @@ __all__ = [
     "is_float_input",
     "keep_layout_copy",
     "outputs",
-    "tensors",
 ]
 
 #: Names served by sadl-check (``sadl.testing.check_op`` is ``sadl_check.check_op``).
@@ -209,18 +208,6 @@ def _fail(raise_exception: bool, message: str) -> bool:
     if raise_exception:
         raise GradcheckError(message)
     return False
-
-
-def tensors(inputs: Sequence[Any], dtype: Any = None) -> list[Any]:
-    """Float arrays become Tensors that require grad (cast to ``dtype``); the rest pass through."""
-    out: list[Any] = []
-    for x in inputs:
-        if is_float_input(x):
-            data = x if dtype is None else x.astype(dtype)
-            out.append(Tensor(data, requires_grad=True))
-        else:
-            out.append(x)
-    return out
 
 
 def keep_layout_copy(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import sadl.data
+import sadl_layers.data
 from sadl.random import resolve_generator
 
 from sadl_distributed.collectives import check_same
@@ -142,7 +142,7 @@ def windows(
             f"windows: the global batch_size {batch_size} cannot be split evenly over "
             f"{size} ranks; use a multiple of {size}"
         )
-    x, y = sadl.data.windows(tokens, block_size, batch_size, resolve_generator(rng))
+    x, y = sadl_layers.data.windows(tokens, block_size, batch_size, resolve_generator(rng))
     if check and rank is None and size > 1:
         check_same(x, "the batch of token windows (same token data? same seed on every rank?)")
     share = batch_size // size

@@ -45,7 +45,9 @@ from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
+from sadl_layers.ops.predicates import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
+from sadl_layers.ops.reductions import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403

@@ -2,14 +2,13 @@
 
 They accept tensors that require grad and return tensors that do not, as in torch. (Rounding
 is different: torch differentiates it with a zero gradient, see ``sadl._ops.elementwise``.)
+``isneginf``, ``isposinf``, ``signbit``, ``isclose`` and ``count_nonzero`` are sadl-layers'.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sadl._ops.indexing import sort_order
-from sadl._ops.reductions import keepdims_shape
 from sadl._records import Example, OpDef
 
 _ONE = (Example((3, 4)),)
@@ -38,10 +37,17 @@ ARGMIN = _nondiff("argmin", _argmin, (np.argmin,))
 
 
 def _argsort(x, *, axis=-1, kind=None, descending=False):
-    """Indices that sort ``x`` along ``axis`` (largest first, stably, when ``descending``)."""
-    if descending:
-        return sort_order(x, axis, descending=True)
-    return np.argsort(x, axis=axis, kind=kind)
+    """Indices that sort ``x`` along ``axis`` (flattened when None).
+
+    ``descending`` puts the largest first, keeps ties in their original order and NaN first,
+    as torch does.
+    """
+    if not descending:
+        return np.argsort(x, axis=axis, kind=kind)
+    if axis is None:
+        x, axis = np.reshape(x, (-1,)), 0
+    reversed_order = np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable")
+    return (x.shape[axis] - 1) - np.flip(reversed_order, axis=axis)
 
 
 ARGSORT = _nondiff("argsort", _argsort, (np.argsort,))
@@ -59,9 +65,6 @@ INVERT = _nondiff("invert", np.invert, examples=(Example(np.array([True, False])
 ISFINITE = _nondiff("isfinite", np.isfinite)
 ISNAN = _nondiff("isnan", np.isnan)
 ISINF = _nondiff("isinf", np.isinf)
-ISNEGINF = _nondiff("isneginf", np.isneginf)
-ISPOSINF = _nondiff("isposinf", np.isposinf)
-SIGNBIT = _nondiff("signbit", np.signbit)
 
 
 def _bitcast(x, *, dtype):
@@ -72,14 +75,6 @@ def _bitcast(x, *, dtype):
 
 
 BITCAST = _nondiff("bitcast", _bitcast, (), examples=(Example((3, 4), dtype=np.int32),))
-
-
-def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
-    """Elementwise closeness within tolerances."""
-    return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-
-
-ISCLOSE = _nondiff("isclose", _isclose, (np.isclose,), examples=_TWO)
 
 
 def _all(x, *, axis=None, keepdims=False):
@@ -96,15 +91,6 @@ def _any(x, *, axis=None, keepdims=False):
 
 
 ANY = _nondiff("any", _any, (np.any,))
-
-
-def _count_nonzero(x, *, axis=None, keepdims=False):
-    """Number of nonzero elements along ``axis``."""
-    counts = np.count_nonzero(x, axis=axis)  # CuPy's count_nonzero has no keepdims
-    return np.reshape(counts, keepdims_shape(np.shape(x), axis)) if keepdims else counts
-
-
-COUNT_NONZERO = _nondiff("count_nonzero", _count_nonzero, (np.count_nonzero,))
 
 
 def _zeros_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):
@@ -150,14 +136,9 @@ OPS = (
     ISFINITE,
     ISNAN,
     ISINF,
-    ISNEGINF,
-    ISPOSINF,
     BITCAST,
-    SIGNBIT,
-    ISCLOSE,
     ALL,
     ANY,
-    COUNT_NONZERO,
     ZEROS_LIKE,
     ONES_LIKE,
     FULL_LIKE,

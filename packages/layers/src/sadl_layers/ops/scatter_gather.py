@@ -1,4 +1,5 @@
-"""Torch's gather/scatter family: values move along one axis ``dim`` as ``index`` says.
+"""NumPy's ``take``/``take_along_axis`` (they left core, issue 24) and torch's gather/scatter
+family: values move along one axis ``dim`` as ``index`` says.
 
 ``gather(x, dim, index)[i][j] = x[index[i][j]][j]`` (for ``dim=0``) and the scatters write the
 other way: ``out[index[i][j]][j] (op)= src[i][j]``. ``index`` may be smaller than ``x`` and
@@ -123,6 +124,74 @@ def _region(src, index):
     return src[tuple(slice(0, n) for n in idx_shape)]
 
 
+# ----------------------------------------------------------------- take, take_along_axis
+
+
+def _along_axis_key(shape, indices, axis):
+    """The fancy index that ``take_along_axis(x, indices, axis)`` reads."""
+    ndim = len(shape)
+    xp = array_module(indices)  # the row/column positions are made where the indices live
+    key = []
+    for d in range(ndim):
+        if d == axis:
+            key.append(indices)
+        else:
+            view = [1] * ndim
+            view[d] = shape[d]
+            key.append(xp.arange(shape[d]).reshape(view))
+    return tuple(key)
+
+
+def _take(x, *, indices, axis=None):
+    """Elements at ``indices`` along ``axis`` (of the flattened array when None)."""
+    return np.take(x, match_key(indices, x), axis=axis)
+
+
+def _take_grad(g, out, x, *, indices, axis=None):
+    if axis is None:
+        return np.reshape(sadl.ops.add_at(g, shape=(x.size,), key=(indices,)), x.shape)
+    key = (slice(None),) * (axis % x.ndim) + (indices,)
+    return sadl.ops.add_at(g, shape=x.shape, key=key)
+
+
+TAKE = OpDef(
+    "take",
+    _take,
+    (_take_grad,),
+    numpy_funcs=(np.take,),
+    examples=(
+        Example((3, 4), indices=np.array([0, 5, 5, 11])),
+        Example((3, 4), indices=np.array([[1, 1], [0, 2]]), axis=1),
+        Example((3, 4), indices=np.array([2, 0, 2]), axis=0),
+    ),
+)
+
+
+def _take_along_axis(x, *, indices, axis):
+    """Pick values along ``axis`` with an index array of the same rank (torch's gather)."""
+    return np.take_along_axis(x, match_key(indices, x), axis=axis)
+
+
+def take_along_axis_grad(g, out, x, *, indices, axis):
+    if axis is None:
+        flat = sadl.ops.add_at(g, shape=(x.size,), key=(indices,))
+        return np.reshape(flat, x.shape)
+    axis = axis % x.ndim
+    return sadl.ops.add_at(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
+
+
+TAKE_ALONG_AXIS = OpDef(
+    "take_along_axis",
+    _take_along_axis,
+    (take_along_axis_grad,),
+    numpy_funcs=(np.take_along_axis,),
+    examples=(
+        Example((3, 4), indices=np.array([[0, 0], [3, 1], [2, 2]]), axis=1),
+        Example((3, 4), indices=np.array([[0, 1, 2, 2]]), axis=0),
+    ),
+)
+
+
 # ------------------------------------------------------------------------------------ gather
 
 
@@ -133,7 +202,7 @@ def _gather(x, dim, index, /):
     lead = tuple(slice(0, n) if d != dim else slice(None) for d, n in enumerate(idx.shape))
     if any(n != m for d, (n, m) in enumerate(zip(idx.shape, np.shape(x))) if d != dim):
         x = x[lead]
-    return sadl.ops.take_along_axis(x, indices=idx, axis=dim)
+    return TAKE_ALONG_AXIS(x, indices=idx, axis=dim)
 
 
 GATHER = OpDef(
@@ -355,6 +424,7 @@ SCATTER_REDUCE = OpDef(
     + (Example((3, 4), 1, np.array([[0, 0], [3, 1]]), (2, 3), reduce="mean"),),
 )
 
-__all__ = ["gather", "scatter", "scatter_add", "scatter_reduce"]
+__all__ = ["take", "take_along_axis", "gather", "scatter", "scatter_add", "scatter_reduce"]
 INTERNAL_OPS: tuple[OpDef, ...] = ()
+take, take_along_axis = TAKE, TAKE_ALONG_AXIS
 gather, scatter, scatter_add, scatter_reduce = GATHER, SCATTER, SCATTER_ADD, SCATTER_REDUCE

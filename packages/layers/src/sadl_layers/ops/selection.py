@@ -1,4 +1,5 @@
-"""Ops that pick elements: top-k, running max/min, positions of nonzeros, one-hot codes.
+"""Ops that pick elements: sort (it left core, issue 24), top-k, running max/min, positions of
+nonzeros, one-hot codes.
 
 Torch returns values *and* indices from ``topk``, ``cummax`` and ``cummin``. Here the indices
 come from a non-differentiable op and the values are ``take_along_axis(x, indices)``, so the
@@ -14,6 +15,9 @@ import numpy as np
 import sadl
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
+
+from sadl_layers.ops._common import const
+from sadl_layers.ops.scatter_gather import TAKE_ALONG_AXIS, take_along_axis_grad
 
 
 class ValuesIndices(NamedTuple):
@@ -89,7 +93,7 @@ CUMMIN_INDICES = OpDef(
 def _pick(x, indices, axis):
     if np.ndim(x) == 0:
         return x * 1
-    return sadl.ops.take_along_axis(x, indices=indices, axis=axis)
+    return TAKE_ALONG_AXIS(x, indices=indices, axis=axis)
 
 
 def _cummax(x, *, axis):
@@ -219,18 +223,39 @@ ONE_HOT = OpDef(
 
 
 def _sort_order(x, axis=-1, descending=False):
-    """The stable order that sorts ``x`` along ``axis``, as core's ``sort`` orders (NaN first
-    and ties in their original order when descending, as torch does); a constant.
+    """The stable order that sorts ``x`` along ``axis`` (NaN first and ties in their original
+    order when descending, as torch does; core's ``argsort``); a constant.
     """
-    if hasattr(x, "requires_grad"):
-        x = x.data
-    if not descending:
-        return np.argsort(x, axis=axis, kind="stable")
-    reversed_order = np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable")
-    return (x.shape[axis] - 1) - np.flip(reversed_order, axis=axis)
+    return sadl.ops.argsort(const(x), axis=axis, kind="stable", descending=descending)
 
+
+def _sort(x, *, axis=-1, descending=False):
+    """Sorted copy along ``axis`` (flattened when None), largest first when ``descending``."""
+    ascending = np.sort(x, axis=axis, kind="stable")
+    return np.flip(ascending, axis=0 if axis is None else axis) if descending else ascending
+
+
+def _sort_grad(g, out, x, *, axis=-1, descending=False):
+    order = _sort_order(x, axis, descending)
+    return take_along_axis_grad(g, out, x, indices=order, axis=axis)
+
+
+SORT = OpDef(
+    "sort",
+    _sort,
+    (_sort_grad,),
+    numpy_funcs=(np.sort,),
+    examples=(
+        Example((3, 4)),
+        Example((3, 4), axis=0),
+        Example((5,), axis=None),
+        Example((3, 4), descending=True),
+        Example((2, 3, 4), axis=1, descending=True),
+    ),
+)
 
 # The index ops are building blocks of the composites above, not registered on their own.
-__all__ = ["cummax", "cummin", "topk", "argwhere", "nonzero", "one_hot"]
+__all__ = ["sort", "cummax", "cummin", "topk", "argwhere", "nonzero", "one_hot"]
 INTERNAL_OPS = (CUMMAX_INDICES, CUMMIN_INDICES, TOPK_INDICES)
+sort = SORT
 cummax, cummin, topk, argwhere, nonzero, one_hot = CUMMAX, CUMMIN, TOPK, ARGWHERE, NONZERO, ONE_HOT

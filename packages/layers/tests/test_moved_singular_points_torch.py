@@ -1,22 +1,40 @@
-"""Gradients of sadl-layers' binary ufuncs (``arctan2``, ``hypot``) at their singular points,
-compared with PyTorch's. Where PyTorch gives NaN (``hypot`` at the origin) sadl gives the minimal
-subgradient, as for ``norm``, and the test says so.
+"""Gradients at the singular points of the ops that left core for sadl-layers (``arctan2``,
+``hypot``, ``prod``, ``std``, ``cumprod``, ``clip``), compared with PyTorch's.
+
+Where the math has a finite answer (``std`` of a constant, ``cumprod`` and ``prod`` through a
+zero, ``clip`` at its bounds) sadl must give PyTorch's value, never the NaN of a naive 0/0. Where
+PyTorch gives NaN (``hypot`` at the origin) sadl gives the minimal subgradient, as for ``norm``,
+and the test says so.
 """
 
 import numpy as np
 import pytest
 import sadl
 from sadl.testing import materialize
-from sadl_layers.ops import binary
+from sadl_layers.ops import binary, piecewise, reductions
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference here (a test dependency)")
 
-TORCH = {"arctan2": torch.atan2, "hypot": torch.hypot}
+
+def _axis(f):
+    """A torch reduction taking NumPy's axis=/ddof= names."""
+    return lambda x, axis=None, **kw: f(x, axis, **kw)
+
+
+TORCH = {
+    "arctan2": torch.atan2,
+    "hypot": torch.hypot,
+    "prod": lambda x: x.prod(),
+    "std": _axis(lambda x, axis, ddof=0: x.std(dim=axis, correction=ddof)),
+    "cumprod": _axis(lambda x, axis: x.flatten().cumprod(0) if axis is None else x.cumprod(axis)),
+    "clip": lambda x, lo=None, hi=None: torch.clamp(x, lo, hi),
+}
 #: Where sadl deliberately differs from PyTorch's NaN: op name -> why.
 SADL_FINITE_WHERE_TORCH_IS_NAN = {
     "hypot": "at the origin hypot is a 2-norm: the minimal subgradient 0, as torch's norm gives",
 }
-OPS = [getattr(binary, name) for name in binary.__all__]
+OPS = [getattr(table, name) for table in (binary, reductions) for name in table.__all__]
+OPS.append(piecewise.clip)
 SINGULAR = [(op.name, i) for op in OPS for i in range(len(op.singular_points))]
 
 
@@ -51,3 +69,21 @@ def test_gradient_at_a_singular_point_matches_torch(name, index):
         np.testing.assert_allclose(mine.grad[finite], expected[finite], rtol=1e-10, atol=1e-12)
         if not finite.all():
             assert name in SADL_FINITE_WHERE_TORCH_IS_NAN, f"{name}: torch gives {expected}"
+
+
+@pytest.mark.parametrize(
+    ("expression", "values"),
+    [
+        (lambda x: x.std(), [1.0, 1.0, 1.0]),
+        (lambda x: x.cumprod(0).sum(), [2.0, 0.0, 3.0]),
+        (lambda x: x.cumprod(0).sum(), [2.0, 0.0, 3.0, 0.0, 5.0]),
+        (lambda x: x.prod(), [2.0, 0.0, 0.0]),
+    ],
+    ids=["std", "cumprod", "cumprod-2-zeros", "prod"],
+)
+def test_the_issue_expressions_match_torch(expression, values):
+    x = sadl.tensor(np.array(values), requires_grad=True)
+    t = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    expression(x).backward()
+    expression(t).backward()
+    np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=1e-12)
