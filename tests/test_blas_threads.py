@@ -9,6 +9,7 @@ the machine counts as idle.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -25,7 +26,12 @@ pytestmark = pytest.mark.skipif(
 
 
 def blas_threads() -> int:
-    return max(int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas")
+    """The thread count of NumPy's own BLAS: another library's (SciPy's OpenBLAS, which numba
+    loads for sadl-kernels) is a second pool that ``np.matmul`` never uses."""
+    pools = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    numpy_libs = os.path.dirname(np.__file__) + ".libs"
+    own = [p for p in pools if p["filepath"].startswith(numpy_libs)] or pools
+    return max(int(p["num_threads"]) for p in own)
 
 
 @pytest.fixture
