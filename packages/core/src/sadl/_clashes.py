@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from sadl._errors import PluginConflictError, SadlPluginWarning
@@ -142,28 +143,41 @@ def settle(
     return lost
 
 
-def _check_preferences(prefer: Any, claims: Any, core: Any, offers: Any, at: Any) -> None:
+def _check_preferences(
+    prefer: dict[str, set[str]],
+    claims: dict[Claim, list[Offer]],
+    core: dict[Claim, Offer],
+    offers: list[tuple[Any, dict[str, list[Any]]]],
+    stacklevel: Callable[[], int],
+) -> None:
     """Warn about each ``SADL_PREFER`` entry that chooses nothing: its plugin is not loaded or
     does not provide the name, or no plugin registers it (a name is looked for among the records,
     then, if the command line settles them, among the commands).
     """
-    final = any("commands" in collected for _, collected in offers)  # every name is known now
-    providers: dict[str, set[str]] = {"": {info.name for info, _ in offers}}
+    # settle() runs once for the records (at discovery) and, when the command line first needs
+    # them, once more for the commands alone. Each entry is judged in the one pass that knows
+    # the answer, so that it is warned about once.
+    commands_pass = any("commands" in collected for _, collected in offers)
+    providers: dict[str, set[str]] = {"": {info.name for info, _ in offers}}  # "" = PLUGIN alone
     for claim, offered in claims.items():
-        providers.setdefault(_key(claim), set()).update(entry[0].name for entry in offered)
-    known = {n for i, _ in offers for v in i.conflicts.values() for n in v}  # set aside names
-    known.update(_key(c) for c in core)
+        providers.setdefault(_key(claim), set()).update(info.name for info, _, _ in offered)
+    # Names that exist though no plugin offers them in this pass: set aside by a clash, or
+    # already served (the built-ins; in the commands pass, every record too).
+    registered = {name for info, _ in offers for names in info.conflicts.values() for name in names}
+    registered.update(_key(claim) for claim in core)
     for key, plugin in sorted((key, p) for key, chosen in prefer.items() for p in chosen):
-        have = providers.get(key, set())
-        if plugin in have or (final and not key):  # chosen well (a lone plugin: checked once)
-            continue
-        if have or not key:
+        offered_by = providers.get(key, set())
+        if plugin in offered_by or (commands_pass and not key):
+            continue  # it chooses (a lone PLUGIN: every plugin was judged in the records pass)
+        if offered_by or not key:
             what = f"{key!r} is provided by" if key else "the loaded plugins are"
-            why = f"{what} {', '.join(sorted(have)) or 'none'}, not {plugin!r}"
-        elif key not in known and final != key.startswith(("np.", ".")):
-            why = f"no plugin registers {key!r}"
-        else:
+            why = f"{what} {', '.join(sorted(offered_by)) or 'none'}, not {plugin!r}"
+        elif key in registered or key.startswith(("np.", ".")) == commands_pass:
+            # Only records claim ``np.NAME`` and ``.suffix``, so the records pass knows whether
+            # anything does; any other name may be a command, known only in the commands pass.
             continue
+        else:
+            why = f"no plugin registers {key!r}"
         entry = f"{key}:{plugin}" if key else plugin
         message = f"SADL_PREFER entry {entry!r} chooses nothing: {why}"
-        warnings.warn(message, SadlPluginWarning, stacklevel=at())
+        warnings.warn(message, SadlPluginWarning, stacklevel=stacklevel())
