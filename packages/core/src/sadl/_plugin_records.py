@@ -17,7 +17,23 @@ __all__ = ["BackendDef", "FormatDef", "LayerDef", "ModelDef", "OptimizerDef"]
 
 
 @dataclass(frozen=True)
-class LayerDef:
+class _ClassDef:
+    """A class a namespace serves by name: LayerDef's and OptimizerDef's fields and checks."""
+
+    name: str
+    cls: type
+    examples: tuple[Example, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self, self.name)
+        if not isinstance(self.cls, type):
+            raise TypeError(
+                f"{type(self).__name__} {self.name!r}: cls must be a class, got {self.cls!r}"
+            )
+        _check_examples(self)
+
+
+class LayerDef(_ClassDef):
     """A layer (or loss module) class, served as ``sadl.nn.<name>`` and ``sadl.<name>``.
 
     ``examples`` (optional, beyond the design contract) are what ``sadl check-plugins`` builds
@@ -26,34 +42,13 @@ class LayerDef:
     e.g. ``LayerDef("Scale", Scale, examples=(Example((4, 3), num_features=3),))``.
     """
 
-    name: str
-    cls: type
-    examples: tuple[Example, ...] = ()
 
-    def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        if not isinstance(self.cls, type):
-            raise TypeError(f"LayerDef {self.name!r}: cls must be a class, got {self.cls!r}")
-        _check_examples(self)
-
-
-@dataclass(frozen=True)
-class OptimizerDef:
+class OptimizerDef(_ClassDef):
     """An optimizer or learning-rate scheduler class, served as ``sadl.optim.<name>``.
 
     ``examples`` (optional) hold constructor keyword arguments for ``sadl check-plugins``, e.g.
     ``Example(lr=0.1)``; without any, the class is built with its defaults.
     """
-
-    name: str
-    cls: type
-    examples: tuple[Example, ...] = ()
-
-    def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        if not isinstance(self.cls, type):
-            raise TypeError(f"OptimizerDef {self.name!r}: cls must be a class, got {self.cls!r}")
-        _check_examples(self)
 
 
 @dataclass(frozen=True)
