@@ -1,6 +1,7 @@
 """sadl-core plus the sample plugin, pip-installed from wheels into a fresh venv."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,9 +141,13 @@ def test_a_missing_package_is_named_with_a_command_that_works_here(run_python):
     assert result.stderr.startswith(
         "sadl: error: 'sadl train' is a command of sadl-models, which is not installed: "
     )
-    # Installed from wheels, away from any checkout: say where the command works.
-    assert result.stderr.rstrip().endswith(
-        "install packages/models (run it in a clone of the sadl repository)"
-    )
+    # Installed from wheels, away from any checkout: say where the command works, with the
+    # installer this interpreter has (pip, or uv in a venv without pip).
+    from sadl.plugins import install_command
+
+    command = install_command("sadl-models")
+    assert command.endswith(" packages/models (run it in a clone of the sadl repository)")
+    assert result.stderr.rstrip().endswith(command)
+    assert shutil.which(command.split()[0]), f"{command!r} names a tool that is not here"
     result = run_python("import sadl; sadl.optim.AdamW")
     assert "'AdamW' is provided by sadl-optim, which is not installed" in result.stderr

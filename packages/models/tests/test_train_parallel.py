@@ -4,8 +4,11 @@ Training on several processes itself is tested with sadl-distributed installed, 
 packages/distributed/tests/test_multiprocess.py (``nox -s distributed``).
 """
 
+import shutil
+
 import pytest
 from sadl.cli import main
+from sadl.plugins import install_command
 from sadl_models.train import TrainConfig, TrainError, parallel, train
 from sadl_models.train.parallel import SingleProcess, launched_by_mpi, setup
 
@@ -30,7 +33,10 @@ def test_nproc_without_sadl_distributed_is_a_one_line_error(without_sadl_distrib
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "--nproc 2, which needs sadl-distributed" in err
-    assert "install 'packages/models[distributed]'" in err  # from this checkout
+    # The installer this interpreter has (pip, or uv in a venv without pip), from this checkout.
+    command = install_command("sadl-models", "distributed")
+    assert f"({command});" in err and command.endswith(" 'packages/models[distributed]'")
+    assert shutil.which(command.split()[0]), f"{command!r} names a tool that is not here"
 
 
 def test_an_mpi_launch_without_sadl_distributed_refuses_to_train_alone(
