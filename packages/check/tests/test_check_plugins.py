@@ -13,10 +13,13 @@ def rows(out):
     return [line.split() for line in out.splitlines() if line.strip()]
 
 
-def ep(name, module=None):
-    return md.EntryPoint(
-        name=name, value=f"fake_check_plugins.{module or name}", group="sadl.plugins"
-    )
+#: sadl-core's fake plugins (good, broken, conflict, the clashes), which these tests share;
+#: this suite's own (wronggrad) are in fake_check_plugins.
+CORE_TESTS = Path(__file__).parents[2] / "core" / "tests"
+
+
+def ep(name, package="fake_plugins"):
+    return md.EntryPoint(name=name, value=f"{package}.{name}", group="sadl.plugins")
 
 
 CHECK = md.EntryPoint(name="check", value="sadl_check.commands", group="sadl.plugins")
@@ -27,6 +30,7 @@ def plugins(restore_plugins, monkeypatch):
     """Load only sadl-check and the given fake plugins (not strict), for one test."""
     monkeypatch.delenv("SADL_PLUGINS_STRICT", raising=False)
     monkeypatch.delenv("SADL_DISABLE_PLUGINS", raising=False)
+    monkeypatch.syspath_prepend(str(CORE_TESTS))
 
     def load(*eps):
         import warnings
@@ -73,7 +77,9 @@ def test_check_plugins_checks_layers_optimizers_and_commands(plugins, capsys):
 
 
 def test_check_plugins_names_each_failing_check_once_with_its_count(plugins, capsys):
-    plugins(ep("wronggrad"))  # a wrong derivative: gradcheck fails on the example and 2 variants
+    plugins(
+        ep("wronggrad", "fake_check_plugins")
+    )  # a wrong derivative: gradcheck fails on the example and 2 variants
     assert main(["check-plugins", "--plugin", "wronggrad"]) == 1
     out = capsys.readouterr().out
     assert ["op", "fake_wrong_cube", "wronggrad", "20", "FAILED:", "gradcheck", "(3)"] in rows(out)
@@ -115,14 +121,10 @@ def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
     assert "registered by 2 plugins" in out
 
 
-CORE_TESTS = Path(__file__).parents[2] / "core" / "tests"
-
-
 def test_check_plugins_fails_each_contested_record_and_passes_the_rest(
     plugins, monkeypatch, capsys
 ):
     # core's clash fixtures: two plugins that register the same name in every kind
-    monkeypatch.syspath_prepend(str(CORE_TESTS))
     monkeypatch.delenv("SADL_PREFER", raising=False)
     clash = [("alpha", "clash_a"), ("omega", "clash_b")]
     plugins(
