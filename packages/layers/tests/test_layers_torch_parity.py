@@ -482,3 +482,22 @@ def test_gradient_at_a_singular_point_matches_torch(op, index):
         if isinstance(mine, sadl.Tensor):
             assert np.isfinite(mine.grad).all()
             np.testing.assert_allclose(mine.grad, reference.grad.numpy(), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [f"{kind}{d}d" for kind in ("Conv", "ConvTranspose", "MaxPool", "AvgPool") for d in (1, 2, 3)],
+)
+def test_conv_and_pool_layers_take_torchs_arguments_in_torchs_order(name):
+    import inspect
+
+    import sadl_layers
+
+    def positional(cls):
+        params = inspect.signature(cls).parameters.values()
+        return [(p.name, p.default) for p in params if p.kind is not p.KEYWORD_ONLY]
+
+    ours, theirs = positional(getattr(sadl_layers, name)), positional(getattr(torch.nn, name))
+    assert ours == theirs[: len(ours)]
+    # what torch has beyond ours: padding_mode (zeros only here), device and dtype (keywords here)
+    assert {n for n, _ in theirs[len(ours) :]} <= {"padding_mode", "device", "dtype"}

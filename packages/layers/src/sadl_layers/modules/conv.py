@@ -21,11 +21,11 @@ from sadl_layers.modules._base import (
 )
 from sadl_layers.ops import conv as _ops
 from sadl_layers.ops import volume as _volume
-from sadl_layers.ops._window import ntuple, pair
+from sadl_layers.ops._window import ntuple
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
-IntPair = int | tuple[int, int]
+Size = int | tuple[int, ...]  #: one int for every spatial axis, or one each
 
 
 def batched(layer: Layer, x: Tensor, channels: int | None, spatial: int) -> tuple[Tensor, bool]:
@@ -53,22 +53,24 @@ class _ConvNd(Layer):
     ``weight.shape[1] * prod(kernel)`` and both start U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     """
 
-    spatial = 2
+    spatial = 2  #: the spatial axes: 1 (N, C, L), 2 (N, C, H, W) or 3 (N, C, D, H, W)
     transposed = False
+    op: Any  #: the functional op (sadl_layers.ops), per class
     output_padding: tuple[int, ...]  #: transposed layers only
 
     def __init__(
         self,
         in_channels: int,
         out_channels: int,
-        kernel_size: Any,
-        stride: Any,
-        padding: Any,
-        dilation: Any,
-        groups: int,
-        bias: bool,
-        rng: np.random.Generator | int | None,
-        dtype: Any,
+        kernel_size: Size,
+        stride: Size = 1,
+        padding: Size | str = 0,
+        dilation: Size = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        rng: np.random.Generator | int | None = None,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -137,17 +139,25 @@ class _ConvNd(Layer):
             "groups": self.groups,
         }
 
-    def _convolve(self, op: Any, x: Any, output_size: Any = None) -> Tensor:
-        """``op`` on ``x`` with this layer's weight, bias and options; an unbatched input gets a
-        batch axis for the call and loses it again. Transposed layers also pass the
-        output_padding that ``output_size`` asks for (their own by default).
+    def _convolve(self, x: Any, output_size: Any = None) -> Tensor:
+        """The class's ``op`` on ``x`` with this layer's weight, bias and options; an unbatched
+        input gets a batch axis for the call and loses it again. Transposed layers also pass
+        the output_padding that ``output_size`` asks for (their own by default).
         """
         x, added = batched(self, as_tensor(x), self.in_channels, self.spatial)
         extra = {}
         if self.transposed:
             extra["output_padding"] = self._param(self._padding_for(x, output_size))
-        out: Tensor = self.call_op(op, x, self.weight, self.bias, **extra, **self._options())
+        out: Tensor = self.call_op(
+            type(self).op, x, self.weight, self.bias, **extra, **self._options()
+        )
         return out.reshape(out.shape[1:]) if added else out
+
+    def forward(self, x: Any) -> Tensor:
+        """Convolve ``x`` of shape (N, C, *spatial) or (C, *spatial): (N, C, L) in 1-D,
+        (N, C, H, W) in 2-D, (N, C, D, H, W) in 3-D.
+        """
+        return self._convolve(x)
 
     def _padding_for(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
         """The output_padding that gives ``output_size`` (torch's ``forward(x, output_size)``)."""
@@ -188,45 +198,6 @@ class _ConvNd(Layer):
         )
 
 
-class Conv2d(_ConvNd):
-    """2-D convolution (cross-correlation) with stride, padding, dilation and groups.
-
-    ``weight`` has shape ``(out_channels, in_channels / groups, kh, kw)`` and ``bias``
-    ``(out_channels,)``, both drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as in torch.
-    """
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: IntPair,
-        stride: IntPair = 1,
-        padding: IntPair = 0,
-        dilation: IntPair = 1,
-        groups: int = 1,
-        bias: bool = True,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            rng,
-            dtype,
-        )
-
-    def forward(self, x: Any) -> Tensor:
-        """Convolve ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
-        return self._convolve(_ops.conv2d, x)
-
-
 class Conv1d(_ConvNd):
     """1-D convolution (cross-correlation) over (N, C, L) inputs, torch's Conv1d.
 
@@ -235,37 +206,17 @@ class Conv1d(_ConvNd):
     """
 
     spatial = 1
+    op = _ops.conv1d
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int = 1,
-        padding: int = 0,
-        dilation: int = 1,
-        groups: int = 1,
-        bias: bool = True,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            rng,
-            dtype,
-        )
 
-    def forward(self, x: Any) -> Tensor:
-        """Convolve ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
-        return self._convolve(_ops.conv1d, x)
+class Conv2d(_ConvNd):
+    """2-D convolution (cross-correlation) with stride, padding, dilation and groups.
+
+    ``weight`` has shape ``(out_channels, in_channels / groups, kh, kw)`` and ``bias``
+    ``(out_channels,)``, both drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as in torch.
+    """
+
+    op = _ops.conv2d
 
 
 class Conv3d(_ConvNd):
@@ -276,43 +227,49 @@ class Conv3d(_ConvNd):
     """
 
     spatial = 3
+    op = _volume.conv3d
+
+
+class _ConvTransposeNd(_ConvNd):
+    """A transposed convolution: weight (in_channels, out_channels / groups, *kernel), and
+    torch's argument order (``output_padding`` after ``padding``, ``dilation`` last).
+    """
+
+    transposed = True
 
     def __init__(
         self,
         in_channels: int,
         out_channels: int,
-        kernel_size: Any,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
+        kernel_size: Size,
+        stride: Size = 1,
+        padding: Size = 0,
+        output_padding: Size = 0,
         groups: int = 1,
         bias: bool = True,
+        dilation: Size = 1,
         *,
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
         super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            rng,
-            dtype,
-        )
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+            rng=rng, dtype=dtype,
+        )  # fmt: skip
+        self.output_padding = self._size(output_padding, "output_padding")
 
-    def forward(self, x: Any) -> Tensor:
-        """Convolve ``x`` of shape ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
-        return self._convolve(_volume.conv3d, x)
+    def forward(self, x: Any, output_size: Any = None) -> Tensor:
+        """Transposed convolution of ``x`` of shape (N, C, *spatial) or (C, *spatial);
+        ``output_size`` (the spatial sizes) picks the output_padding that gives it.
+        """
+        return self._convolve(x, output_size)
 
 
-class _ConvTransposeNd(_ConvNd):
-    """A transposed convolution: weight (in_channels, out_channels / groups, *kernel)."""
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution over (N, C, L) inputs; ``weight`` is (in, out / groups, k)."""
 
-    transposed = True
+    spatial = 1
+    op = _ops.conv_transpose1d
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -323,77 +280,7 @@ class ConvTranspose2d(_ConvTransposeNd):
     ``layer(x, output_size=(H', W'))`` picks the output_padding that gives that size.
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: IntPair,
-        stride: IntPair = 1,
-        padding: IntPair = 0,
-        output_padding: IntPair = 0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation: IntPair = 1,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            rng,
-            dtype,
-        )
-        self.output_padding = pair(output_padding, "ConvTranspose2d", "output_padding")
-
-    def forward(self, x: Any, output_size: Any = None) -> Tensor:
-        """Transposed convolution of ``x`` of shape ``(N, C, H, W)`` (or ``(C, H, W)``)."""
-        return self._convolve(_ops.conv_transpose2d, x, output_size)
-
-
-class ConvTranspose1d(_ConvTransposeNd):
-    """Transposed 1-D convolution over (N, C, L) inputs; ``weight`` is (in, out / groups, k)."""
-
-    spatial = 1
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int = 1,
-        padding: int = 0,
-        output_padding: int = 0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation: int = 1,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            rng,
-            dtype,
-        )
-        self.output_padding = (_ops.single(output_padding, "ConvTranspose1d", "output_padding"),)
-
-    def forward(self, x: Any, output_size: Any = None) -> Tensor:
-        """Transposed convolution of ``x`` of shape ``(N, C, L)`` (or ``(C, L)``)."""
-        return self._convolve(_ops.conv_transpose1d, x, output_size)
+    op = _ops.conv_transpose2d
 
 
 class ConvTranspose3d(_ConvTransposeNd):
@@ -402,36 +289,4 @@ class ConvTranspose3d(_ConvTransposeNd):
     """
 
     spatial = 3
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: Any,
-        stride: Any = 1,
-        padding: Any = 0,
-        output_padding: Any = 0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation: Any = 1,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            rng,
-            dtype,
-        )
-        self.output_padding = ntuple(output_padding, 3, "ConvTranspose3d", "output_padding")
-
-    def forward(self, x: Any, output_size: Any = None) -> Tensor:
-        """Transposed convolution of ``x`` of shape ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
-        return self._convolve(_volume.conv_transpose3d, x, output_size)
+    op = _volume.conv_transpose3d
