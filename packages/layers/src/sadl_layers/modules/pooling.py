@@ -141,6 +141,8 @@ class _AvgPool(_Pool):
 
     def forward(self, x: Any) -> Tensor:
         """Pool ``x`` (with or without its batch axis)."""
+        # torch's AvgPool1d takes no divisor_override, and neither does its op
+        divisor = {} if self.spatial == 1 else {"divisor_override": self.divisor_override}
         out: Tensor = self.call_op(
             type(self).op,
             self._checked(x),
@@ -149,7 +151,7 @@ class _AvgPool(_Pool):
             padding=self.padding,
             ceil_mode=self.ceil_mode,
             count_include_pad=self.count_include_pad,
-            divisor_override=self.divisor_override,
+            **divisor,
         )
         return out
 
@@ -178,9 +180,10 @@ class AvgPool3d(_AvgPool):
     spatial = 3
 
 
-class AvgPool1d(_Pool):
+class AvgPool1d(_AvgPool):
     """Mean over each window of (N, C, L) (zero padding; ``count_include_pad`` as in torch)."""
 
+    op = _ops.avg_pool1d
     spatial = 1
 
     def __init__(
@@ -191,29 +194,7 @@ class AvgPool1d(_Pool):
         ceil_mode: bool = False,
         count_include_pad: bool = True,
     ) -> None:
-        super().__init__(kernel_size, stride, padding)
-        self.ceil_mode = bool(ceil_mode)
-        self.count_include_pad = bool(count_include_pad)
-
-    def forward(self, x: Any) -> Tensor:
-        """Pool ``x`` of shape ``(N, C, L)`` or ``(C, L)``."""
-        out: Tensor = self.call_op(
-            _ops.avg_pool1d,
-            self._checked(x),
-            kernel_size=self.kernel_size,
-            stride=self.stride,
-            padding=self.padding,
-            ceil_mode=self.ceil_mode,
-            count_include_pad=self.count_include_pad,
-        )
-        return out
-
-    def extra_repr(self) -> str:
-        """Window options."""
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"ceil_mode={self.ceil_mode}, count_include_pad={self.count_include_pad}"
-        )
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
 class MaxUnpool2d(Layer):
