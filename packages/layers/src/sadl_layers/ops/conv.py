@@ -323,6 +323,12 @@ def _height_one(a):
     return np.reshape(a, (*shape[:2], 1, shape[2]))
 
 
+def drop_height(y):
+    """(..., 1, L) as (..., L): the 1-D forms' results, computed in 2-D."""
+    shape = shape_of(y)
+    return np.reshape(y, (*shape[:-2], shape[-1]))
+
+
 def _conv1d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation of x (N, C, L) with weight (O, C/groups, k), plus bias."""
     fn = "conv1d"
@@ -344,8 +350,7 @@ def _conv1d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
         dilation=(1, d),
         groups=groups,
     )
-    N, C, _, L = shape_of(y)
-    return np.reshape(y, (N, C, L))
+    return drop_height(y)
 
 
 conv1d: OpDef = OpDef(
@@ -376,8 +381,7 @@ def _conv_transpose1d(
         dilation=(1, single(dilation, fn, "dilation")),
         groups=groups,
     )
-    N, C, _, L = shape_of(y)
-    return np.reshape(y, (N, C, L))
+    return drop_height(y)
 
 
 conv_transpose1d: OpDef = OpDef(

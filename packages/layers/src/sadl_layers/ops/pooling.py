@@ -20,7 +20,7 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, check_real, lowest, shape_of
 from sadl_layers.ops._window import Geometry
-from sadl_layers.ops.conv import single
+from sadl_layers.ops.conv import drop_height, single
 
 __all__ = ["max_pool2d", "avg_pool2d", "max_pool1d", "avg_pool1d"]
 
@@ -361,11 +361,6 @@ def _params_1d(fn, x, kernel_size, stride, padding, dilation=1):
     return params, np.reshape(x, (*shape[:-1], 1, shape[-1]))
 
 
-def _drop_height(y):
-    shape = shape_of(y)
-    return np.reshape(y, (*shape[:-2], shape[-1]))
-
-
 def _max_pool1d(
     x,
     *,
@@ -382,9 +377,9 @@ def _max_pool1d(
     """
     params, x2 = _params_1d("max_pool1d", x, kernel_size, stride, padding, dilation)
     params["ceil_mode"] = bool(ceil_mode)
-    values = _drop_height(MAX_POOL2D_VALUES(x2, **params))
+    values = drop_height(MAX_POOL2D_VALUES(x2, **params))
     if return_indices:
-        return values, _drop_height(MAX_POOL2D_INDICES(x2, **params))
+        return values, drop_height(MAX_POOL2D_INDICES(x2, **params))
     return values
 
 
@@ -404,7 +399,7 @@ def _avg_pool1d(x, *, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     """Mean over each window of length ``kernel_size`` of x (N, C, L) or (C, L)."""
     params, x2 = _params_1d("avg_pool1d", x, kernel_size, stride, padding)
     y = avg_pool2d(x2, ceil_mode=bool(ceil_mode), count_include_pad=count_include_pad, **params)
-    return _drop_height(y)
+    return drop_height(y)
 
 
 avg_pool1d: OpDef = OpDef(

@@ -50,6 +50,36 @@ def _unbatched(y: Any, added: bool) -> Any:
     return np.reshape(y, shape_of(y)[1:]) if added else y
 
 
+def _conv_input(fn: str, x: Any, weight: Any, layout: str) -> tuple[Any, bool]:
+    """``_batched(x)``, once input and weight are checked (floats; weight 5-D, as ``layout``)."""
+    check_float(fn, "input", const(x))
+    check_float(fn, "weight", const(weight))
+    x, added = _batched(fn, x)
+    if np.ndim(weight) != 5:
+        raise ValueError(f"{fn}: weight must have shape {layout}, got {shape_of(weight)}")
+    return x, added
+
+
+def _stride_dilation(fn: str, stride: Any, dilation: Any) -> tuple[Any, Any]:
+    """The stride and dilation triples of a convolution, checked positive."""
+    s, d = _triple(stride, fn, "stride"), _triple(dilation, fn, "dilation")
+    if min(*s, *d) < 1:
+        raise ValueError(
+            f"{fn}: stride and dilation must be positive, got {stride!r}, {dilation!r}"
+        )
+    return s, d
+
+
+def _conv_output(fn: str, out: Any, bias: Any, added: bool) -> Any:
+    """``out`` (N, C_out, D, H, W) plus ``bias`` (C_out,), unbatched again if the input was."""
+    if bias is not None:
+        Co = shape_of(out)[1]
+        if shape_of(bias) != (Co,):
+            raise ValueError(f"{fn}: bias has shape {shape_of(bias)}, expected ({Co},)")
+        out = out + np.reshape(bias, (Co, 1, 1, 1))
+    return _unbatched(out, added)
+
+
 def _depth_taps(x: Any, taps: int, dilation: int, stride: int, count: int) -> list[Any]:
     """Per depth tap, the ``count`` depth slices it reads: (N, C, count, H, W) each.
 
@@ -88,20 +118,9 @@ def _conv3d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
     ``padding`` is an int, a triple, ``"valid"`` or ``"same"`` (stride 1), as in torch.
     """
     fn = "conv3d"
-    check_float(fn, "input", const(x))
-    check_float(fn, "weight", const(weight))
-    x, added = _batched(fn, x)
-    if np.ndim(weight) != 5:
-        raise ValueError(
-            f"{fn}: weight must have shape (out_channels, in_channels / groups, kd, kh, kw), "
-            f"got {shape_of(weight)}"
-        )
+    x, added = _conv_input(fn, x, weight, "(out_channels, in_channels / groups, kd, kh, kw)")
     kernel = shape_of(weight)[2:]
-    s, d = _triple(stride, fn, "stride"), _triple(dilation, fn, "dilation")
-    if min(*s, *d) < 1:
-        raise ValueError(
-            f"{fn}: stride and dilation must be positive, got {stride!r}, {dilation!r}"
-        )
+    s, d = _stride_dilation(fn, stride, dilation)
     before, after = same_padding(fn, padding, kernel, s, d)
     if any(before) or any(after):
         x = np.pad(x, ((0, 0), (0, 0), *zip(before, after)))
@@ -118,13 +137,7 @@ def _conv3d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
         w = weight[:, :, i]
         y = conv2d(_to_batch(taps), w, None, stride=s[1:], dilation=d[1:], groups=groups)
         out = y if out is None else out + y
-    out = _from_batch(out, N)
-    if bias is not None:
-        Co = shape_of(weight)[0]
-        if shape_of(bias) != (Co,):
-            raise ValueError(f"{fn}: bias has shape {shape_of(bias)}, expected ({Co},)")
-        out = out + np.reshape(bias, (Co, 1, 1, 1))
-    return _unbatched(out, added)
+    return _conv_output(fn, _from_batch(out, N), bias, added)
 
 
 conv3d: OpDef = OpDef(
@@ -148,20 +161,9 @@ def _conv_transpose3d(
     output_padding + 1, and likewise for height and width, as in torch.
     """
     fn = "conv_transpose3d"
-    check_float(fn, "input", const(x))
-    check_float(fn, "weight", const(weight))
-    x, added = _batched(fn, x)
-    if np.ndim(weight) != 5:
-        raise ValueError(
-            f"{fn}: weight must have shape (in_channels, out_channels / groups, kd, kh, kw), "
-            f"got {shape_of(weight)}"
-        )
-    s, p = _triple(stride, fn, "stride"), _triple(padding, fn, "padding")
-    op, d = _triple(output_padding, fn, "output_padding"), _triple(dilation, fn, "dilation")
-    if min(*s, *d) < 1:
-        raise ValueError(
-            f"{fn}: stride and dilation must be positive, got {stride!r}, {dilation!r}"
-        )
+    x, added = _conv_input(fn, x, weight, "(in_channels, out_channels / groups, kd, kh, kw)")
+    s, d = _stride_dilation(fn, stride, dilation)
+    p, op = _triple(padding, fn, "padding"), _triple(output_padding, fn, "output_padding")
     if op[0] >= s[0] and op[0] >= d[0]:
         raise ValueError(
             f"{fn}: output_padding {op} must be smaller than the stride {s} or the dilation {d} "
@@ -197,13 +199,7 @@ def _conv_transpose3d(
         out = y if out is None else out + y
     if op[0] > p[0]:
         out = np.pad(out, ((0, 0), (0, 0), (0, op[0] - p[0]), (0, 0), (0, 0)))
-    out = out[:, :, p[0] : p[0] + size]
-    if bias is not None:
-        Co = shape_of(out)[1]
-        if shape_of(bias) != (Co,):
-            raise ValueError(f"{fn}: bias has shape {shape_of(bias)}, expected ({Co},)")
-        out = out + np.reshape(bias, (Co, 1, 1, 1))
-    return _unbatched(out, added)
+    return _conv_output(fn, out[:, :, p[0] : p[0] + size], bias, added)
 
 
 conv_transpose3d: OpDef = OpDef(
