@@ -43,9 +43,12 @@ def _check_dropout(name: str, p: Any) -> float:
 
 
 class _Recurrent(Layer):
-    """What RNN, LSTM and GRU share: parameters, shapes, layers, directions, dropout."""
+    """What RNN, LSTM and GRU share: parameters, shapes, layers, directions, dropout; the
+    constructor is LSTM's and GRU's (RNN's adds ``nonlinearity``).
+    """
 
     kind: str = "RNN"
+    nonlinearity = "tanh"  #: RNN's may be "relu"
 
     def __init__(
         self,
@@ -57,7 +60,6 @@ class _Recurrent(Layer):
         dropout: float = 0.0,
         bidirectional: bool = False,
         *,
-        nonlinearity: str = "tanh",
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
@@ -70,9 +72,6 @@ class _Recurrent(Layer):
         self.batch_first = bool(batch_first)
         self.dropout = _check_dropout(name, dropout)
         self.bidirectional = bool(bidirectional)
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"{name}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        self.nonlinearity = nonlinearity
         gen = resolve_generator(rng)
         dtype = param_dtype(dtype)
         # Between layers only; it draws from ``rng`` when one is given (as the init does).
@@ -232,6 +231,11 @@ class RNN(_OneState):
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(
+                f"{type(self).__name__}: nonlinearity must be 'tanh' or 'relu', got "
+                f"{nonlinearity!r}"
+            )
         super().__init__(
             input_size,
             hidden_size,
@@ -240,10 +244,10 @@ class RNN(_OneState):
             batch_first,
             dropout,
             bidirectional,
-            nonlinearity=nonlinearity,
             rng=rng,
             dtype=dtype,
         )
+        self.nonlinearity = nonlinearity
 
     def _direction(
         self, x: Tensor, states: list[Any], weights: tuple[Any, ...], reverse: bool
@@ -268,31 +272,6 @@ class GRU(_OneState):
 
     kind = "GRU"
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            rng=rng,
-            dtype=dtype,
-        )
-
     def _direction(
         self, x: Tensor, states: list[Any], weights: tuple[Any, ...], reverse: bool
     ) -> tuple[Tensor, list[Tensor]]:
@@ -309,31 +288,6 @@ class LSTM(_Recurrent):
     """
 
     kind = "LSTM"
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        *,
-        rng: np.random.Generator | int | None = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            rng=rng,
-            dtype=dtype,
-        )
 
     def _direction(
         self, x: Tensor, states: list[Any], weights: tuple[Any, ...], reverse: bool
