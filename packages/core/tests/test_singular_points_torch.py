@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sadl
 from sadl._builtin import CORE_OPS
-from sadl.testing import materialize
+from sadl_check.torch_parity import assert_singular_point_matches_torch
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference here (a test dependency)")
 
@@ -41,30 +41,7 @@ def test_every_op_with_singular_points_has_a_torch_reference():
 @pytest.mark.parametrize(("name", "index"), SINGULAR, ids=[f"{n}-{i}" for n, i in SINGULAR])
 def test_gradient_at_a_singular_point_matches_torch(name, index):
     op = sadl.ops.get(name)
-    example = op.singular_points[index]
-    inputs, params = materialize(example, np.random.default_rng(0))
-    ours = [
-        sadl.Tensor(x.copy(), requires_grad=True) if isinstance(x, np.ndarray) else x
-        for x in inputs
-    ]
-    theirs = [
-        torch.tensor(x, requires_grad=True) if isinstance(x, np.ndarray) else x for x in inputs
-    ]
-    out = op(*ours, **params)
-    ref = TORCH[name](*theirs, **params)
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-12)
-    weights = np.random.default_rng(1).uniform(0.5, 1.5, size=out.shape)
-    (out * weights).sum().backward()
-    (ref * torch.tensor(weights)).sum().backward()
-    for mine, reference in zip(ours, theirs):
-        if not isinstance(mine, sadl.Tensor):
-            continue
-        assert np.isfinite(mine.grad).all(), f"{name}: {mine.grad}"
-        expected = reference.grad.numpy()
-        finite = np.isfinite(expected)
-        np.testing.assert_allclose(mine.grad[finite], expected[finite], rtol=1e-10, atol=1e-12)
-        if not finite.all():
-            assert name in SADL_FINITE_WHERE_TORCH_IS_NAN, f"{name}: torch gives {expected}"
+    assert_singular_point_matches_torch(op, index, TORCH[name], SADL_FINITE_WHERE_TORCH_IS_NAN)
 
 
 @pytest.mark.parametrize(
