@@ -239,7 +239,15 @@ def checkpoint_resume(out):
     info = dist.load_checkpoint(path, model=model2, optimizer=opt2, rng=rng2)
     train(model2, opt2, rng2, 3)
     resumed = [p.numpy() for p in model2.parameters()]
+    # A file only rank 1 lacks: every rank raises rank 1's error, none waits for the other.
+    where = path if dist.get_group().rank == 0 else Path(out) / "missing.sadl"
+    try:
+        dist.load_checkpoint(where)
+        failure = ""
+    except dist.DistributedError as exc:
+        failure = str(exc)
     return {
+        "one_rank_failed": failure,
         "written_before_return": written,
         "step": info["step"],
         "bit_identical": all(np.array_equal(a, b) for a, b in zip(straight, resumed)),

@@ -94,6 +94,7 @@ def test_checkpoint_written_by_rank_0_resumes_bit_identically_on_every_rank(fact
         assert rank_facts["step"] == 3
         assert rank_facts["bit_identical"]
         assert 0 < rank_facts["state_entries_here"] < 28  # this rank's share of the state
+        assert rank_facts["one_rank_failed"].startswith("rank 1 failed loading the checkpoint ")
 
 
 def test_collectives_on_two_ranks(facts):

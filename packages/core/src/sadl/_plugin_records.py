@@ -27,9 +27,8 @@ class _ClassDef:
     def __post_init__(self) -> None:
         _check_name(self, self.name)
         if not isinstance(self.cls, type):
-            raise TypeError(
-                f"{type(self).__name__} {self.name!r}: cls must be a class, got {self.cls!r}"
-            )
+            kind = type(self).__name__
+            raise TypeError(f"{kind} {self.name!r}: cls must be a class, got {self.cls!r}")
         _check_examples(self)
 
 

@@ -14,7 +14,9 @@ naming the rank, instead of leaving the others waiting.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -48,8 +50,7 @@ def save_checkpoint(
     unsharded state.
     """
     g = group or get_group()
-    error = ""
-    try:
+    with _raised_on_every_rank(f"saving the checkpoint {os.fspath(path)}", g):
         if isinstance(optimizer, ShardedOptimizer):
             optimizer_state = optimizer.gather_state_dict(dst=0)
         elif optimizer is not None and g.rank == 0:
@@ -66,11 +67,6 @@ def save_checkpoint(
                 rng=rng,
                 extra=extra,
             )
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        if g.size == 1:
-            raise
-    _raise_if_any_failed(error, f"saving the checkpoint {os.fspath(path)}", g)
 
 
 def load_checkpoint(
@@ -87,9 +83,8 @@ def load_checkpoint(
     ``sadl_serialize.load_checkpoint``). Collective.
     """
     g = group or get_group()
-    error = ""
     info: dict[str, Any] = {}
-    try:
+    with _raised_on_every_rank(f"loading the checkpoint {os.fspath(path)}", g):
         info = sadl_serialize.load_checkpoint(
             path,
             model=_unwrap(model),
@@ -98,11 +93,6 @@ def load_checkpoint(
             rng=rng,
             strict=strict,
         )
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        if g.size == 1:
-            raise
-    _raise_if_any_failed(error, f"loading the checkpoint {os.fspath(path)}", g)
     return info
 
 
@@ -110,8 +100,18 @@ def _unwrap(model: Any) -> Any:
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
-def _raise_if_any_failed(error: str, what: str, group: ProcessGroup) -> None:
-    """Every rank learns whether any rank failed, and raises the same error if one did."""
+@contextlib.contextmanager
+def _raised_on_every_rank(what: str, group: ProcessGroup) -> Iterator[None]:
+    """Run the block on every rank; if it raised on any, every rank raises that error, naming
+    the rank (a single process raises its own error as is). Collective.
+    """
+    error = ""
+    try:
+        yield
+    except Exception as exc:
+        if group.size == 1:
+            raise
+        error = f"{type(exc).__name__}: {exc}"
     if group.size == 1:
         return
     for r, text in enumerate(gather_bytes(error.encode(), group=group)):
