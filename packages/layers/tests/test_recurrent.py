@@ -151,6 +151,16 @@ def test_clear_errors(call, pattern):
         call()
 
 
+@pytest.mark.parametrize("cls", [GRU, LSTM, GRUCell, LSTMCell])
+def test_only_the_elman_layers_take_a_nonlinearity(cls):
+    # torch's LSTM, GRU and their cells have none: it must not be accepted and ignored.
+    with pytest.raises(TypeError, match="nonlinearity"):
+        cls(3, 4, nonlinearity="relu")
+    assert RNNCell(3, 4, nonlinearity="relu").nonlinearity == "relu"
+    with pytest.raises(ValueError, match=r"RNNCell: nonlinearity must be 'tanh' or 'relu'"):
+        RNNCell(3, 4, nonlinearity="gelu")
+
+
 # ------------------------------------------------------------------------------ torch
 
 torch_required = pytest.mark.skipif(

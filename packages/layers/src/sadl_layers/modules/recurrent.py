@@ -42,6 +42,11 @@ def _check_dropout(name: str, p: Any) -> float:
     return float(p)
 
 
+def _check_nonlinearity(name: str, nonlinearity: Any) -> None:
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{name}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+
+
 class _Recurrent(Layer):
     """What RNN, LSTM and GRU share: parameters, shapes, layers, directions, dropout; the
     constructor is LSTM's and GRU's (RNN's adds ``nonlinearity``).
@@ -231,11 +236,7 @@ class RNN(_OneState):
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(
-                f"{type(self).__name__}: nonlinearity must be 'tanh' or 'relu', got "
-                f"{nonlinearity!r}"
-            )
+        _check_nonlinearity(type(self).__name__, nonlinearity)
         super().__init__(
             input_size,
             hidden_size,
@@ -320,9 +321,12 @@ class LSTM(_Recurrent):
 
 
 class _Cell(Layer):
-    """One step of a recurrent layer: ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``."""
+    """One step of a recurrent layer: ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``;
+    the constructor is LSTMCell's and GRUCell's (RNNCell's adds ``nonlinearity``).
+    """
 
     kind: str = "RNN"
+    nonlinearity = "tanh"  #: RNNCell's may be "relu"
 
     def __init__(
         self,
@@ -330,7 +334,6 @@ class _Cell(Layer):
         hidden_size: int,
         bias: bool = True,
         *,
-        nonlinearity: str = "tanh",
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
@@ -339,9 +342,6 @@ class _Cell(Layer):
         self.input_size = check_count(name, "input_size", input_size)
         self.hidden_size = check_count(name, "hidden_size", hidden_size)
         self.bias = bool(bias)
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"{name}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        self.nonlinearity = nonlinearity
         gen = resolve_generator(rng)
         dtype = param_dtype(dtype)
         H, G = self.hidden_size, _GATES[self.kind]
@@ -398,9 +398,9 @@ class RNNCell(_Cell):
         rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
-        super().__init__(
-            input_size, hidden_size, bias, nonlinearity=nonlinearity, rng=rng, dtype=dtype
-        )
+        _check_nonlinearity(type(self).__name__, nonlinearity)
+        super().__init__(input_size, hidden_size, bias, rng=rng, dtype=dtype)
+        self.nonlinearity = nonlinearity
 
     def forward(self, x: Any, hx: Any = None) -> Tensor:
         """The next hidden state for input ``x`` (B, I) and state ``hx`` (B, H) (None: zeros)."""
