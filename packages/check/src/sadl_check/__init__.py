@@ -5,6 +5,8 @@
   ``sadl check-plugins`` runs them on everything every installed plugin registers.
 * device-test helpers: ``available_devices``, ``move``, ``project``, ``assert_close``,
   ``serve_device_as``.
+* ``sadl_check.torch_parity``: PyTorch as the reference for an op, in float64 (forward, gradient,
+  double backward, singular points); torch is imported only when one of its checks is called.
 * ``sadl_check.viz``: the graph behind a tensor as Graphviz DOT text (``sadl.viz``).
 
 Installed, every name is also served under its old home in core: ``sadl.testing.check_op``,
