@@ -93,6 +93,15 @@ UNARY = {
     "log_softmax": lambda x: ops.log_softmax(x, axis=-1),
     "sort": lambda x: ops.sort(x, axis=-1),
     "clip": lambda x: ops.clip(x, -0.5, 0.7),
+    "cumprod": lambda x: ops.cumprod(ops.clip(x, 0.8, 1.2), axis=-1),
+    "cumprod_zeros": lambda x: ops.cumprod(ops.where(x > 1.2, 0.0, ops.clip(x, 0.8, 1.2)), axis=0),
+    "softsign": lambda x: ops.softsign(x),
+    "take": lambda x: ops.take(x, indices=np.array([0, -1, 0]), axis=-1),
+    "take_sorted": lambda x: ops.take_along_axis(x, indices=ops.argsort(x, axis=0), axis=0),
+    "predicates": lambda x: ops.where(
+        ops.signbit(x) | ops.isclose(x, ops.rint(x), atol=0.1), x * 0.5, x
+    ),
+    "inf_guard": lambda x: ops.where(ops.isposinf(x * 1e308) | ops.isneginf(x * 1e308), 0.0, x),
     "masked": lambda x: ops.where(x > 0, x, x * 0.1),
     "tril": lambda x: ops.tril(x),
 }
@@ -122,6 +131,10 @@ REDUCE = {
     "std": lambda x: ops.std(x + 0.0) + 0.0,
     "norm": lambda x: ops.norm(x + 1.0),
     "prod": lambda x: ops.prod(ops.clip(x, 0.9, 1.1)),
+    "row_prod": lambda x: ops.prod(ops.where(x > 1.2, 0.0, ops.clip(x, -1.1, 1.1)), axis=-1).sum(),
+    "row_var": lambda x: ops.var(x, axis=0, ddof=1).sum() + ops.std(x, axis=-1).sum(),
+    "count_nonzero": lambda x: x.sum() * ops.count_nonzero(x > 0.2),
+    "tensordot": lambda x: ops.tensordot(x, x, axes=([0], [0])).sum() * 0.1,
     "masked_sum": lambda x: (x[x > 0.1] ** 2).sum(),  # value-dependent size and its backward
     "masked_mean": lambda x: ops.sqrt(x[x < 0.3] ** 2 + 1).mean() if True else None,
     "row_max": lambda x: x.max(axis=-1).sum(),
@@ -282,6 +295,7 @@ LAYERS = (
         "mish": lambda r, c: (sadl.nn.Mish(), c),
         "elu": lambda r, c: (sadl.nn.ELU(), c),
         "softplus": lambda r, c: (sadl.nn.Softplus(), c),
+        "softsign": lambda r, c: (sadl.nn.Softsign(), c),
         "layernorm": lambda r, c: (sadl.nn.LayerNorm(c), c),
         "rmsnorm": lambda r, c: (sadl.nn.RMSNorm(c), c),
         "batchnorm": lambda r, c: (sadl.nn.BatchNorm1d(c), c),
@@ -463,7 +477,9 @@ def _compare(a, b, exact, where=""):
         if exact or a.dtype.kind not in "fc":
             assert a.tobytes() == b.tobytes(), (where, a, b)
         else:
-            np.testing.assert_allclose(a, b, rtol=FUSED_RTOL, atol=FUSED_RTOL, equal_nan=True)
+            np.testing.assert_allclose(
+                a, b, rtol=FUSED_RTOL, atol=FUSED_RTOL, equal_nan=True, err_msg=where
+            )
         return
     if isinstance(a, float) and math.isnan(a):
         assert math.isnan(b), where
@@ -502,8 +518,41 @@ def run_program(program, fusion):
         except CompileError:
             return "refused"
         seen = _snapshot(out, params_c, holders_c)
+        if fusion:
+            _loosen_null_gradient_params(program, seen_e[: i + 1], seen)
         _compare(seen_e[i], seen, exact=not fusion, where=f"call {i}")
     return "ok"
+
+
+#: Optimizers whose step is about lr whatever the gradient's size (m / sqrt(v), sign).
+ADAPTIVE = {"adam", "adamw", "rmsprop", "adagrad", "lion"}
+
+
+def _loosen_null_gradient_params(program, seen_e, seen):
+    """With fusion, a kernel's rounding (within its stated tolerance) of a gradient that is zero
+    but for rounding (a norm's bias before a batch norm, which removes any shift) becomes a step
+    of lr under an adaptive optimizer (docs/kernels.md, the GPT test): such a parameter is
+    compared to ``lr`` per call; every other one, its gradient and the optimizer state, to
+    ``FUSED_RTOL``. Replaces the compiled parameter by eager's where it is within that bound.
+    """
+    if getattr(program, "optimizer", None) not in ADAPTIVE:
+        return
+    lr = 0.01
+    grads = [s["grads"] for s in seen_e]
+    scale = max((np.abs(g).max() for call in grads for g in call if g is not None), default=0.0)
+    bound = lr * len(seen_e)
+    null = []
+    for k, (a, b) in enumerate(zip(seen_e[-1]["params"], seen["params"])):
+        if all(call[k] is None or np.abs(call[k]).max() <= 1e-6 * scale for call in grads):
+            null.append(a.tobytes())
+            if a.shape == b.shape and np.abs(a - b).max() <= bound:
+                seen["params"][k] = a
+    model = seen_e[-1]["state0"]  # the model's state_dict holds the parameters too
+    for name, a in model.items():
+        b = seen["state0"].get(name)
+        near = b is not None and a.shape == b.shape and np.abs(a - b).max() <= bound
+        if a.tobytes() in null and near:
+            seen["state0"][name] = a
 
 
 def _current_params(program, state, params):
