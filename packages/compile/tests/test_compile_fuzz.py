@@ -43,6 +43,11 @@ def _pos(x):
     return ops.absolute(x) + 0.5
 
 
+def _reversed_repeat(n):
+    """Indices n-2, ..., 1, 0, 0: the shape kept, one index twice (its gradient adds up)."""
+    return np.maximum(np.arange(n)[::-1] - 1, 0)
+
+
 def _slice_iadd(x):
     h = x * 1.0
     h[0] += 1.0  # an in-place op through a view of a non-leaf
@@ -96,7 +101,7 @@ UNARY = {
     "cumprod": lambda x: ops.cumprod(ops.clip(x, 0.8, 1.2), axis=-1),
     "cumprod_zeros": lambda x: ops.cumprod(ops.where(x > 1.2, 0.0, ops.clip(x, 0.8, 1.2)), axis=0),
     "softsign": lambda x: ops.softsign(x),
-    "take": lambda x: ops.take(x, indices=np.array([0, -1, 0]), axis=-1),
+    "take": lambda x: ops.take(x, indices=_reversed_repeat(x.shape[-1]), axis=-1),
     "take_sorted": lambda x: ops.take_along_axis(x, indices=ops.argsort(x, axis=0), axis=0),
     "predicates": lambda x: ops.where(
         ops.signbit(x) | ops.isclose(x, ops.rint(x), atol=0.1), x * 0.5, x
@@ -118,6 +123,8 @@ BINARY = {
     "hypot": lambda a, b: ops.hypot(a, b) + 0.0,
     "logaddexp": lambda a, b: ops.logaddexp(a, b),
     "where": lambda a, b: ops.where(a > b, a, b),
+    "isclose": lambda a, b: ops.where(ops.isclose(a, b, atol=0.5), a * b, a - b),
+    "count_rows": lambda a, b: a * ops.count_nonzero(b > 0, axis=-1, keepdims=True),
     "matmul": lambda a, b: ops.matmul(a, ops.transpose(b)) @ b * 0.1,
     "self_mul": lambda a, b: a * a,  # one value, two operands
 }
