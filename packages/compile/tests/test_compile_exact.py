@@ -707,3 +707,32 @@ def test_generator_set_to_a_state_from_outside_the_call_is_refused():
     state = np.random.PCG64(11).state
     with pytest.raises(CompileError, match="state of a sadl generator was set inside the call"):
         sadl.compile(moved)(np.zeros(3))
+
+
+def test_checkpointed_dropout_without_determinism_check_replays_the_forward_mask():
+    # sadl.checkpoint sets the generator back to recompute dropout in backward; without its
+    # determinism check (which made each replay fall back), replays recomputed with a new
+    # mask: gradients wrong from the second call on. Now the set-back is replayed, no fallback.
+    def run(compile_it):
+        sadl.manual_seed(0)
+        w = sadl.Parameter(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+
+        def body(h):
+            return (h * (sadl.rand(*h.shape, dtype=np.float64) > 0.5)).tanh()
+
+        def step(x):
+            y = sadl.checkpoint(body, x * w, determinism_check="none")
+            (y * y).sum().backward()
+            return y.detach()
+
+        fn = sadl.compile(step) if compile_it else step
+        seen = []
+        for k in range(4):
+            w.grad = None
+            seen.append((fn(sadl.tensor(np.full((3, 4), 1.0 + k))), w.grad.copy()))
+        return seen, fn
+
+    eager, _ = run(False)
+    replayed, compiled = run(True)
+    same(eager, replayed)
+    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats
