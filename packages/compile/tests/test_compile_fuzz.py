@@ -223,11 +223,13 @@ class Expression:
         self.accumulate = rng.random() < 0.2  # .grad kept between calls (accumulates)
         self.no_grad_call = rng.random() < 0.15  # one call under sadl.no_grad()
         self.checkpoint = rng.random() < 0.15
+        self.inner_draw = rng.random() < 0.3  # a dropout-like draw inside the body
+        self.reseed = rng.random() < 0.1  # sadl.manual_seed inside the call
         self.features = {f"unary:{s[1]}" if s[0] == "u" else f"binary:{s[1]}" for s in self.steps}
         self.features.add(f"reduce:{self.reduce}")
         self.features.add(f"result:{self.wrap}")
         flags = ("draw", "rng_int", "scalar", "grad", "closure_array", "rebind", "flip")
-        for flag in (*flags, "accumulate", "no_grad_call", "checkpoint"):
+        for flag in (*flags, "accumulate", "no_grad_call", "checkpoint", "inner_draw", "reseed"):
             if getattr(self, flag):
                 self.features.add(flag)
 
@@ -255,12 +257,18 @@ class Expression:
 
             def body(*pool):
                 pool = list(pool)
-                for st in spec.steps:
+                for k, st in enumerate(spec.steps):
                     if st[0] == "u":
                         pool.append(UNARY[st[1]](pool[st[2]]))
                     else:
                         pool.append(BINARY[st[1]](pool[st[2]], pool[st[3]]))
+                    if spec.inner_draw and k == 0:  # checkpointing replays it in backward
+                        keep = sadl.rand(*pool[-1].shape, dtype=dtype) > 0.3
+                        pool[-1] = pool[-1] * keep
                 return pool[-1]
+
+            if spec.reseed:
+                sadl.manual_seed(spec.seed % 1000)
 
             if spec.checkpoint and sadl.is_grad_enabled():
                 last = sadl.checkpoint(body, *pool)
