@@ -592,3 +592,147 @@ def test_fallback_after_a_draw_keeps_the_eager_stream():
     for x, expected in zip(xs, eager):
         same(expected, compiled(sadl.tensor(x)))
     assert compiled.stats.fallbacks == 1, compiled.stats
+
+
+@pytest.mark.parametrize("keep_grad", [False, True], ids=["grad_none", "grad_kept"])
+def test_gradient_written_in_place_after_backward_is_replayed(keep_grad):
+    # The fuzzer's hand-run training loop: backward, then `p.grad[...] = 0` under no_grad with
+    # the step's result only the loss. The write is into the array the `.grad` assignment hands
+    # out, read by nothing later in the graph: dead_code dropped it and replays left the
+    # gradient unzeroed (|grad| 0.42 where eager has 0).
+    def run(fn_of):
+        p = sadl.Parameter(np.array([1.0, 2.0, 3.0]))
+
+        def step(x):
+            (p * x).sum().backward()
+            with sadl.no_grad():
+                p.grad[1:] = 0.0
+                p.data *= 0.5
+            return None
+
+        fn = fn_of(step)
+        seen = []
+        for k in range(4):
+            if not keep_grad:
+                p.grad = None
+            fn(sadl.tensor(np.array([1.0, 2.0, 4.0]) * (k + 1)))
+            seen.append((p.data.copy(), p.grad.copy()))
+        return seen
+
+    for (de, ge), (dc, gr) in zip(run(lambda f: f), run(sadl.compile), strict=True):
+        same(de, dc)
+        same(ge, gr)
+
+
+def test_array_assigned_to_data_then_written_in_place_is_replayed():
+    p = sadl.Parameter(np.array([1.0, 2.0, 3.0]))
+
+    def step(x):
+        with sadl.no_grad():
+            new = x * 2.0
+            p.data = new
+            new[0] = -1.0  # after the assignment: p.data sees it
+        return None
+
+    compiled = sadl.compile(step)
+    for k in range(3):
+        compiled(np.full(3, k + 1.0))
+        same(p.data, np.array([-1.0, 2.0 * (k + 1), 2.0 * (k + 1)]))
+
+
+def _noisy_step(mode, w):
+    """A step that sets sadl's generator inside the call (`mode`), then draws a dropout mask."""
+
+    def step(x):
+        drawn = None
+        if mode == "manual_seed":
+            sadl.manual_seed(5)
+        elif mode == "set_rng_state":
+            saved = sadl.random.get_rng_state()
+            drawn = sadl.rand(3, dtype=np.float64)
+            sadl.random.set_rng_state(saved)  # the next draw repeats the one above
+        elif mode == "set_back_at_end":
+            saved = sadl.random.get_rng_state()
+        h = x * w
+        y = (h * (sadl.rand(*h.shape, dtype=np.float64) > 0.5)).tanh()
+        if mode == "set_back_at_end":
+            sadl.random.set_rng_state(saved)  # no draw after it: the call ends here
+        (y * y).sum().backward()
+        return y.detach() if drawn is None else (y.detach(), drawn)
+
+    return step
+
+
+@pytest.mark.parametrize("mode", ["manual_seed", "set_rng_state", "set_back_at_end"])
+def test_generator_seeded_or_set_back_inside_the_call_replays_as_eager(mode):
+    # Found by hand (issue 23 fuzzing): `sadl.manual_seed(5)` inside a compiled step, or a
+    # state taken with get_rng_state and set back inside it, was not replayed: replays drew on
+    # from the stream the previous call left (another dropout mask each call, where eager
+    # draws the same one), a silent difference in the result, the gradient and the generator.
+    def run(compile_it):
+        sadl.manual_seed(0)
+        w = sadl.Parameter(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+        step = _noisy_step(mode, w)
+        fn = sadl.compile(step) if compile_it else step
+        seen = []
+        for k in range(4):
+            w.grad = None
+            out = fn(sadl.tensor(np.full((3, 4), 1.0 + k)))
+            seen.append((out, w.grad.copy(), sadl.default_generator().bit_generator.state))
+        return seen, fn
+
+    eager, _ = run(False)
+    replayed, compiled = run(True)
+    for (oe, ge, se), (oc, gr, sc) in zip(eager, replayed, strict=True):
+        same(oe, oc)
+        same(ge, gr)
+        assert se == sc
+    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats
+
+
+def test_generator_set_to_a_state_from_outside_the_call_is_refused():
+    saved = sadl.random.get_rng_state()  # eager sets it back to this every call
+
+    def step(x):
+        sadl.random.set_rng_state(saved)  # a state no draw of the call had: not replayable
+        return x + sadl.rand(3, dtype=np.float64)
+
+    with pytest.raises(CompileError, match=r"set_rng_state\(...\) at .*test_compile_exact"):
+        sadl.compile(step)(np.zeros(3))
+
+    def moved(x):
+        sadl.default_generator().bit_generator.state = state  # behind sadl.random's back
+        return x + sadl.rand(3, dtype=np.float64)
+
+    state = np.random.PCG64(11).state
+    with pytest.raises(CompileError, match="state of a sadl generator was set inside the call"):
+        sadl.compile(moved)(np.zeros(3))
+
+
+def test_checkpointed_dropout_without_determinism_check_replays_the_forward_mask():
+    # sadl.checkpoint sets the generator back to recompute dropout in backward; without its
+    # determinism check (which made each replay fall back), replays recomputed with a new
+    # mask: gradients wrong from the second call on. Now the set-back is replayed, no fallback.
+    def run(compile_it):
+        sadl.manual_seed(0)
+        w = sadl.Parameter(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+
+        def body(h):
+            return (h * (sadl.rand(*h.shape, dtype=np.float64) > 0.5)).tanh()
+
+        def step(x):
+            y = sadl.checkpoint(body, x * w, determinism_check="none")
+            (y * y).sum().backward()
+            return y.detach()
+
+        fn = sadl.compile(step) if compile_it else step
+        seen = []
+        for k in range(4):
+            w.grad = None
+            seen.append((fn(sadl.tensor(np.full((3, 4), 1.0 + k))), w.grad.copy()))
+        return seen, fn
+
+    eager, _ = run(False)
+    replayed, compiled = run(True)
+    same(eager, replayed)
+    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats

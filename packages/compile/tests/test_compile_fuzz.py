@@ -43,6 +43,11 @@ def _pos(x):
     return ops.absolute(x) + 0.5
 
 
+def _reversed_repeat(n):
+    """Indices n-2, ..., 1, 0, 0: the shape kept, one index twice (its gradient adds up)."""
+    return np.maximum(np.arange(n)[::-1] - 1, 0)
+
+
 def _slice_iadd(x):
     h = x * 1.0
     h[0] += 1.0  # an in-place op through a view of a non-leaf
@@ -93,6 +98,15 @@ UNARY = {
     "log_softmax": lambda x: ops.log_softmax(x, axis=-1),
     "sort": lambda x: ops.sort(x, axis=-1),
     "clip": lambda x: ops.clip(x, -0.5, 0.7),
+    "cumprod": lambda x: ops.cumprod(ops.clip(x, 0.8, 1.2), axis=-1),
+    "cumprod_zeros": lambda x: ops.cumprod(ops.where(x > 1.2, 0.0, ops.clip(x, 0.8, 1.2)), axis=0),
+    "softsign": lambda x: ops.softsign(x),
+    "take": lambda x: ops.take(x, indices=_reversed_repeat(x.shape[-1]), axis=-1),
+    "take_sorted": lambda x: ops.take_along_axis(x, indices=ops.argsort(x, axis=0), axis=0),
+    "predicates": lambda x: ops.where(
+        ops.signbit(x) | ops.isclose(x, ops.rint(x), atol=0.1), x * 0.5, x
+    ),
+    "inf_guard": lambda x: ops.where(ops.isposinf(x * 1e308) | ops.isneginf(x * 1e308), 0.0, x),
     "masked": lambda x: ops.where(x > 0, x, x * 0.1),
     "tril": lambda x: ops.tril(x),
 }
@@ -109,6 +123,8 @@ BINARY = {
     "hypot": lambda a, b: ops.hypot(a, b) + 0.0,
     "logaddexp": lambda a, b: ops.logaddexp(a, b),
     "where": lambda a, b: ops.where(a > b, a, b),
+    "isclose": lambda a, b: ops.where(ops.isclose(a, b, atol=0.5), a * b, a - b),
+    "count_rows": lambda a, b: a * ops.count_nonzero(b > 0, axis=-1, keepdims=True),
     "matmul": lambda a, b: ops.matmul(a, ops.transpose(b)) @ b * 0.1,
     "self_mul": lambda a, b: a * a,  # one value, two operands
 }
@@ -122,6 +138,10 @@ REDUCE = {
     "std": lambda x: ops.std(x + 0.0) + 0.0,
     "norm": lambda x: ops.norm(x + 1.0),
     "prod": lambda x: ops.prod(ops.clip(x, 0.9, 1.1)),
+    "row_prod": lambda x: ops.prod(ops.where(x > 1.2, 0.0, ops.clip(x, -1.1, 1.1)), axis=-1).sum(),
+    "row_var": lambda x: ops.var(x, axis=0, ddof=1).sum() + ops.std(x, axis=-1).sum(),
+    "count_nonzero": lambda x: x.sum() * ops.count_nonzero(x > 0.2),
+    "tensordot": lambda x: ops.tensordot(x, x, axes=([0], [0])).sum() * 0.1,
     "masked_sum": lambda x: (x[x > 0.1] ** 2).sum(),  # value-dependent size and its backward
     "masked_mean": lambda x: ops.sqrt(x[x < 0.3] ** 2 + 1).mean() if True else None,
     "row_max": lambda x: x.max(axis=-1).sum(),
@@ -203,11 +223,13 @@ class Expression:
         self.accumulate = rng.random() < 0.2  # .grad kept between calls (accumulates)
         self.no_grad_call = rng.random() < 0.15  # one call under sadl.no_grad()
         self.checkpoint = rng.random() < 0.15
+        self.inner_draw = rng.random() < 0.3  # a dropout-like draw inside the body
+        self.reseed = rng.random() < 0.1  # sadl.manual_seed inside the call
         self.features = {f"unary:{s[1]}" if s[0] == "u" else f"binary:{s[1]}" for s in self.steps}
         self.features.add(f"reduce:{self.reduce}")
         self.features.add(f"result:{self.wrap}")
         flags = ("draw", "rng_int", "scalar", "grad", "closure_array", "rebind", "flip")
-        for flag in (*flags, "accumulate", "no_grad_call", "checkpoint"):
+        for flag in (*flags, "accumulate", "no_grad_call", "checkpoint", "inner_draw", "reseed"):
             if getattr(self, flag):
                 self.features.add(flag)
 
@@ -235,12 +257,18 @@ class Expression:
 
             def body(*pool):
                 pool = list(pool)
-                for st in spec.steps:
+                for k, st in enumerate(spec.steps):
                     if st[0] == "u":
                         pool.append(UNARY[st[1]](pool[st[2]]))
                     else:
                         pool.append(BINARY[st[1]](pool[st[2]], pool[st[3]]))
+                    if spec.inner_draw and k == 0:  # checkpointing replays it in backward
+                        keep = sadl.rand(*pool[-1].shape, dtype=dtype) > 0.3
+                        pool[-1] = pool[-1] * keep
                 return pool[-1]
+
+            if spec.reseed:
+                sadl.manual_seed(spec.seed % 1000)
 
             if spec.checkpoint and sadl.is_grad_enabled():
                 last = sadl.checkpoint(body, *pool)
@@ -282,6 +310,7 @@ LAYERS = (
         "mish": lambda r, c: (sadl.nn.Mish(), c),
         "elu": lambda r, c: (sadl.nn.ELU(), c),
         "softplus": lambda r, c: (sadl.nn.Softplus(), c),
+        "softsign": lambda r, c: (sadl.nn.Softsign(), c),
         "layernorm": lambda r, c: (sadl.nn.LayerNorm(c), c),
         "rmsnorm": lambda r, c: (sadl.nn.RMSNorm(c), c),
         "batchnorm": lambda r, c: (sadl.nn.BatchNorm1d(c), c),
@@ -463,7 +492,9 @@ def _compare(a, b, exact, where=""):
         if exact or a.dtype.kind not in "fc":
             assert a.tobytes() == b.tobytes(), (where, a, b)
         else:
-            np.testing.assert_allclose(a, b, rtol=FUSED_RTOL, atol=FUSED_RTOL, equal_nan=True)
+            np.testing.assert_allclose(
+                a, b, rtol=FUSED_RTOL, atol=FUSED_RTOL, equal_nan=True, err_msg=where
+            )
         return
     if isinstance(a, float) and math.isnan(a):
         assert math.isnan(b), where
@@ -502,8 +533,41 @@ def run_program(program, fusion):
         except CompileError:
             return "refused"
         seen = _snapshot(out, params_c, holders_c)
+        if fusion:
+            _loosen_null_gradient_params(program, seen_e[: i + 1], seen)
         _compare(seen_e[i], seen, exact=not fusion, where=f"call {i}")
     return "ok"
+
+
+#: Optimizers whose step is about lr whatever the gradient's size (m / sqrt(v), sign).
+ADAPTIVE = {"adam", "adamw", "rmsprop", "adagrad", "lion"}
+
+
+def _loosen_null_gradient_params(program, seen_e, seen):
+    """With fusion, a kernel's rounding (within its stated tolerance) of a gradient that is zero
+    but for rounding (a norm's bias before a batch norm, which removes any shift) becomes a step
+    of lr under an adaptive optimizer (docs/kernels.md, the GPT test): such a parameter is
+    compared to ``lr`` per call; every other one, its gradient and the optimizer state, to
+    ``FUSED_RTOL``. Replaces the compiled parameter by eager's where it is within that bound.
+    """
+    if getattr(program, "optimizer", None) not in ADAPTIVE:
+        return
+    lr = 0.01
+    grads = [s["grads"] for s in seen_e]
+    scale = max((np.abs(g).max() for call in grads for g in call if g is not None), default=0.0)
+    bound = lr * len(seen_e)
+    null = []
+    for k, (a, b) in enumerate(zip(seen_e[-1]["params"], seen["params"])):
+        if all(call[k] is None or np.abs(call[k]).max() <= 1e-6 * scale for call in grads):
+            null.append(a.tobytes())
+            if a.shape == b.shape and np.abs(a - b).max() <= bound:
+                seen["params"][k] = a
+    model = seen_e[-1]["state0"]  # the model's state_dict holds the parameters too
+    for name, a in model.items():
+        b = seen["state0"].get(name)
+        near = b is not None and a.shape == b.shape and np.abs(a - b).max() <= bound
+        if a.tobytes() in null and near:
+            seen["state0"][name] = a
 
 
 def _current_params(program, state, params):

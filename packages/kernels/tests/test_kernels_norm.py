@@ -108,3 +108,27 @@ def test_shapes_that_do_not_qualify_stay_numpy():
     out_e, out_c, _, _, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
     assert kernels_in(compiled, "layer_norm") == 0
     np.testing.assert_array_equal(out_c.numpy(), out_e.numpy())
+
+
+@pytest.mark.parametrize("offset, spread", [(100.0, 0.01), (1000.0, 1.0), (-30.0, 0.003)])
+def test_float32_rows_far_from_zero_stay_within_the_stated_conditioned_bound(offset, spread):
+    # Found by hand: rows 100 + 0.01 * noise differed from eager by 8e-4, forty times the
+    # flat 2e-5 the docs stated. Neither side is wrong: a float32 row mean is rounded to one
+    # ulp of |mean| (the kernel sums in float64, NumPy's GEMV in float32), and x - mean carries
+    # that ulp, amplified by 1/std. The stated bound: 2e-5 + 1.2e-7 * |mean| / std (eps32),
+    # for a gradient relative to its largest element (it sums and subtracts such rows).
+    rng = np.random.default_rng(3)
+    x = (offset + spread * rng.standard_normal((48, 64))).astype(np.float32)
+    w = np.ones(64, np.float32)
+    b = np.zeros(64, np.float32)
+    g = rng.standard_normal((48, 64)).astype(np.float32)
+    out_e, out_c, ge, gc, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
+    assert kernels_in(compiled, "layer_norm") == 2
+    bound = 2e-5 + np.finfo(np.float32).eps * abs(offset) / spread
+    assert_close(out_c, out_e, bound)
+    for e, c in zip(ge[:3], gc[:3]):
+        np.testing.assert_allclose(c, e, rtol=bound, atol=bound * np.abs(e).max())
+    x64 = x.astype(np.float64)  # both sides are as far from the exact result
+    exact = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    for out in (out_e, out_c):
+        assert_close(out, exact, bound)

@@ -291,6 +291,8 @@ class Capture(Tracer):
             delta = record.version_list[0] - record.version - self._optimizer_bumps.get(key, 0)
             if delta:
                 self.effect("version", f"version += {delta}", versions=record.version_list, n=delta)
+        for generator, mark in self.streams.moved_at_end():  # set back after its last draw
+            self.restore_stream(generator, mark)
         for v in iter_values(outputs):
             v.storage.escapes = True
         for node in self.nodes:

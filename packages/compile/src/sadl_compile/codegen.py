@@ -23,6 +23,7 @@ from sadl.random import (
     default_generator,
     generator,
     get_rng_state,
+    manual_seed,
     resolve_generator,
     set_rng_state,
 )
@@ -304,7 +305,19 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
                             node, em.call(node.func, node.args, node.kwargs, names, first), names
                         ),
                     ]
-        return _assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)
+        lines = _assign(node, em.call(node.func, node.args, node.kwargs, names, first), names)
+        save = node.meta.get("save", ())  # a later rng_restore sets the stream back to here
+        before = [f"_s{id(node)}b = {first}.bit_generator.state"] if "before" in save else []
+        after = [f"_s{id(node)}a = {first}.bit_generator.state"] if "after" in save else []
+        return before + lines + after
+    if kind == "rng_restore":
+        gen = node.meta["generator"]
+        owner = "_default_generator()" if gen is None else em.ref(gen, "g")
+        saved = f"_s{id(node.meta['target'])}{node.meta['when'][0]}"
+        return [f"{owner}.bit_generator.state = {saved}"]
+    if kind == "seed":
+        em.namespace["_manual_seed"] = manual_seed
+        return [f"_manual_seed({node.meta['seed']!r})"]
     if kind == "guard":
         source = node.meta["source"]
         test = em.call(source.func, source.args, source.kwargs, names)

@@ -43,14 +43,18 @@ def dead_code(graph: Graph, context: Any) -> None:
     """Drop calls whose results nothing needs (walking backwards, memory by memory).
 
     A call is needed when it is an effect (gradient assignment, optimizer step, random draw,
-    guard), when it writes into memory that outlives the call, or when something needed later
-    reads memory it produces or writes.
+    guard), when it writes into memory that outlives the call (a ``.grad`` or ``.data``
+    assigned in the call included), or when something needed later reads memory it produces
+    or writes.
     """
     _drop_overwritten_grads(graph)
     live: set[Storage] = {v.storage for v in iter_values(graph.outputs)}
     for storage in graph.storages:
         if storage.kind != "temp":
             live.add(storage)
+    for node in graph.nodes:  # memory handed out as a .grad or .data: later writes are seen
+        if node.kind in ("set_grad", "set_data"):
+            live.update(v.storage for v in node.reads)
     kept: list[Node] = []
     for node in reversed(graph.nodes):
         needed = (

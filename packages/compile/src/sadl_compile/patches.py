@@ -14,7 +14,8 @@
   takes inside are taken again on every replay) and the copies between the host and a device
   (a copy is a call of the graph).
 * sadl's generators report being made (one seeded from an int inside the call is made anew on
-  every replay).
+  every replay; ``sadl.manual_seed`` inside the call is replayed as itself), and
+  ``sadl.random.set_rng_state`` refuses a state that no draw of the call had (``streams``).
 
 Everything is installed for the duration of one trace, process-wide but acting only in the
 tracing thread (others see the original behaviour); traces run one at a time.
@@ -37,6 +38,7 @@ from sadl_compile import rules
 from sadl_compile.capture import DATA, GRAD, Capture
 from sadl_compile.device import module_of
 from sadl_compile.traced import ACTIVE, TracedDeviceArray, is_traced, plain
+from sadl_compile.where import caller, source_line
 
 __all__ = ["CONSTRUCTORS", "TRACER", "tracing"]
 
@@ -50,6 +52,8 @@ _LOCK = threading.RLock()
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _TRAINING_DEFAULT = Function.__dict__["training"]
 _STEP = Optimizer.step
+_MANUAL_SEED = sadl_random.manual_seed.__code__
+_SET_RNG_STATE = sadl_random.set_rng_state
 
 
 def _capture() -> Capture | None:
@@ -126,7 +130,17 @@ def _made_generator(self: Any, bit_generator: Any) -> None:
     np.random.Generator.__init__(self, bit_generator)
     capture = _capture()
     if capture is not None:
-        capture.made_generator(self)
+        if sys._getframe(1).f_code is _MANUAL_SEED:  # the new default generator
+            capture.reseeded(self)
+        else:
+            capture.made_generator(self)
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    capture = _capture()
+    if capture is not None:
+        capture.streams.setting(state, source_line(caller()))
+    _SET_RNG_STATE(state)
 
 
 def _observe_value_dependent(fn: Any, args: Any, kwargs: Any) -> Any:
@@ -206,12 +220,14 @@ def tracing(capture: Capture) -> Iterator[None]:
             for name, original in saved_numpy.items():
                 setattr(np, name, _recording(name, original))
             sadl_random.Generator.__init__ = _made_generator  # type: ignore[method-assign]
+            sadl_random.set_rng_state = _set_rng_state
             backends.install_tracer(TRACER)
             ACTIVE.tracer = capture
             yield
         finally:
             ACTIVE.tracer = None
             backends.install_tracer(None)
+            sadl_random.set_rng_state = _SET_RNG_STATE
             if "__init__" in vars(sadl_random.Generator):
                 del sadl_random.Generator.__init__
             for name, original in saved_numpy.items():

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 from sadl import CompileError, backends
-from sadl.random import observed_device_generator
+from sadl.random import default_generator, observed_device_generator
 
-from sadl_compile import device, rules
+from sadl_compile import device, rules, streams
 from sadl_compile.ir import Node, Storage, Value
 from sadl_compile.traced import TracedArray, TracedDeviceArray, plain, unwrap_plain
 from sadl_compile.where import caller, source_line
@@ -73,6 +73,7 @@ class Tracer:
         self.irreversible: Node | None = None  #: the first effect a fallback could not undo
         self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
         self._fresh: dict[int, tuple[Any, int]] = {}  # generators seeded during the trace
+        self.streams = streams.Streams(self._state_key)  #: CPU generators between draws
         #: id(array) -> (array, its contents before the trace wrote it), for captured arrays
         self.snapshots: dict[int, tuple[Any, Any]] = {}
 
@@ -399,6 +400,41 @@ class Tracer:
         if seed is not None:
             self._fresh[id(generator)] = (generator, seed)
 
+    def reseeded(self, generator: Any) -> None:
+        """``sadl.manual_seed`` inside the call: replayed as itself (the stream starts anew)."""
+        self.busy += 1
+        try:
+            seed = _seed_of(generator)
+        finally:
+            self.busy -= 1
+        if seed is None:  # pragma: no cover - manual_seed makes a PCG64 from an int
+            raise CompileError("sadl.compile: manual_seed made a generator it cannot replay")
+        self.effect("seed", f"manual_seed({seed})", seed=seed)
+        self.streams.reseeded(generator)
+
+    def _state_key(self, generator: Any) -> str:
+        """A generator's state, read without recording (NumPy makes arrays to hand it out)."""
+        self.busy += 1
+        try:
+            return streams.state_key(generator)
+        finally:
+            self.busy -= 1
+
+    def restore_stream(self, generator: Any, mark: tuple[Node, str]) -> None:
+        """``generator`` was set back to its state before or after an earlier draw of the
+        call (``mark``): the replay sets it back to the state it saved at that draw.
+        """
+        target, when = mark
+        target.meta.setdefault("save", set()).add(when)
+        default = generator is default_generator()
+        self.effect(
+            "rng_restore",
+            f"generator state = as {when} {target.label} ({source_line(target.where)})",
+            generator=None if default else generator,
+            target=target,
+            when=when,
+        )
+
     def _fresh_seed(self, generator: Any, default: bool) -> int | None:
         """The seed of a generator seeded from an int inside the traced call, else None."""
         found = None if default else self._fresh.get(id(generator))
@@ -419,13 +455,21 @@ class Tracer:
         plain_args, targs = self._unwrap(tuple(args), reads, plains)
         plain_kwargs, tkwargs = self._unwrap(dict(kwargs), reads, plains)
         seed = self._fresh_seed(generator, default or where is not None)
+        tracked = where is None and seed is None  # a CPU stream that outlives the call
+        node = Node("draw", func, None, targs, tkwargs, reads=tuple(reads))
+        node.label, node.where = f"random.{method}", caller()
+        if tracked:
+            mark = self.streams.jump(generator, source_line(node.where))
+            if mark is not None:
+                self.restore_stream(generator, mark)
+            before = self._state_key(generator)
         self.busy += 1
         try:
             result = func(generator, *plain_args, **plain_kwargs)
         finally:
             self.busy -= 1
-        node = Node("draw", func, None, targs, tkwargs, reads=tuple(reads))
-        node.label, node.where = f"random.{method}", caller()
+        if tracked:
+            self.streams.drew(generator, node, before)
         node.meta.update(generator=None if default else generator, method=method)
         if seed is not None:  # made from an int inside the call (rng=7): made anew per replay
             node.meta.update(seed=seed, fresh=id(generator))

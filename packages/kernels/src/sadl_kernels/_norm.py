@@ -8,9 +8,10 @@ every array the calls would have left behind (the mean, the 1/std column, the no
 the scratch products), so later calls that read them see the same contents.
 
 Tolerance (tested in ``tests/test_kernels_norm.py``): the row statistics differ from NumPy's by the
-rounding of a float32 sum, so float32 results agree to ``atol=rtol=2e-5`` (about 1e-6 typical);
-float64 to ``1e-12``. The elementwise parts (centering, scaling, the affine map) are the same
-float operations in the same order as NumPy's.
+rounding of a float32 sum, so float32 results agree to ``atol=rtol=2e-5`` (about 1e-6 typical)
+plus ``eps32 * |mean| / std`` for rows far from zero (one ulp of the mean in ``x - mean``; a
+gradient, that fraction of its largest element); float64 to ``1e-12``. The elementwise parts
+(centering, scaling, the affine map) are the same float operations in the same order as NumPy's.
 """
 
 from __future__ import annotations

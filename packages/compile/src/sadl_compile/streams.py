@@ -1,0 +1,94 @@
+"""Where sadl's CPU generators stand between the draws of a trace.
+
+A replay draws from the generator of the moment, so a state the call itself sets must be set
+again on every replay, relative to that call's draws, never as the numbers the trace saw:
+
+* ``sadl.manual_seed(n)`` inside the call is replayed as itself (a ``seed`` effect);
+* a state set back to where it was before or after an earlier draw of the call
+  (``set_rng_state(get_rng_state())`` around draws, activation checkpointing's replay of
+  dropout) becomes an ``rng_restore`` effect that puts the generator back to the state the
+  replay saved at that draw;
+* any other change of a generator's state inside the call (a state made elsewhere, a draw
+  behind sadl's back) is refused with a ``CompileError``: a replay could not follow it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sadl import CompileError
+from sadl.random import default_generator
+
+from sadl_compile.ir import Node
+
+__all__ = ["Streams", "state_key"]
+
+
+def state_key(generator: Any) -> str:
+    """The state of ``generator``'s bit generator, exactly (a dict of ints, as text)."""
+    return repr(generator.bit_generator.state)
+
+
+class Streams:
+    """The states of the CPU generators a trace drew from, before and after each draw."""
+
+    def __init__(self, key: Callable[[Any], str] = state_key) -> None:
+        #: a generator's state (``state_key``, run where the tracer records nothing)
+        self.key = key
+        default = default_generator()
+        #: id(generator) -> (generator, its state now, as the graph left it)
+        self.last: dict[int, tuple[Any, str]] = {id(default): (default, key(default))}
+        #: (id(generator), state) -> (draw node, "before" or "after") where the call had it
+        self.marks: dict[tuple[int, str], tuple[Node, str]] = {}
+
+    def reseeded(self, generator: Any) -> None:
+        """``manual_seed`` made ``generator`` the default: its stream starts here."""
+        self.last[id(generator)] = (generator, self.key(generator))
+
+    def jump(self, generator: Any, where: str) -> tuple[Node, str] | None:
+        """The draw whose saved state ``generator`` was set back to since the graph last left
+        it (None when it was not moved); raises CompileError when no draw of the call had it.
+        """
+        now = self.key(generator)
+        seen = self.last.get(id(generator))
+        if seen is None or seen[1] == now:
+            return None
+        mark = self.marks.get((id(generator), now))
+        if mark is None:
+            raise CompileError(
+                f"sadl.compile: the state of a sadl generator was set inside the call (found at "
+                f"{where}) to one no draw of the call had; a replay could not set it again. "
+                "Set generator states (set_rng_state, bit_generator.state) outside the "
+                "compiled function, or seed it with sadl.manual_seed inside"
+            )
+        return mark
+
+    def setting(self, state: dict[str, Any], where: str) -> None:
+        """``sadl.random.set_rng_state(state)`` inside the call: refused unless a draw of the
+        call had ``state`` (a state from outside the call is not set again by a replay).
+        """
+        cpu = {k: v for k, v in state.items() if k != "devices"}
+        if (id(default_generator()), repr(cpu)) not in self.marks:
+            raise CompileError(
+                f"sadl.compile: set_rng_state(...) at {where} sets a state that no draw of the "
+                "call had (taken outside the call); a replay could not set it again. Set it "
+                "outside the compiled function, or seed with sadl.manual_seed inside"
+            )
+
+    def drew(self, generator: Any, node: Node, before: str) -> None:
+        """``node`` drew from ``generator``, which stood at ``before``."""
+        key = id(generator)
+        self.marks.setdefault((key, before), (node, "before"))
+        after = self.key(generator)
+        self.marks.setdefault((key, after), (node, "after"))
+        self.last[key] = (generator, after)
+
+    def moved_at_end(self) -> list[tuple[Any, tuple[Node, str]]]:
+        """The generators set back after the call's last draw from them, and where to."""
+        out = []
+        for generator, _ in list(self.last.values()):
+            mark = self.jump(generator, "the end of the call")
+            if mark is not None:
+                out.append((generator, mark))
+        return out
