@@ -736,3 +736,87 @@ def test_checkpointed_dropout_without_determinism_check_replays_the_forward_mask
     replayed, compiled = run(True)
     same(eager, replayed)
     assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats
+
+
+# ---------------------------------------------------------------------------- gradient clipping
+@pytest.mark.parametrize("norm_type", [2.0, math.inf, 1.0])
+def test_clip_grad_norm_in_a_training_step_replays_exactly(norm_type):
+    optim = pytest.importorskip("sadl_optim", reason="clip_grad_norm is sadl-optim's")
+
+    def make():
+        lin = MLP(n_in=4, n_out=3)
+        opt = sadl.SGD(lin.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (lin(x) ** 2).mean()
+            loss.backward()
+            total = optim.clip_grad_norm(lin.parameters(), 1.0, norm_type=norm_type)
+            opt.step()
+            return loss.detach(), total
+
+        return lin, step
+
+    lin_e, eager = make()
+    lin_c, step = make()
+    compiled = sadl.compile(step, fusion=False)
+    totals = []
+    for i, x in enumerate(_data(6)):
+        x = x * (0.05 if i % 2 else 3.0)  # norms below and above max_norm: both sides of the clamp
+        (loss_e, total_e), (loss_c, total_c) = eager(sadl.tensor(x)), compiled(sadl.tensor(x))
+        same(loss_e, loss_c)
+        same(total_e, total_c)
+        assert float(total_c) == float(total_e)
+        totals.append(float(total_e))
+        same_params(list(lin_e.parameters()), list(lin_c.parameters()))
+    assert min(totals) < 1.0 < max(totals), totals
+    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats
+    assert compiled.stats.replays >= 4
+
+
+def test_clip_grad_norm_with_scalar_and_half_parameters_replays_exactly():
+    optim = pytest.importorskip("sadl_optim", reason="clip_grad_norm is sadl-optim's")
+
+    def make():
+        w = sadl.Parameter(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+        s = sadl.Parameter(np.array(0.5, np.float32))  # its gradient is a NumPy scalar
+        h = sadl.Parameter(np.full(3, 0.25, np.float16))  # its norm is summed in float32
+        opt = sadl.SGD([w, s, h], lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            y = (x @ w) * s + h.astype(np.float32)
+            loss = (y**2).mean()
+            loss.backward()
+            total = optim.clip_grad_norm([w, s, h], 0.5)
+            opt.step()
+            return loss.detach(), total
+
+        return [w, s, h], step
+
+    pe, eager = make()
+    pc, step = make()
+    compiled = sadl.compile(step, fusion=False)
+    totals = []
+    for i, x in enumerate(_data(6)):
+        x = x * (0.01 if i % 2 else 2.0)
+        (loss_e, total_e), (loss_c, total_c) = eager(sadl.tensor(x)), compiled(sadl.tensor(x))
+        same(loss_e, loss_c)
+        assert float(total_c) == float(total_e)
+        totals.append(float(total_e))
+        same_params(pe, pc)
+    assert min(totals) < 0.5 < max(totals), totals
+    assert compiled.stats.fallbacks == 0 and compiled.stats.replays >= 4, compiled.stats
+
+
+def test_clip_grad_norm_error_if_nonfinite_is_refused_under_compile():
+    optim = pytest.importorskip("sadl_optim", reason="clip_grad_norm is sadl-optim's")
+    lin = MLP(n_in=4, n_out=3)
+
+    def step(x):
+        lin.zero_grad()
+        (lin(x) ** 2).mean().backward()
+        return optim.clip_grad_norm(lin.parameters(), 1.0, error_if_nonfinite=True)
+
+    with pytest.raises(CompileError, match=r"clip\.py:\d+ .*error_if_nonfinite"):
+        sadl.compile(step, fusion=False)(sadl.tensor(_data(1)[0]))

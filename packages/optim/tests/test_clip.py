@@ -160,3 +160,24 @@ def test_infinite_max_norm_never_clips():
     assert total > 1e6
     for p, g in zip(params, grads):
         np.testing.assert_array_equal(p.grad, g)
+
+
+def test_float32_gradients_are_scaled_in_float32_and_the_norm_is_a_float():
+    rng = np.random.default_rng(5)
+    grads = [rng.standard_normal(s).astype(np.float32) * 4 for s in [(3, 4), (5,)]]
+    params = params_with_grads(grads)
+    total = clip_grad_norm(params, 1.0)
+    assert type(total) is np.float64 and isinstance(total, float)
+    factor = np.float32(1.0 / (total + 1e-6))  # the float64 factor, cast to the gradients' dtype
+    for p, g in zip(params, grads):
+        assert p.grad.dtype == np.float32
+        assert p.grad.tobytes() == (g * factor).tobytes()
+
+
+def test_half_precision_norm_is_summed_in_float32():
+    g = np.full(400, 100.0, np.float16)  # the sum of squares, 4e6, overflows float16
+    (p,) = params_with_grads([g])
+    total = clip_grad_norm(p, 1.0)
+    assert total == pytest.approx(2000.0)
+    assert p.grad.dtype == np.float16
+    np.testing.assert_allclose(p.grad.astype(np.float64), 100.0 / 2000.0, rtol=1e-3)

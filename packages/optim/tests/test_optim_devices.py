@@ -128,8 +128,10 @@ def test_clip_grad_norm_on_device_matches_the_cpu(norm_type, device):
     cpu, dev = gradients("cpu", 10.0), gradients(device, 10.0)
     total_cpu = sadl_optim.clip_grad_norm(cpu, max_norm=1.0, norm_type=norm_type)
     total_dev = sadl_optim.clip_grad_norm(dev, max_norm=1.0, norm_type=norm_type)
-    assert isinstance(total_dev, float)
-    assert total_dev == pytest.approx(total_cpu, rel=1e-12)
+    assert isinstance(total_cpu, float)  # numpy.float64
+    # like torch's 0-d tensor: a 0-d array left on the device, read by float()
+    assert total_dev.shape == () and device_of(total_dev).type == device
+    assert float(total_dev) == pytest.approx(total_cpu, rel=1e-12)
     assert_close([p.grad for p in dev], [p.grad for p in cpu], device=device)
 
 

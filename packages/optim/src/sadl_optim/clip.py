@@ -51,24 +51,34 @@ def _grad_array(grad: Any) -> Any:
     return grad.data if isinstance(grad, Tensor) else grad
 
 
-def _norm(grad: Any, p: float) -> float:
-    """The ``p``-norm of one gradient, as a float (half precision is summed in float32)."""
+def _norm(grad: Any, p: float) -> Any:
+    """The ``p``-norm of one gradient as a 0-d float64 array of its array module (summed in the
+    gradient's dtype, half precision in float32), with no read of its value into Python.
+    """
     g = _grad_array(grad)
     xp = array_module(g)
     g = xp.asarray(g)
     if g.size == 0:
-        return 0.0
+        return xp.zeros((), xp.float64)
     if g.dtype.kind == "f" and g.dtype.itemsize < 4:
         g = g.astype(xp.float32)
     if p == math.inf:
-        return float(xp.max(xp.abs(g)))
-    if p == 2.0:
-        return float(xp.sqrt(xp.sum(g * g)))
-    return float(xp.sum(xp.abs(g) ** p) ** (1.0 / p))
+        norm = xp.max(xp.abs(g))
+    elif p == 2.0:
+        norm = xp.sqrt(xp.sum(g * g))
+    else:
+        norm = xp.sum(xp.abs(g) ** p) ** (1.0 / p)
+    return xp.asarray(norm).astype(xp.float64)
 
 
-def _scale(param: Tensor, factor: float) -> None:
+def _scale(param: Tensor, coef: Any) -> None:
+    """Multiply ``param.grad`` in place by the 0-d ``coef``, cast to the gradient's dtype (a
+    float32 gradient is multiplied in float32).
+    """
     grad = param.grad
+    g = _grad_array(grad)
+    dtype = getattr(g, "dtype", None)
+    factor = coef.astype(dtype) if dtype is not None and dtype.kind in "fc" else coef
     if isinstance(grad, Tensor):
         with no_grad():
             grad *= factor
@@ -83,17 +93,28 @@ def clip_grad_norm(
     max_norm: float,
     norm_type: float | str = 2.0,
     error_if_nonfinite: bool = False,
-) -> float:
+) -> Any:
     """Scale the gradients in place so their total norm is at most ``max_norm``; return the norm.
 
     The total norm is the ``norm_type``-norm of all gradients together (as if concatenated into
-    one vector; ``norm_type`` may be ``math.inf`` or ``"inf"`` for the max-norm). When the
-    factor ``max_norm / (total + 1e-6)`` is below 1 every gradient is multiplied by it, exactly as
-    ``torch.nn.utils.clip_grad_norm_``. Parameters without a gradient are skipped; with none at
-    all the norm is 0.0. The return value is the norm before clipping, as a float.
+    one vector; ``norm_type`` may be ``math.inf`` or ``"inf"`` for the max-norm). Every gradient
+    is multiplied by ``min(1, max_norm / (total + 1e-6))`` (cast to its dtype), exactly as
+    ``torch.nn.utils.clip_grad_norm_``: the factor stays an array and no value is read into
+    Python, so a training step that calls this traces under ``sadl.compile``. Parameters without
+    a gradient are skipped; with none at all the norm is 0.0.
+
+    The return value is the norm before clipping, in float64, kept on the gradients' device
+    (torch returns a 0-d tensor): for NumPy gradients a ``numpy.float64``, which *is* a
+    ``float``; for device gradients a 0-d device array (``float(total)`` reads it, the call
+    itself does not wait for the device); inside ``sadl.compile`` a 0-d array that the compiled
+    function returns with the value of each call.
 
     A non-finite total norm raises ``RuntimeError`` when ``error_if_nonfinite``; otherwise the
-    gradients are scaled by the resulting non-finite factor (torch's behaviour).
+    gradients are scaled by the resulting non-finite factor (torch's behaviour). The check reads
+    the norm's value, so under ``sadl.compile`` ``error_if_nonfinite=True`` after ``backward``
+    in the same step is refused with a ``sadl.CompileError`` naming this line (with nothing
+    changed before it in the call it is a guarded branch instead: a call whose norm is
+    non-finite runs eagerly and raises); keep the default ``False`` in a compiled step.
     """
     owner = "clip_grad_norm"
     items = _parameters(owner, params)
@@ -105,22 +126,25 @@ def clip_grad_norm(
     if not with_grad:
         return 0.0
     norms = [_norm(q.grad, p) for q in with_grad]
-    if p == math.inf:
-        total = max(norms)
-    elif p == 2.0:
-        total = math.sqrt(math.fsum(n * n for n in norms))
-    else:
-        total = math.fsum(n**p for n in norms) ** (1.0 / p)
-    if error_if_nonfinite and not math.isfinite(total):
+    xp = array_module(norms[0])
+    total = norms[0] if p == math.inf else norms[0] ** p
+    for n in norms[1:]:
+        total = xp.maximum(total, n) if p == math.inf else total + n**p
+    if p == 2.0:
+        total = xp.sqrt(total)
+    elif p != math.inf:
+        total = total ** (1.0 / p)
+    if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(
-            f"{owner}: the total norm of order {p} of the gradients is {total}, so it cannot be "
-            "clipped; pass error_if_nonfinite=False to scale by the non-finite norm anyway"
+            f"{owner}: the total norm of order {p} of the gradients is {float(total)}, so it "
+            "cannot be clipped; pass error_if_nonfinite=False to scale by the non-finite norm "
+            "anyway"
         )
-    factor = max_norm / (total + 1e-6)
-    if not factor >= 1.0:  # also true for NaN, as torch's clamp(max=1) keeps NaN
-        for q in with_grad:
-            _scale(q, factor)
-    return total
+    # torch's clamp(max=1): a NaN factor stays NaN and is applied
+    coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
+    for q in with_grad:
+        _scale(q, xp.asarray(coef))
+    return total[()] if type(total) is np.ndarray else total
 
 
 def clip_grad_value(params: Params, clip_value: float) -> None:
