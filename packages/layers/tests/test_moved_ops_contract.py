@@ -110,11 +110,13 @@ def test_a_tensor_that_requires_grad_given_as_a_constant_param_is_refused(call):
     "call",
     [
         lambda x, w: sadl.ops.take(x, indices=w),
+        lambda x, w: sadl.ops.take(x, w),
+        lambda x, w: sadl.ops.take_along_axis(x, w, 0),
         lambda x, w: x.take(w),
         lambda x, w: x.take_along_axis(w, 0),
         lambda x, w: np.take(x, w),
     ],
-    ids=["op-indices", "method-indices", "along-axis", "np.take"],
+    ids=["op-indices", "op-positional", "op-along-axis", "method-indices", "along-axis", "np.take"],
 )
 def test_a_float_tensor_that_requires_grad_is_refused_as_indices(call):
     with pytest.raises(TypeError, match=r"constant parameter.*requires grad"):
@@ -236,3 +238,51 @@ def test_isclose_and_count_nonzero_match_torch():
         np.testing.assert_array_equal(np.count_nonzero(x, axis=axis).numpy(), want)
     kept = sadl.ops.count_nonzero(x, axis=1, keepdims=True)
     np.testing.assert_array_equal(kept.numpy(), np.count_nonzero(a, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize(
+    ("name", "indices", "axis"),
+    [
+        ("take", np.array([0, 5, 5, 11]), None),
+        ("take", np.array([[1, 1], [0, 3]]), 1),
+        ("take_along_axis", np.array([[0, 0], [3, 1], [2, 2]]), 1),
+        ("take_along_axis", np.array([[0, 1, 2, 2]]), 0),
+    ],
+)
+def test_take_ops_accept_indices_and_axis_by_position_as_numpy_and_torch(name, indices, axis):
+    x = np.arange(1.0, 13.0).reshape(3, 4) / 13.0
+    op = getattr(sadl.ops, name)
+    args = (indices,) if axis is None and name == "take" else (indices, axis)
+    outs = []
+    for call in (lambda t: op(t, *args), lambda t: op(t, indices=indices, axis=axis)):
+        t = T(x)
+        out = call(t)
+        (out * out).sum().backward()
+        outs.append((out.numpy(), t.grad))
+    (by_position, grad), (by_name, grad_by_name) = outs
+    np.testing.assert_array_equal(by_position, getattr(np, name)(x, *args))
+    np.testing.assert_array_equal(by_position, by_name)
+    np.testing.assert_array_equal(grad, grad_by_name)
+    ref = torch.tensor(x, requires_grad=True)
+    index = torch.tensor(indices)
+    picked = torch.take(ref, index) if axis is None else None
+    if name == "take_along_axis":
+        picked = torch.take_along_dim(ref, index, axis)
+    if picked is not None:
+        (picked * picked).sum().backward()
+        np.testing.assert_allclose(by_position, picked.detach().numpy())
+        np.testing.assert_allclose(grad, ref.grad.numpy())
+    gradcheck(lambda t: op(t, *args), x)
+
+
+def test_take_ops_name_their_params_when_given_too_many_or_twice():
+    x, idx = T(np.zeros((2, 3))), np.array([[0], [2]])
+    with pytest.raises(
+        TypeError,
+        match=r"take_along_axis: takes 3 positional arguments.*"
+        r"indices, axis.*got 4",
+    ):
+        sadl.ops.take_along_axis(x, idx, 1, 0)
+    with pytest.raises(TypeError, match=r"take: got multiple values for argument 'axis'"):
+        sadl.ops.take(x, np.array([0]), 1, axis=0)
+    np.testing.assert_array_equal(sadl.ops.take(x.numpy(), np.array([1]), 1), np.zeros((2, 1)))

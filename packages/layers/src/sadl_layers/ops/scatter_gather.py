@@ -10,6 +10,8 @@ is a gather and the other way round, so second derivatives come from the same re
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import numpy as np
@@ -127,6 +129,37 @@ def _region(src, index):
 # ----------------------------------------------------------------- take, take_along_axis
 
 
+@functools.cache
+def _layout(forward):
+    """How many inputs ``forward`` takes, and the names of its keyword-only params in order."""
+    signature = inspect.signature(forward).parameters.values()
+    names = tuple(p.name for p in signature if p.kind is p.KEYWORD_ONLY)
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in signature), names
+
+
+class _ParamsByPosition(OpDef):
+    """An op whose keyword-only params may also come by position after its inputs, in order,
+    as NumPy's and torch's signatures take them: ``take(x, indices, axis)``,
+    ``take_along_axis(x, indices, axis)``. They stay params (constants, never differentiated:
+    a Tensor that requires grad given for one is refused), exactly as when given by name.
+    """
+
+    def __call__(self, *args, **params):
+        """Apply the op, with positional arguments past the inputs bound to its params."""
+        n_inputs, names = _layout(self.forward)
+        extra = args[n_inputs:]
+        if len(extra) > len(names):
+            raise TypeError(
+                f"{self.name}: takes {n_inputs + len(names)} positional arguments (the input, "
+                f"then {', '.join(names)}), got {len(args)}"
+            )
+        for name, value in zip(names, extra):
+            if name in params:
+                raise TypeError(f"{self.name}: got multiple values for argument {name!r}")
+            params[name] = value
+        return super().__call__(*args[:n_inputs], **params)
+
+
 def _along_axis_key(shape, indices, axis):
     """The fancy index that ``take_along_axis(x, indices, axis)`` reads."""
     ndim = len(shape)
@@ -154,7 +187,7 @@ def _take_grad(g, out, x, *, indices, axis=None):
     return sadl.ops.add_at(g, shape=x.shape, key=key)
 
 
-TAKE = OpDef(
+TAKE = _ParamsByPosition(
     "take",
     _take,
     (_take_grad,),
@@ -180,7 +213,7 @@ def take_along_axis_grad(g, out, x, *, indices, axis):
     return sadl.ops.add_at(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
 
 
-TAKE_ALONG_AXIS = OpDef(
+TAKE_ALONG_AXIS = _ParamsByPosition(
     "take_along_axis",
     _take_along_axis,
     (take_along_axis_grad,),
