@@ -52,9 +52,9 @@ def checkpoint(
     if not is_grad_enabled():
         return fn(*args, **kwargs)
     frame = _Frame(fn, args, kwargs, preserve_rng_state, determinism_check == "default")
-    with recording_hook(frame.drop):
+    with recording_hook(frame.note):
         outputs = fn(*args, **kwargs)
-    frame.remember_outputs(outputs)
+    frame.drop(outputs)
     return outputs
 
 
@@ -75,28 +75,34 @@ class _Frame:
         self.rng_state = get_rng_state() if preserve_rng_state else None
         self.check = check
         self.recorded: list[tuple[str, tuple[int, ...], Any]] = []  # op, out shape, out dtype
-        self.position: dict[int, int] = {}  # id(node) -> position, only while fn runs
+        self.nodes: list[Node] = []  # the nodes fn records, only while fn runs
         self.outputs: list[tuple[int, Any]] = []  # (position, data) of fn's outputs
         self.recomputed: dict[int, Node] | None = None
 
-    def drop(self, node: Node) -> None:
-        """``recording_hook``: note the node, let its arrays go, and tell it how to refill."""
-        k = len(self.recorded)
-        self.recorded.append((node.op.name, node.out.shape, node.out.dtype))
-        self.position[id(node)] = k
-        node.datas = None
-        node.out = None
-        node.refill = _Refill(self, k)
+    def note(self, node: Node) -> None:
+        """``recording_hook``: note the node; its arrays stay until fn returns (see drop)."""
+        self.nodes.append(node)
 
-    def remember_outputs(self, outputs: Any) -> None:
-        """Keep fn's outputs (alive anyway downstream) to compare a recomputation with."""
-        if self.check:
+    def drop(self, outputs: Any) -> None:
+        """fn has returned: let the arrays of its nodes go, and tell each how to refill.
+
+        Not at record time: an in-place write on a slice (``h[0] += 1``) reads arrays of nodes
+        recorded before it (the ``getitem`` under the view) to rebase the graph, and with them
+        dropped the forward would record another graph than the recomputation. The arrays
+        therefore live until fn returns, which the recomputation in backward holds anyway.
+        """
+        position = {id(node): k for k, node in enumerate(self.nodes)}
+        if self.check:  # fn's outputs (alive anyway downstream), to compare a recomputation with
             for t in _tensors_in(outputs):
-                node = t.grad_fn
-                k = self.position.get(id(node)) if node is not None else None
-                if k is not None and node is not None and node.refill is not None:
+                k = position.get(id(t.grad_fn)) if t.grad_fn is not None else None
+                if k is not None:
                     self.outputs.append((k, t.data))
-        self.position = {}
+        for k, node in enumerate(self.nodes):
+            self.recorded.append((node.op.name, node.out.shape, node.out.dtype))
+            node.datas = None
+            node.out = None
+            node.refill = _Refill(self, k)
+        self.nodes = []
 
     def refill(self, k: int, node: Node) -> None:
         """Give ``node`` (position ``k``) its arrays back, recomputing ``fn`` when needed."""
