@@ -76,32 +76,37 @@ class _Frame:
         self.check = check
         self.recorded: list[tuple[str, tuple[int, ...], Any]] = []  # op, out shape, out dtype
         self.nodes: list[Node] = []  # the nodes fn records, only while fn runs
+        self.refillable: set[int] = set()  # positions of the nodes that wait for a refill
         self.outputs: list[tuple[int, Any]] = []  # (position, data) of fn's outputs
         self.recomputed: dict[int, Node] | None = None
 
     def note(self, node: Node) -> None:
         """``recording_hook``: note the node; its arrays stay until fn returns (see drop)."""
+        self.recorded.append(_signature(node))
         self.nodes.append(node)
 
     def drop(self, outputs: Any) -> None:
-        """fn has returned: let the arrays of its nodes go, and tell each how to refill.
+        """After ``fn`` returns: let the arrays of its nodes go, and tell each how to refill.
 
         Not at record time: an in-place write on a slice (``h[0] += 1``) reads arrays of nodes
         recorded before it (the ``getitem`` under the view) to rebase the graph, and with them
         dropped the forward would record another graph than the recomputation. The arrays
         therefore live until fn returns, which the recomputation in backward holds anyway.
         """
-        position = {id(node): k for k, node in enumerate(self.nodes)}
+        # A node a backward inside fn freed stays freed (going through it again raises, as
+        # without checkpointing); the others wait for the recomputation.
+        position = {id(node): k for k, node in enumerate(self.nodes) if node.datas is not None}
         if self.check:  # fn's outputs (alive anyway downstream), to compare a recomputation with
             for t in _tensors_in(outputs):
                 k = position.get(id(t.grad_fn)) if t.grad_fn is not None else None
                 if k is not None:
                     self.outputs.append((k, t.data))
-        for k, node in enumerate(self.nodes):
-            self.recorded.append((node.op.name, node.out.shape, node.out.dtype))
+        for k in position.values():
+            node = self.nodes[k]
             node.datas = None
             node.out = None
             node.refill = _Refill(self, k)
+        self.refillable = set(position.values())
         self.nodes = []
 
     def refill(self, k: int, node: Node) -> None:
@@ -117,34 +122,42 @@ class _Frame:
     def recompute(self) -> dict[int, Node]:
         """Run fn again (same inputs, same random numbers) and collect the nodes it records."""
         collected: list[Node] = []
+        seen: list[tuple[str, tuple[int, ...], Any]] = []  # as recorded (a backward in fn frees)
+
+        def collect(node: Node) -> None:
+            collected.append(node)
+            seen.append(_signature(node))
+
         now = get_rng_state() if self.rng_state is not None else None
         try:
             if self.rng_state is not None:
                 set_rng_state(self.rng_state)
-            with enable_grad(), recording_hook(collected.append):
+            with enable_grad(), recording_hook(collect):
                 self.fn(*self.args, **self.kwargs)
         finally:
             if now is not None:
                 set_rng_state(now)
         if self.check:
-            self._compare(collected)
+            self._compare(collected, seen)
         elif len(collected) < len(self.recorded):
             raise RuntimeError(
                 _DIFFERENT + f" (ops recorded: {len(self.recorded)} then {len(collected)})"
             )
-        return dict(enumerate(collected))
+        return {k: node for k, node in enumerate(collected) if k in self.refillable}
 
-    def _compare(self, collected: list[Node]) -> None:
+    def _compare(self, collected: list[Node], seen: list[tuple[str, tuple[int, ...], Any]]) -> None:
         if len(collected) != len(self.recorded):
             raise RuntimeError(
                 f"{_DIFFERENT}: the first run recorded {len(self.recorded)} ops, the "
                 f"recomputation {len(collected)}"
             )
-        for k, ((name, shape, dtype), node) in enumerate(zip(self.recorded, collected)):
-            if node.op.name != name or node.out.shape != shape or node.out.dtype != dtype:
+        for k, ((name, shape, dtype), (name2, shape2, dtype2)) in enumerate(
+            zip(self.recorded, seen)
+        ):
+            if name2 != name or shape2 != shape or dtype2 != dtype:
                 raise RuntimeError(
                     f"{_DIFFERENT}: op {k} was {name} -> {dtype}{list(shape)}, recomputed "
-                    f"{node.op.name} -> {node.out.dtype}{list(node.out.shape)}"
+                    f"{name2} -> {dtype2}{list(shape2)}"
                 )
         for k, first in self.outputs:
             if not first.size:
@@ -178,6 +191,11 @@ class _Refill:
 
     def __call__(self, node: Node) -> None:
         self.frame.refill(self.k, node)
+
+
+def _signature(node: Node) -> tuple[str, tuple[int, ...], Any]:
+    """What a recomputation must repeat of a node: its op, output shape and dtype."""
+    return node.op.name, node.out.shape, node.out.dtype
 
 
 def _tensors_in(value: Any) -> list[Tensor]:
