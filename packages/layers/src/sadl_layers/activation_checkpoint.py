@@ -2,7 +2,9 @@
 
 The forward runs ``fn`` normally, so the graph is the real one (parameters captured in ``fn``,
 tensors from outside it, ``sadl.grad`` and ``create_graph`` all work as without checkpointing),
-but every node recorded inside ``fn`` gives its saved arrays up at once. The first time backward
+but every node recorded inside ``fn`` gives its saved arrays up when ``fn`` returns (not as it
+is recorded: an in-place write on a slice, ``h[0] += 1``, rebases the graph from arrays of
+nodes recorded before it, and a backward inside ``fn`` needs them too). The first time backward
 needs one of them, ``fn`` runs again on the same inputs, with sadl's random generator put back
 where it was, and every node of the original call gets its arrays back from the node recorded at
 the same position of the recomputation. This is PyTorch's non-reentrant checkpoint; the engine's
