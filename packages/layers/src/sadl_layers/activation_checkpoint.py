@@ -2,7 +2,9 @@
 
 The forward runs ``fn`` normally, so the graph is the real one (parameters captured in ``fn``,
 tensors from outside it, ``sadl.grad`` and ``create_graph`` all work as without checkpointing),
-but every node recorded inside ``fn`` gives its saved arrays up at once. The first time backward
+but every node recorded inside ``fn`` gives its saved arrays up when ``fn`` returns (not as it
+is recorded: an in-place write on a slice, ``h[0] += 1``, rebases the graph from arrays of
+nodes recorded before it, and a backward inside ``fn`` needs them too). The first time backward
 needs one of them, ``fn`` runs again on the same inputs, with sadl's random generator put back
 where it was, and every node of the original call gets its arrays back from the node recorded at
 the same position of the recomputation. This is PyTorch's non-reentrant checkpoint; the engine's
@@ -52,9 +54,9 @@ def checkpoint(
     if not is_grad_enabled():
         return fn(*args, **kwargs)
     frame = _Frame(fn, args, kwargs, preserve_rng_state, determinism_check == "default")
-    with recording_hook(frame.drop):
+    with recording_hook(frame.note):
         outputs = fn(*args, **kwargs)
-    frame.remember_outputs(outputs)
+    frame.drop(outputs)
     return outputs
 
 
@@ -75,28 +77,39 @@ class _Frame:
         self.rng_state = get_rng_state() if preserve_rng_state else None
         self.check = check
         self.recorded: list[tuple[str, tuple[int, ...], Any]] = []  # op, out shape, out dtype
-        self.position: dict[int, int] = {}  # id(node) -> position, only while fn runs
+        self.nodes: list[Node] = []  # the nodes fn records, only while fn runs
+        self.refillable: set[int] = set()  # positions of the nodes that wait for a refill
         self.outputs: list[tuple[int, Any]] = []  # (position, data) of fn's outputs
         self.recomputed: dict[int, Node] | None = None
 
-    def drop(self, node: Node) -> None:
-        """``recording_hook``: note the node, let its arrays go, and tell it how to refill."""
-        k = len(self.recorded)
-        self.recorded.append((node.op.name, node.out.shape, node.out.dtype))
-        self.position[id(node)] = k
-        node.datas = None
-        node.out = None
-        node.refill = _Refill(self, k)
+    def note(self, node: Node) -> None:
+        """``recording_hook``: note the node; its arrays stay until fn returns (see drop)."""
+        self.recorded.append(_signature(node))
+        self.nodes.append(node)
 
-    def remember_outputs(self, outputs: Any) -> None:
-        """Keep fn's outputs (alive anyway downstream) to compare a recomputation with."""
-        if self.check:
+    def drop(self, outputs: Any) -> None:
+        """After ``fn`` returns: let the arrays of its nodes go, and tell each how to refill.
+
+        Not at record time: an in-place write on a slice (``h[0] += 1``) reads arrays of nodes
+        recorded before it (the ``getitem`` under the view) to rebase the graph, and with them
+        dropped the forward would record another graph than the recomputation. The arrays
+        therefore live until fn returns, which the recomputation in backward holds anyway.
+        """
+        # A node a backward inside fn freed stays freed (going through it again raises, as
+        # without checkpointing); the others wait for the recomputation.
+        position = {id(node): k for k, node in enumerate(self.nodes) if node.datas is not None}
+        if self.check:  # fn's outputs (alive anyway downstream), to compare a recomputation with
             for t in _tensors_in(outputs):
-                node = t.grad_fn
-                k = self.position.get(id(node)) if node is not None else None
-                if k is not None and node is not None and node.refill is not None:
+                k = position.get(id(t.grad_fn)) if t.grad_fn is not None else None
+                if k is not None:
                     self.outputs.append((k, t.data))
-        self.position = {}
+        for k in position.values():
+            node = self.nodes[k]
+            node.datas = None
+            node.out = None
+            node.refill = _Refill(self, k)
+        self.refillable = set(position.values())
+        self.nodes = []
 
     def refill(self, k: int, node: Node) -> None:
         """Give ``node`` (position ``k``) its arrays back, recomputing ``fn`` when needed."""
@@ -111,34 +124,42 @@ class _Frame:
     def recompute(self) -> dict[int, Node]:
         """Run fn again (same inputs, same random numbers) and collect the nodes it records."""
         collected: list[Node] = []
+        seen: list[tuple[str, tuple[int, ...], Any]] = []  # as recorded (a backward in fn frees)
+
+        def collect(node: Node) -> None:
+            collected.append(node)
+            seen.append(_signature(node))
+
         now = get_rng_state() if self.rng_state is not None else None
         try:
             if self.rng_state is not None:
                 set_rng_state(self.rng_state)
-            with enable_grad(), recording_hook(collected.append):
+            with enable_grad(), recording_hook(collect):
                 self.fn(*self.args, **self.kwargs)
         finally:
             if now is not None:
                 set_rng_state(now)
         if self.check:
-            self._compare(collected)
+            self._compare(collected, seen)
         elif len(collected) < len(self.recorded):
             raise RuntimeError(
                 _DIFFERENT + f" (ops recorded: {len(self.recorded)} then {len(collected)})"
             )
-        return dict(enumerate(collected))
+        return {k: node for k, node in enumerate(collected) if k in self.refillable}
 
-    def _compare(self, collected: list[Node]) -> None:
+    def _compare(self, collected: list[Node], seen: list[tuple[str, tuple[int, ...], Any]]) -> None:
         if len(collected) != len(self.recorded):
             raise RuntimeError(
                 f"{_DIFFERENT}: the first run recorded {len(self.recorded)} ops, the "
                 f"recomputation {len(collected)}"
             )
-        for k, ((name, shape, dtype), node) in enumerate(zip(self.recorded, collected)):
-            if node.op.name != name or node.out.shape != shape or node.out.dtype != dtype:
+        for k, ((name, shape, dtype), (name2, shape2, dtype2)) in enumerate(
+            zip(self.recorded, seen)
+        ):
+            if name2 != name or shape2 != shape or dtype2 != dtype:
                 raise RuntimeError(
                     f"{_DIFFERENT}: op {k} was {name} -> {dtype}{list(shape)}, recomputed "
-                    f"{node.op.name} -> {node.out.dtype}{list(node.out.shape)}"
+                    f"{name2} -> {dtype2}{list(shape2)}"
                 )
         for k, first in self.outputs:
             if not first.size:
@@ -172,6 +193,11 @@ class _Refill:
 
     def __call__(self, node: Node) -> None:
         self.frame.refill(self.k, node)
+
+
+def _signature(node: Node) -> tuple[str, tuple[int, ...], Any]:
+    """What a recomputation must repeat of a node: its op, output shape and dtype."""
+    return node.op.name, node.out.shape, node.out.dtype
 
 
 def _tensors_in(value: Any) -> list[Tensor]:
