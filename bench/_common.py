@@ -120,8 +120,16 @@ def header(title: str, threads: int) -> None:
 TORCH_COMPILE_TIMEOUT = 900
 
 
-def run_worker(script: str, worker: list[str], threads: int, quick: bool, timeout: float) -> Any:
-    """Run ``script --worker ...`` in a fresh process; its last stdout line is JSON.
+def run_worker(
+    script: str,
+    worker: list[str],
+    threads: int,
+    quick: bool,
+    timeout: float | None,
+    extra_env: dict[str, str] | None = None,
+) -> Any:
+    """Run ``script --worker ...`` in a fresh process (``extra_env`` added to its environment);
+    its last stdout line is JSON.
 
     Returns the decoded result, or a short string saying why there is none (it failed, or ran
     out of time: torch.compile needs a C++ toolchain and may be unavailable).
@@ -132,6 +140,7 @@ def run_worker(script: str, worker: list[str], threads: int, quick: bool, timeou
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
+    env.update(extra_env or {})
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -16,20 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 WORKLOADS = ("W1", "W2", "W3-S", "W3-M")
 BUDGET = 1.03
 
 
-def _worker(workload: str, quick: bool) -> float:
-    """Seconds per op (W1) or per step, best of the rounds, in this process's tree."""
-    sys.path.insert(0, str(HERE))
+def _worker(workload: str, tree: str, quick: bool) -> float:
+    """Seconds per op (W1) or per step, best of the rounds, with sadl from ``tree``."""
+    import sadl
     from _common import best_time
 
+    assert sadl.__file__.startswith(tree), f"sadl comes from {sadl.__file__}, not from {tree}"
     if workload == "W1":
         from core import w1_sadl
 
@@ -47,33 +48,34 @@ def _worker(workload: str, quick: bool) -> float:
 
 
 def _run(tree: Path, workload: str, threads: int, quick: bool) -> float:
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(threads)
+    """``workload``'s time in a fresh process whose ``PYTHONPATH`` puts ``tree``'s sources first."""
+    from _common import run_worker
+
     sources = [str(p) for p in sorted((tree / "packages").glob("*/src"))]
-    env["PYTHONPATH"] = os.pathsep.join([*sources, env.get("PYTHONPATH", "")])
-    code = (
-        f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import trees, sadl; "
-        f"assert sadl.__file__.startswith({str(tree.resolve())!r}), sadl.__file__; "
-        f"print(json.dumps(trees._worker({workload!r}, {quick!r})))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"{workload} in {tree} failed:\n{out.stderr[-2000:]}")
-    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+    path = os.pathsep.join([*sources, os.environ.get("PYTHONPATH", "")])
+    worker = [workload, str(tree.resolve())]
+    result = run_worker(__file__, worker, threads, quick, None, {"PYTHONPATH": path})
+    if isinstance(result, str):
+        raise SystemExit(f"{workload} in {tree}: {result}")
+    return float(result)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("before", type=Path)
-    parser.add_argument("after", type=Path)
+    parser.add_argument("before", type=Path, nargs="?")
+    parser.add_argument("after", type=Path, nargs="?")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="*", default=list(WORKLOADS))
+    parser.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "TREE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(*args.worker, args.quick)))
+        return 0
+    if args.before is None or args.after is None:
+        parser.error("give the two trees to compare: BEFORE AFTER")
+    os.environ.pop("OPENBLAS_CORETYPE", None)  # benchmarks only: it can pin a slower kernel
     best: dict[tuple[str, str], float] = {}
     for r in range(args.rounds):
         order = ("before", "after") if r % 2 == 0 else ("after", "before")
