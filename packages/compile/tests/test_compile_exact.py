@@ -709,33 +709,41 @@ def test_generator_set_to_a_state_from_outside_the_call_is_refused():
         sadl.compile(moved)(np.zeros(3))
 
 
-def test_checkpointed_dropout_without_determinism_check_replays_the_forward_mask():
-    # sadl.checkpoint sets the generator back to recompute dropout in backward; without its
-    # determinism check (which made each replay fall back), replays recomputed with a new
-    # mask: gradients wrong from the second call on. Now the set-back is replayed, no fallback.
+def _checkpointed_step_replays_as_eager(body, check, starts):
+    """A step that checkpoints ``body`` on ``x * w`` and backpropagates, called with inputs full
+    of each of ``starts``: compiled, it gives eager's outputs and gradients with one trace and
+    no fallback."""
+
     def run(compile_it):
         sadl.manual_seed(0)
         w = sadl.Parameter(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
 
-        def body(h):
-            return (h * (sadl.rand(*h.shape, dtype=np.float64) > 0.5)).tanh()
-
         def step(x):
-            y = sadl.checkpoint(body, x * w, determinism_check="none")
+            y = sadl.checkpoint(body, x * w, determinism_check=check)
             (y * y).sum().backward()
             return y.detach()
 
         fn = sadl.compile(step) if compile_it else step
         seen = []
-        for k in range(4):
+        for start in starts:
             w.grad = None
-            seen.append((fn(sadl.tensor(np.full((3, 4), 1.0 + k))), w.grad.copy()))
+            seen.append((fn(sadl.tensor(np.full((3, 4), start))), w.grad.copy()))
         return seen, fn
 
     eager, _ = run(False)
     replayed, compiled = run(True)
     same(eager, replayed)
     assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats
+
+
+def test_checkpointed_dropout_without_determinism_check_replays_the_forward_mask():
+    # sadl.checkpoint sets the generator back to recompute dropout in backward; without its
+    # determinism check (which made each replay fall back), replays recomputed with a new
+    # mask: gradients wrong from the second call on. Now the set-back is replayed, no fallback.
+    def body(h):
+        return (h * (sadl.rand(*h.shape, dtype=np.float64) > 0.5)).tanh()
+
+    _checkpointed_step_replays_as_eager(body, "none", [1.0, 2.0, 3.0, 4.0])
 
 
 # ---------------------------------------------------------------------------- gradient clipping
@@ -826,28 +834,10 @@ def test_clip_grad_norm_error_if_nonfinite_is_refused_under_compile():
 def test_checkpointed_body_with_an_inplace_slice_write_compiles_to_the_eager_gradients(check):
     # Eager checkpointing used to refuse such a body in backward (its forward recorded 8 ops,
     # its recomputation 10; with determinism_check="none" it refilled the wrong nodes).
-    def run(compile_it):
-        w = sadl.Parameter(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+    def body(h):
+        h = h * 1.0
+        h[0] += 1.0
+        h[1:] *= 2.0
+        return h.tanh()
 
-        def body(h):
-            h = h * 1.0
-            h[0] += 1.0
-            h[1:] *= 2.0
-            return h.tanh()
-
-        def step(x):
-            y = sadl.checkpoint(body, x * w, determinism_check=check)
-            (y * y).sum().backward()
-            return y.detach()
-
-        fn = sadl.compile(step) if compile_it else step
-        seen = []
-        for k in range(3):
-            w.grad = None
-            seen.append((fn(sadl.tensor(np.full((3, 4), 0.5 + k))), w.grad.copy()))
-        return seen, fn
-
-    eager, _ = run(False)
-    replayed, compiled = run(True)
-    same(eager, replayed)
-    assert compiled.stats.traces == 1 and compiled.stats.fallbacks == 0, compiled.stats
+    _checkpointed_step_replays_as_eager(body, check, [0.5, 1.5, 2.5])
