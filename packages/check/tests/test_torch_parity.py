@@ -4,7 +4,11 @@ import numpy as np
 import pytest
 import sadl
 from sadl.plugins import Example, OpDef
-from sadl_check.torch_parity import assert_matches_torch, assert_singular_point_matches_torch
+from sadl_check.torch_parity import (
+    assert_gradient_matches_torch,
+    assert_matches_torch,
+    assert_singular_point_matches_torch,
+)
 
 torch = pytest.importorskip("torch", reason="PyTorch is the reference here (a test dependency)")
 
@@ -45,3 +49,12 @@ def test_a_singular_point_matches_torch_or_says_which_op_differs():
         assert_singular_point_matches_torch(absolute, 0, lambda t: t.abs() * 1.001)
     with pytest.raises(AssertionError, match="wrong_cube"):
         assert_singular_point_matches_torch(WRONG_CUBE, 0, lambda t: t**3)
+
+
+def test_an_expression_gradient_matches_torch_or_fails():
+    assert_gradient_matches_torch(lambda x: (x**x).sum(), [0.0, 1.0])
+    with pytest.raises(AssertionError):  # sadl's cube has 2x**2 here, torch's 3x**2
+        assert_gradient_matches_torch(
+            lambda x: WRONG_CUBE(x).sum() if isinstance(x, sadl.Tensor) else (x**3).sum(),
+            [0.5, 2.0],
+        )

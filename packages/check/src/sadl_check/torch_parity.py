@@ -1,6 +1,7 @@
 """PyTorch as the reference for an op, in float64: forward, gradient and double backward
-(``assert_matches_torch``), and the gradient at each of its declared singular points
-(``assert_singular_point_matches_torch``).
+(``assert_matches_torch``), the gradient at each of its declared singular points
+(``assert_singular_point_matches_torch``), and the gradient of one scalar expression at given
+values (``assert_gradient_matches_torch``).
 
 torch is imported when one of these is called: it is a test dependency of the plugin that uses
 them, never one of sadl-check. Each raises ``AssertionError`` saying what differs.
@@ -21,7 +22,11 @@ import sadl
 
 from sadl_check.checks import materialize
 
-__all__ = ["assert_matches_torch", "assert_singular_point_matches_torch"]
+__all__ = [
+    "assert_gradient_matches_torch",
+    "assert_matches_torch",
+    "assert_singular_point_matches_torch",
+]
 
 
 def _torch() -> Any:
@@ -118,3 +123,16 @@ def assert_singular_point_matches_torch(
         )
         if not finite.all():
             assert name in torch_nan_ok, f"{name}: torch gives {expected}, sadl {mine.grad}"
+
+
+def assert_gradient_matches_torch(expression: Callable[[Any], Any], values: Any) -> None:
+    """``expression(x).backward()`` (a scalar written with methods both libraries share) gives
+    ``x`` torch's gradient at the float64 ``values`` (to rtol 1e-12): a singular point reached
+    through a composition of ops, not only through one op.
+    """
+    torch = _torch()
+    x = sadl.tensor(np.array(values), requires_grad=True)
+    t = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    expression(x).backward()
+    expression(t).backward()
+    np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=1e-12)
