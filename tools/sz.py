@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "packages/core/src/sadl"
-CORE_BUDGET = 6000
+CORE_BUDGET = 7000
 KERNEL_BUDGET = 1000
 KERNEL_FILES = ("_tensor_base.py", "_records.py", "_engine.py", "_backward.py", "_tensor.py")
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}

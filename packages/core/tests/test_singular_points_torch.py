@@ -1,8 +1,8 @@
 """Gradients at the ops' declared singular points, compared with PyTorch's.
 
 Where the math has a finite answer (``norm`` at 0, ``x ** 0`` and ``x ** x`` at 0, ties) sadl
-must give PyTorch's value, never the NaN of a naive 0/0. (``arctan2``, ``hypot``, ``prod``,
-``std``, ``cumprod`` and ``clip`` are sadl-layers' ops now: tested there.)
+must give PyTorch's value, never the NaN of a naive 0/0: ``std`` of a constant, ``cumprod`` and
+``prod`` through a zero, ``clip`` at its bounds. (``arctan2`` and ``hypot`` are sadl-layers'.)
 """
 
 import pytest
@@ -29,6 +29,10 @@ TORCH = {
     "minimum": torch.minimum,
     "max": _axis(lambda x, axis: x.amax() if axis is None else x.amax(dim=axis)),
     "norm": _axis(lambda x, axis: torch.linalg.vector_norm(x, dim=axis)),
+    "prod": lambda x: x.prod(),
+    "std": _axis(lambda x, axis, ddof=0: x.std(dim=axis, correction=ddof)),
+    "cumprod": _axis(lambda x, axis: x.flatten().cumprod(0) if axis is None else x.cumprod(axis)),
+    "clip": lambda x, lo=None, hi=None: torch.clamp(x, lo, hi),
 }
 #: Where sadl deliberately differs from PyTorch's NaN: op name -> why.
 SADL_FINITE_WHERE_TORCH_IS_NAN: dict[str, str] = {}  # (hypot's case: sadl-layers' tests)
@@ -54,8 +58,12 @@ def test_gradient_at_a_singular_point_matches_torch(name, index):
         (lambda x: (x**x).sum(), [0.0, 1.0]),
         (lambda x: (x**2).sum(), [0.0, 1.0]),
         (lambda x: x.abs().sum() + x.relu().sum(), [0.0, -1.0]),
+        (lambda x: x.std(), [1.0, 1.0, 1.0]),
+        (lambda x: x.cumprod(0).sum(), [2.0, 0.0, 3.0]),
+        (lambda x: x.cumprod(0).sum(), [2.0, 0.0, 3.0, 0.0, 5.0]),
+        (lambda x: x.prod(), [2.0, 0.0, 0.0]),
     ],
-    ids=["norm", "pow0", "xpowx", "square", "abs"],
+    ids=["norm", "pow0", "xpowx", "square", "abs", "std", "cumprod", "cumprod-2-zeros", "prod"],
 )
-def test_the_issue_expressions_match_torch(expression, values):
+def test_gradients_through_zeros_and_constants_match_torch(expression, values):
     assert_gradient_matches_torch(expression, values)

@@ -111,10 +111,11 @@ def test_unsupported_numpy_keyword_is_reported():
         np.sum(t, dtype=np.float32)
 
 
-def test_max_returns_values_only_and_dim_synonym():
+def test_max_returns_values_over_an_axis_and_values_with_indices_for_dim():
     t = sadl.Tensor(X)
     assert t.max(1).shape == (3,)
-    np.testing.assert_array_equal(t.max(dim=1).data, X.max(axis=1))
+    np.testing.assert_array_equal(t.max(dim=1).values.data, X.max(axis=1))
+    np.testing.assert_array_equal(t.max(dim=1).indices.data, X.argmax(axis=1))
     with pytest.raises(TypeError, match="axis= or dim="):
         t.sum(axis=0, dim=1)
 

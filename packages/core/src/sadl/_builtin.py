@@ -15,12 +15,16 @@ from sadl._ops import (
     activations,
     arithmetic,
     elementwise,
+    erf,
     indexing,
+    layout,
     linalg,
     nondifferentiable,
     reductions,
+    selection,
     shapes,
     special,
+    take,
 )
 from sadl._plugin_records import BackendDef, OptimizerDef
 from sadl._records import OpDef
@@ -38,6 +42,10 @@ CORE_OPS: tuple[OpDef, ...] = (
     *linalg.OPS,
     *nondifferentiable.OPS,
     *special.OPS,
+    *layout.OPS,
+    *take.OPS,
+    *selection.OPS,
+    *erf.OPS,
 )
 
 

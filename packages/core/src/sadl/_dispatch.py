@@ -85,7 +85,7 @@ class _Tables:
 _tables = _Tables()
 
 
-# ufunc methods that are reductions or scans of an op (prod and cumprod are sadl-layers').
+# ufunc methods that are reductions or scans of an op.
 _METHODS: dict[tuple[str, np.ufunc], str] = {
     ("reduce", np.add): "sum",
     ("reduce", np.multiply): "prod",
@@ -327,7 +327,7 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str, op: str)
             f"{label}(..., out=tensor) on tensors that require grad is not recorded on the "
             "graph; assign the result instead (t[...] = result), or detach the inputs"
         )
-    arrays = _bit_patterns(_unwrap(args)) if func in _BITWISE else _unwrap(args)
+    arrays = _unwrap(args)
     try:
         result = func(*arrays, **_unwrap(kwargs))
     except ValueError as exc:
@@ -351,25 +351,6 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str, op: str)
             t._version[0] += 1
         return kwargs["out"]
     return _wrap(result, args)
-
-
-_BITWISE = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
-
-
-def _bit_patterns(args: Any) -> Any:
-    """A Python int that the integer array's dtype cannot hold, but its bits can, as that bit
-    pattern: ``int32 | 0xFFFFFFFF`` is ``int32 | -1``, as in torch (NumPy raises OverflowError).
-    """
-    dtype = next((a.dtype for a in args if is_array(a) and a.dtype.kind in "iu"), None)
-    if dtype is None:
-        return args
-    top, unsigned = np.iinfo(dtype).max, np.dtype(f"u{dtype.itemsize}")
-    return tuple(
-        np.array(a, unsigned).view(dtype)[()]
-        if type(a) is int and top < a <= np.iinfo(unsigned).max
-        else a
-        for a in args
-    )
 
 
 def _leaves(tree: Any) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -19,13 +19,17 @@ from sadl._engine import is_tensor
 from sadl._ops import activations as _act
 from sadl._ops import arithmetic as _ar
 from sadl._ops import elementwise as _el
+from sadl._ops import erf as _erf
 from sadl._ops import indexing as _ix
+from sadl._ops import layout as _lay
 from sadl._ops import linalg as _la
 from sadl._ops import nondifferentiable as _nd
 from sadl._ops import reductions as _red
+from sadl._ops import selection as _sel
 from sadl._ops import shapes as _sh
+from sadl._ops import take as _tk
 from sadl._records import OpDef
-from sadl.backends import Device, plugin_registry
+from sadl.backends import Device, array_module
 
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
@@ -104,19 +108,6 @@ def _unary(op: OpDef, doc: str) -> Callable[[TensorLike], Tensor]:
     return method
 
 
-def _plugin(name: str, *args: Any, **params: Any) -> Tensor:
-    """The op ``name`` that a plugin registers (sadl-layers: ``erf``, ``roll``, ``gather``...)."""
-    return cast("Tensor", plugin_registry().lookup("ops", name)(*args, **params))
-
-
-def _plugin_unary(name: str, doc: str) -> Callable[[TensorLike], Tensor]:
-    def method(self: TensorLike) -> Tensor:
-        return _plugin(name, self)
-
-    method.__doc__ = doc
-    return method
-
-
 def _binary(op: OpDef, doc: str | None = None) -> Callable[[TensorLike, Any], Tensor]:
     def method(self: TensorLike, other: Any) -> Tensor:
         return _apply(op, (self, other), {})
@@ -140,24 +131,75 @@ def _in_place(op: OpDef, doc: str | None = None) -> Callable[[TensorLike, Any], 
     return method
 
 
-def _reduction(op: OpDef, doc: str) -> Callable[..., Tensor]:
-    def method(
-        self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
-    ) -> Tensor:
-        params = {"axis": _axis(axis, dim, op.name), "keepdims": keepdims}
+def _reduction(op: OpDef, doc: str, ddof: builtins.bool = False) -> Callable[..., Tensor]:
+    """A reduction method: NumPy's ``(axis, keepdims)`` or torch's ``(dim, keepdim)``; with
+    ``ddof`` also NumPy's ``ddof`` (default 0) or torch's ``correction``/``unbiased``.
+    """
+
+    def method(self: TensorLike, axis: Any = None, *args: Any, **kw: Any) -> Tensor:
+        params = _reduce_params(op.name, axis, args, kw, ddof)
         return _apply(op, (self,), params)
 
-    method.__doc__ = doc
+    method.__name__, method.__qualname__, method.__doc__ = op.name, f"Tensor.{op.name}", doc
     return method
 
 
+_TORCH_NAMES = {"dim": "axis", "keepdim": "keepdims", "correction": "ddof"}
+
+
+def _reduce_params(
+    name: str, axis: Any, args: tuple[Any, ...], kw: dict[str, Any], ddof: builtins.bool
+) -> dict[str, Any]:
+    """The op's params from NumPy's ``(axis, [ddof,] keepdims)`` or torch's ``dim``, ``keepdim``
+    (and ``correction``, ``unbiased``), each spelling once.
+    """
+    names = ("ddof", "keepdims") if ddof else ("keepdims",)
+    if len(args) > len(names):
+        raise TypeError(f"Tensor.{name}() takes at most {len(names) + 1} positional arguments")
+    params: dict[str, Any] = {"axis": axis, "keepdims": False, **dict(zip(names, args))}
+    given = set(names[: len(args)]) | ({"axis"} if axis is not None else set())
+    if ddof and "unbiased" in kw:
+        kw["correction"] = builtins.int(builtins.bool(kw.pop("unbiased")))
+    for key, value in kw.items():
+        numpy_name = _TORCH_NAMES.get(key, key)
+        if numpy_name not in ("axis", *names):
+            raise TypeError(f"Tensor.{name}() got an unexpected keyword argument {key!r}")
+        if numpy_name in given:
+            raise TypeError(f"Tensor.{name}(): give {numpy_name}= or {key}=, not both")
+        given.add(numpy_name)
+        params[numpy_name] = value
+    params["keepdims"] = builtins.bool(params["keepdims"])
+    return params
+
+
 def _along(op: OpDef, doc: str, default: Any) -> Callable[..., Tensor]:
-    """A method taking one axis (``softmax``, ``sort``, ``cumsum`` ...)."""
+    """A method taking one axis (``softmax``, ``cumsum`` ...)."""
 
     def method(self: TensorLike, axis: Any = default, *, dim: Any = None) -> Tensor:
         return _apply(op, (self,), {"axis": axis if dim is None else dim})
 
-    method.__doc__ = doc
+    method.__name__, method.__qualname__, method.__doc__ = op.name, f"Tensor.{op.name}", doc
+    return method
+
+
+def _extreme(op: OpDef, arg: OpDef, doc: str) -> Callable[..., Any]:
+    """``max``/``min``: NumPy's values over ``axis``; with torch's ``dim=``, torch's
+    ``(values, indices)`` (the gradient goes to the index taken, as in torch).
+    """
+
+    def method(self: TensorLike, axis: Any = None, *args: Any, **kw: Any) -> Any:
+        torch = kw.get("dim") is not None
+        params = _reduce_params(op.name, axis, args, kw, False)
+        if not torch:
+            return _apply(op, (self,), params)
+        dim = params["axis"]
+        at = _apply(arg, (self,), {"axis": dim, "keepdims": True})
+        values = _apply(_tk.TAKE_ALONG_AXIS, (self,), {"indices": at.data, "axis": dim})
+        if not params["keepdims"]:
+            values, at = values.squeeze(dim), at.squeeze(dim)
+        return _sel.ValuesIndices(values, at)
+
+    method.__name__, method.__qualname__, method.__doc__ = op.name, f"Tensor.{op.name}", doc
     return method
 
 
@@ -170,34 +212,67 @@ def _cast(dtype: Any, doc: str) -> Callable[[TensorLike], Tensor]:
 
 
 # -------------------------------------------------------------------------------- families
+def _operator(op: OpDef) -> tuple[Callable[[TensorLike, Any], Tensor], ...]:
+    """``x op y``, ``y op x`` and ``x op= y`` (written into ``x``'s memory) for one op."""
+    return _binary(op), _reflected(op), _in_place(op)
+
+
+def _operand(self: TensorLike, other: Any) -> Any:
+    """A list or tuple as an array where ``self`` lives (``list @ x`` as NumPy reads it)."""
+    return array_module(self.data).asarray(other) if isinstance(other, list | tuple) else other
+
+
 class ArithmeticMethods:
-    """Operators (``+ - * / ** @``, their reflected and in-place forms) and binary methods."""
+    """Every Python operator, with its reflected and in-place forms, and the binary methods.
+
+    Each operator is one op applied by the engine, as the methods are: no NumPy dispatch and no
+    plugin is involved (``x < y`` costs what ``x * y`` does).
+    """
 
     __slots__ = ()
 
-    __add__ = _binary(_ar.ADD)
-    __radd__ = _reflected(_ar.ADD)
-    __sub__ = _binary(_ar.SUBTRACT)
-    __rsub__ = _reflected(_ar.SUBTRACT)
-    __mul__ = _binary(_ar.MULTIPLY)
-    __rmul__ = _reflected(_ar.MULTIPLY)
-    __truediv__ = _binary(_ar.DIVIDE)
-    __rtruediv__ = _reflected(_ar.DIVIDE)
-    __pow__ = _binary(_ar.POWER)
-    __rpow__ = _reflected(_ar.POWER)
-    __matmul__ = _binary(_la.MATMUL)
-    __rmatmul__ = _reflected(_la.MATMUL)
+    __add__, __radd__, __iadd__ = _operator(_ar.ADD)
+    __sub__, __rsub__, __isub__ = _operator(_ar.SUBTRACT)
+    __mul__, __rmul__, __imul__ = _operator(_ar.MULTIPLY)
+    __truediv__, __rtruediv__, __itruediv__ = _operator(_ar.DIVIDE)
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _operator(_el.FLOOR_DIVIDE)
+    __mod__, __rmod__, __imod__ = _operator(_ar.REMAINDER)
+    __pow__, __rpow__, __ipow__ = _operator(_ar.POWER)
+    __and__, __rand__, __iand__ = _operator(_nd.BITWISE_AND)
+    __or__, __ror__, __ior__ = _operator(_nd.BITWISE_OR)
+    __xor__, __rxor__, __ixor__ = _operator(_nd.BITWISE_XOR)
+    __lshift__, __rlshift__, __ilshift__ = _operator(_nd.LEFT_SHIFT)
+    __rshift__, __rrshift__, __irshift__ = _operator(_nd.RIGHT_SHIFT)
+    # Comparisons give boolean tensors (no gradient); ``3 < x`` is Python's ``x > 3``.
+    __lt__ = _binary(_nd.LESS)
+    __le__ = _binary(_nd.LESS_EQUAL)
+    __gt__ = _binary(_nd.GREATER)
+    __ge__ = _binary(_nd.GREATER_EQUAL)
+    __eq__ = _binary(_nd.EQUAL)  # type: ignore[assignment]
+    __ne__ = _binary(_nd.NOT_EQUAL)  # type: ignore[assignment]
     __neg__ = _unary(_el.NEGATIVE, "-x")
     __pos__ = _unary(_el.POSITIVE, "+x")
     __abs__ = _unary(_el.ABSOLUTE, "abs(x)")
+    __invert__ = _unary(_nd.INVERT, "~x")
 
-    # In-place operators really write into .data (views and aliases see the change).
-    __iadd__ = _in_place(_ar.ADD)
-    __isub__ = _in_place(_ar.SUBTRACT)
-    __imul__ = _in_place(_ar.MULTIPLY)
-    __itruediv__ = _in_place(_ar.DIVIDE)
-    __ipow__ = _in_place(_ar.POWER)
-    __imatmul__ = _in_place(_la.MATMUL)
+    def __matmul__(self: TensorLike, other: Any) -> Tensor:
+        """Matrix product (NumPy's matmul rules)."""
+        return _apply(_la.MATMUL, (self, _operand(self, other)), {})
+
+    def __rmatmul__(self: TensorLike, other: Any) -> Tensor:
+        return _apply(_la.MATMUL, (_operand(self, other), self), {})
+
+    def __imatmul__(self: TensorLike, other: Any) -> Tensor:
+        return self._inplace(_la.MATMUL, _operand(self, other))
+
+    def __divmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
+        pair = (self, other)
+        return _apply(_el.FLOOR_DIVIDE, pair, {}), _apply(_ar.REMAINDER, pair, {})
+
+    def __rdivmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
+        pair = (other, self)
+        return _apply(_el.FLOOR_DIVIDE, pair, {}), _apply(_ar.REMAINDER, pair, {})
+
     add_ = _in_place(_ar.ADD, "In-place add.")
     sub_ = _in_place(_ar.SUBTRACT, "In-place subtract.")
     mul_ = _in_place(_ar.MULTIPLY, "In-place multiply.")
@@ -206,7 +281,7 @@ class ArithmeticMethods:
     pow = _binary(_ar.POWER, "Elementwise power.")
     maximum = _binary(_ar.MAXIMUM, "Elementwise maximum.")
     minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
-    matmul = _binary(_la.MATMUL, "Matrix product (NumPy's matmul rules).")
+    matmul = __matmul__
 
     floor_divide = _binary(_el.FLOOR_DIVIDE, "Elementwise floor(self / other) (zero gradient).")
 
@@ -221,8 +296,8 @@ class ArithmeticMethods:
         return _la.DOT.forward(self, other)  # type: ignore[no-any-return]
 
     def clamp_(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
-        """In-place clip to ``[min, max]`` (sadl-layers' ``clip``)."""
-        return self._inplace(plugin_registry().lookup("ops", "clip"), min, max)
+        """In-place clip to ``[min, max]``."""
+        return self._inplace(_el.CLIP, min, max)
 
 
 class ElementwiseMethods:
@@ -260,9 +335,9 @@ class ElementwiseMethods:
     floor = _unary(_el.FLOOR, "Elementwise floor (zero gradient).")
     ceil = _unary(_el.CEIL, "Elementwise ceiling (zero gradient).")
     trunc = _unary(_el.TRUNC, "Elementwise rounding toward zero (zero gradient).")
-    erf = _plugin_unary("erf", "Elementwise error function (sadl-layers' op).")
-    erfc = _plugin_unary("erfc", "Elementwise 1 - erf(x), accurate where tiny (sadl-layers).")
-    erfinv = _plugin_unary("erfinv", "Elementwise inverse of erf on [-1, 1] (sadl-layers).")
+    erf = _unary(_erf.ERF, "Elementwise error function.")
+    erfc = _unary(_erf.ERFC, "Elementwise 1 - erf(x), accurate where it is tiny.")
+    erfinv = _unary(_erf.ERFINV, "Elementwise inverse of erf on [-1, 1].")
     isfinite = _unary(_nd.ISFINITE, "Elementwise finiteness test (no gradient).")
     isnan = _unary(_nd.ISNAN, "Elementwise NaN test (no gradient).")
     softmax = _along(_act.SOFTMAX, "Softmax along ``axis`` (default: last), stable.", -1)
@@ -282,8 +357,8 @@ class ElementwiseMethods:
         return self.round(ndigits or 0)
 
     def clip(self: TensorLike, a_min: Any = None, a_max: Any = None) -> Tensor:
-        """Limit values to ``[a_min, a_max]``; tensor bounds get their gradient (sadl-layers)."""
-        return _plugin("clip", self, a_min, a_max)
+        """Limit values to ``[a_min, a_max]``; tensor bounds get their gradient."""
+        return _apply(_el.CLIP, (self, a_min, a_max), {})
 
     def clamp(self: TensorLike, min: Any = None, max: Any = None) -> Tensor:
         """Limit values to ``[min, max]`` (torch's name)."""
@@ -297,8 +372,8 @@ class ReductionMethods:
 
     sum = _reduction(_red.SUM, "Sum over ``axis`` (all axes when None).")
     mean = _reduction(_red.MEAN, "Mean over ``axis``.")
-    max = _reduction(_red.MAX, "Largest values over ``axis`` (values only, as in NumPy).")
-    min = _reduction(_red.MIN, "Smallest values over ``axis`` (values only, as in NumPy).")
+    max = _extreme(_red.MAX, _nd.ARGMAX, "Largest values over ``axis``; ``dim=``: with indices.")
+    min = _extreme(_red.MIN, _nd.ARGMIN, "Smallest values over ``axis``; ``dim=``: with indices.")
     amax = _reduction(_red.AMAX, "Largest values over ``axis``.")
     amin = _reduction(_red.AMIN, "Smallest values over ``axis``.")
     argmax = _reduction(_nd.ARGMAX, "Index of the largest value over ``axis``.")
@@ -306,13 +381,26 @@ class ReductionMethods:
     all = _reduction(_nd.ALL, "True where all elements over ``axis`` are truthy.")
     any = _reduction(_nd.ANY, "True where any element over ``axis`` is truthy.")
     logsumexp = _reduction(_act.LOGSUMEXP, "log(sum(exp(x))) over ``axis``, stable.")
+    prod = _reduction(_red.PROD, "Product over ``axis``.")
+    count_nonzero = _reduction(_nd.COUNT_NONZERO, "Number of nonzero elements over ``axis``.")
+    var = _reduction(_red.VAR, "Variance over ``axis`` (``ddof=0`` as in NumPy).", ddof=True)
+    std = _reduction(_red.STD, "Standard deviation (``ddof=0`` as in NumPy).", ddof=True)
     cumsum = _along(_red.CUMSUM, "Running sum along ``axis``.", None)
+    cumprod = _along(_red.CUMPROD, "Running product along ``axis``.", None)
 
     def sort(
         self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
-    ) -> Tensor:
-        """Sorted values along ``axis``, largest first if ``descending`` (sadl-layers' op)."""
-        return _plugin("sort", self, axis=axis if dim is None else dim, descending=descending)
+    ) -> Any:
+        """Sorted values along ``axis``, largest first if ``descending``; with torch's ``dim=``,
+        torch's ``(values, indices)``.
+        """
+        params = {"axis": axis if dim is None else dim, "descending": descending}
+        values = _apply(_sel.SORT, (self,), params)
+        if dim is None:
+            return values
+        return _sel.ValuesIndices(
+            values, _apply(_nd.ARGSORT, (self,), {**params, "kind": "stable"})
+        )
 
     def argsort(
         self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
@@ -332,54 +420,17 @@ class ReductionMethods:
     ) -> Any:
         """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) values."""
         axis = axis if dim is None else dim
-        return _plugin("topk", self, k, axis=axis, largest=largest, sorted=sorted)
+        return _sel.TOPK(self, k, axis=axis, largest=largest, sorted=sorted)
 
     def cummax(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running maximum along ``axis`` (torch's cummax)."""
-        return _plugin("cummax", self, axis=_required_axis(axis, dim, "cummax"))
+        return _sel.CUMMAX(self, axis=_required_axis(axis, dim, "cummax"))
 
     def cummin(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Any:
         """``(values, indices)`` of the running minimum along ``axis`` (torch's cummin)."""
-        return _plugin("cummin", self, axis=_required_axis(axis, dim, "cummin"))
+        return _sel.CUMMIN(self, axis=_required_axis(axis, dim, "cummin"))
 
-    def prod(
-        self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
-    ) -> Tensor:
-        """Product over ``axis`` (sadl-layers' op, as ``var``, ``std`` and ``cumprod``)."""
-        return _plugin("prod", self, axis=_axis(axis, dim, "prod"), keepdims=keepdims)
-
-    def cumprod(self: TensorLike, axis: Any = None, *, dim: Any = None) -> Tensor:
-        """Running product along ``axis``."""
-        return _plugin("cumprod", self, axis=axis if dim is None else dim)
-
-    def var(
-        self: TensorLike,
-        axis: Any = None,
-        ddof: builtins.int = 0,
-        keepdims: builtins.bool = False,
-        *,
-        dim: Any = None,
-    ) -> Tensor:
-        """Variance over ``axis`` (``ddof=0`` as in NumPy)."""
-        return _plugin("var", self, axis=_axis(axis, dim, "var"), ddof=ddof, keepdims=keepdims)
-
-    def std(
-        self: TensorLike,
-        axis: Any = None,
-        ddof: builtins.int = 0,
-        keepdims: builtins.bool = False,
-        *,
-        dim: Any = None,
-    ) -> Tensor:
-        """Standard deviation over ``axis`` (``ddof=0`` as in NumPy)."""
-        return _plugin("std", self, axis=_axis(axis, dim, "std"), ddof=ddof, keepdims=keepdims)
-
-    def norm(
-        self: TensorLike, axis: Any = None, keepdims: builtins.bool = False, *, dim: Any = None
-    ) -> Tensor:
-        """Euclidean (Frobenius) norm over ``axis``."""
-        params = {"axis": _axis(axis, dim, "norm"), "keepdims": keepdims}
-        return _apply(_la.NORM, (self,), params)
+    norm = _reduction(_la.NORM, "Euclidean (Frobenius) norm over ``axis``.")
 
 
 class ShapeMethods:
@@ -484,29 +535,31 @@ class ShapeMethods:
 
     def roll(self: TensorLike, shift: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
         """Shift elements cyclically."""
-        return _plugin("roll", self, shift=shift, axis=_axis(axis, dim, "roll"))
+        return _apply(_lay.ROLL, (self,), {"shift": shift, "axis": _axis(axis, dim, "roll")})
 
     def repeat(self: TensorLike, repeats: Any, axis: Any = None, *, dim: Any = None) -> Tensor:
         """Repeat elements (NumPy semantics: ``np.repeat``)."""
-        return _plugin("repeat", self, repeats=repeats, axis=_axis(axis, dim, "repeat"))
+        params = {"repeats": repeats, "axis": _axis(axis, dim, "repeat")}
+        return _apply(_lay.REPEAT, (self,), params)
 
     def tile(self: TensorLike, reps: Any) -> Tensor:
         """Repeat the whole tensor ``reps`` times along each axis."""
-        return _plugin("tile", self, reps=reps)
+        return _apply(_lay.TILE, (self,), {"reps": reps})
 
     def tril(self: TensorLike, k: builtins.int = 0) -> Tensor:
         """Lower triangle of the last two axes."""
-        return _plugin("tril", self, k=k)
+        return _apply(_lay.TRIL, (self,), {"k": k})
 
     def triu(self: TensorLike, k: builtins.int = 0) -> Tensor:
         """Upper triangle of the last two axes."""
-        return _plugin("triu", self, k=k)
+        return _apply(_lay.TRIU, (self,), {"k": k})
 
     def diagonal(
         self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
     ) -> Tensor:
         """The diagonal of two axes."""
-        return _plugin("diagonal", self, offset=offset, axis1=axis1, axis2=axis2)
+        params = {"offset": offset, "axis1": axis1, "axis2": axis2}
+        return _apply(_lay.DIAGONAL, (self,), params)
 
     def trace(
         self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
@@ -515,48 +568,24 @@ class ShapeMethods:
         return self.diagonal(offset, axis1, axis2).sum(axis=-1)
 
     def take(self: TensorLike, indices: Any, axis: Any = None) -> Tensor:
-        """Elements at ``indices`` along ``axis`` (sadl-layers' op, as ``take_along_axis``)."""
-        return _plugin("take", self, indices=indices, axis=axis)
+        """Elements at ``indices`` along ``axis`` (of the flattened tensor when None)."""
+        return _tk.TAKE(self, indices=indices, axis=axis)  # type: ignore[no-any-return]
 
     def take_along_axis(self: TensorLike, indices: Any, axis: builtins.int) -> Tensor:
         """Values picked along ``axis`` by an index array of the same rank."""
-        return _plugin("take_along_axis", self, indices=indices, axis=axis)
+        return _tk.TAKE_ALONG_AXIS(self, indices=indices, axis=axis)  # type: ignore[no-any-return]
 
     def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
         """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""
-        return _plugin("gather", self, dim, _plain(index))
-
-    def scatter(
-        self: TensorLike, dim: builtins.int, index: Any, src: Any = None, *, value: Any = None
-    ) -> Tensor:
-        """Torch's scatter: a copy with ``out[index[i][j]][j] = src[i][j]`` (or ``value``)."""
-        source = value if src is None else src
-        return _plugin("scatter", self, dim, _plain(index), source)
-
-    def scatter_add(self: TensorLike, dim: builtins.int, index: Any, src: Any) -> Tensor:
-        """Torch's scatter_add: a copy with ``out[index[i][j]][j] += src[i][j]``."""
-        return _plugin("scatter_add", self, dim, _plain(index), src)
-
-    def scatter_reduce(
-        self: TensorLike,
-        dim: builtins.int,
-        index: Any,
-        src: Any,
-        reduce: str,
-        *,
-        include_self: builtins.bool = True,
-    ) -> Tensor:
-        """Torch's scatter_reduce: ``reduce`` is sum, prod, mean, amax or amin."""
-        params = {"reduce": reduce, "include_self": include_self}
-        return _plugin("scatter_reduce", self, dim, _plain(index), src, **params)
+        return _tk.GATHER(self, dim, _plain(index))  # type: ignore[no-any-return]
 
     def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
-        return _plugin("nonzero" if as_tuple else "argwhere", self)
+        return _sel.NONZERO(self) if as_tuple else self.argwhere()
 
     def argwhere(self: TensorLike) -> Tensor:
         """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""
-        return _plugin("argwhere", self)
+        return _apply(_sel.ARGWHERE, (self,), {})
 
 
 def _index_key(key: Any) -> Any:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from sadl import _backward, _dispatch, _engine, _inplace
 from sadl._conversions import ConversionMethods
@@ -43,7 +42,6 @@ class Tensor(
     ReductionMethods,
     ShapeMethods,
     ConversionMethods,
-    NDArrayOperatorsMixin,
     result=True,
 ):
     """An n-dimensional array that can record the operations applied to it and differentiate them.

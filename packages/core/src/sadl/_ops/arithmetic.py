@@ -153,7 +153,24 @@ LOGADDEXP = OpDef(
     numpy_funcs=(np.logaddexp,),
     examples=_SHAPES + (Example(np.array([1000.0, -1000.0]), np.array([999.0, -1000.0])),),
 )
+_MODULO = (Example((3, 4), np.full((3, 4), 0.7)),)
+REMAINDER = OpDef(
+    "remainder",
+    np.remainder,
+    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)),
+    numpy_funcs=(np.remainder,),
+    examples=_MODULO,
+)
+FMOD = OpDef(
+    "fmod",
+    np.fmod,
+    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)),
+    numpy_funcs=(np.fmod,),
+    examples=_MODULO,
+)
 OPS = (
+    REMAINDER,
+    FMOD,
     ADD,
     SUBTRACT,
     MULTIPLY,

@@ -100,7 +100,64 @@ FLOOR_DIVIDE = _piecewise_constant(
     "floor_divide", np.floor_divide, examples=(Example((3, 4), (4,), domain=(0.5, 2.0)),), inputs=2
 )
 
+# ------------------------------------------------------------------------------------- clip
+
+
+def _clip(x, a_min=None, a_max=None, *, min=None, max=None):
+    """Limit values to ``[a_min, a_max]`` (either bound may be None; bounds may be tensors)."""
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    if lo is None and hi is None:
+        raise ValueError("clip: give at least one of a_min / a_max")
+    # Bounds never change the dtype (float64 bounds on float32 data stay float32).
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+
+def _bounds(a_min, a_max, min, max):
+    return (a_min if a_min is not None else min), (a_max if a_max is not None else max)
+
+
+def _clip_grad_x(g, out, x, a_min=None, a_max=None, *, min=None, max=None):
+    lo, hi = _bounds(a_min, a_max, min, max)
+    inside = g
+    if lo is not None:
+        inside = inside * (x >= lo)
+    if hi is not None:
+        inside = inside * (x <= hi)
+    return inside
+
+
+def _clip_grad_min(g, out, x, a_min=None, a_max=None, *, min=None, max=None):
+    lo, hi = _bounds(a_min, a_max, min, max)
+    below = g * (x < lo)
+    return below if hi is None else below * (lo <= hi)  # lo > hi: NumPy gives hi everywhere
+
+
+def _clip_grad_max(g, out, x, a_min=None, a_max=None, *, min=None, max=None):
+    lo, hi = _bounds(a_min, a_max, min, max)
+    return g * (x > hi) if lo is None else g * np.logical_or(x > hi, lo > hi)
+
+
+CLIP = OpDef(
+    "clip",
+    _clip,
+    (_clip_grad_x, _clip_grad_min, _clip_grad_max),
+    numpy_funcs=(np.clip,),
+    examples=(
+        Example((3, 4), -0.5, 0.5),
+        Example((3, 4), None, 0.0),
+        Example((3, 4), np.array([-1.0, 0.0, 0.5, -2.0])),
+        Example((3, 4), (4,), (3, 1)),
+        Example((3, 4), a_min=-0.5, a_max=0.5),
+    ),
+    singular_points=(
+        Example(np.array([-0.5, 0.0, 0.5, 1.0]), -0.5, 0.5),  # at the bounds: gradient 1
+        Example(np.array([0.5, 0.0]), np.array([0.5, -1.0]), np.array([1.0, 0.0])),
+    ),
+)
+
 OPS = (
+    CLIP,
     SIGN,
     FLOOR,
     CEIL,

@@ -2,14 +2,16 @@
 
 They accept tensors that require grad and return tensors that do not, as in torch. (Rounding
 is different: torch differentiates it with a zero gradient, see ``sadl._ops.elementwise``.)
-``isneginf``, ``isposinf``, ``signbit``, ``isclose`` and ``count_nonzero`` are sadl-layers'.
+The bitwise ops (``& | ^ << >>`` on integer and boolean tensors) are here too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from sadl._ops.reductions import normalize_axes
 from sadl._records import Example, OpDef
+from sadl.backends import is_array
 
 _ONE = (Example((3, 4)),)
 _TWO = (Example((3, 4), (4,)),)
@@ -62,9 +64,64 @@ LOGICAL_OR = _nondiff("logical_or", np.logical_or, examples=_TWO)
 LOGICAL_XOR = _nondiff("logical_xor", np.logical_xor, examples=_TWO)
 LOGICAL_NOT = _nondiff("logical_not", np.logical_not)
 INVERT = _nondiff("invert", np.invert, examples=(Example(np.array([True, False])),))
+
+
+def _bit_patterns(ufunc):
+    """``ufunc`` where a Python int the integer array's dtype cannot hold, but its bits can,
+    means that bit pattern: ``int32 | 0xFFFFFFFF`` is ``int32 | -1``, as in torch (NumPy raises
+    OverflowError).
+    """
+
+    def forward(a, b):
+        dtype = next((v.dtype for v in (a, b) if is_array(v) and v.dtype.kind in "iu"), None)
+        if dtype is not None:
+            top, unsigned = np.iinfo(dtype).max, np.dtype(f"u{dtype.itemsize}")
+            a, b = (
+                np.array(v, unsigned).view(dtype)[()]
+                if type(v) is int and top < v <= np.iinfo(unsigned).max
+                else v
+                for v in (a, b)
+            )
+        return ufunc(a, b)
+
+    forward.__doc__ = f"``np.{ufunc.__name__}`` on integers or booleans."
+    return _nondiff(ufunc.__name__, forward, (ufunc,), _BITS)
+
+
+_BITS = (Example(np.array([[3, 5], [12, 7]]), np.array([6, 1])),)
+BITWISE_AND = _bit_patterns(np.bitwise_and)
+BITWISE_OR = _bit_patterns(np.bitwise_or)
+BITWISE_XOR = _bit_patterns(np.bitwise_xor)
+LEFT_SHIFT = _nondiff("left_shift", np.left_shift, examples=_BITS)
+RIGHT_SHIFT = _nondiff("right_shift", np.right_shift, examples=_BITS)
 ISFINITE = _nondiff("isfinite", np.isfinite)
 ISNAN = _nondiff("isnan", np.isnan)
 ISINF = _nondiff("isinf", np.isinf)
+ISNEGINF = _nondiff("isneginf", np.isneginf)
+ISPOSINF = _nondiff("isposinf", np.isposinf)
+SIGNBIT = _nondiff("signbit", np.signbit)
+
+
+def _isclose(a, b, *, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """Elementwise closeness within tolerances."""
+    return np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+ISCLOSE = _nondiff("isclose", _isclose, (np.isclose,), _TWO)
+
+
+def _count_nonzero(x, *, axis=None, keepdims=False):
+    """Number of nonzero elements along ``axis``."""
+    counts = np.count_nonzero(x, axis=axis)  # CuPy's count_nonzero has no keepdims
+    return np.expand_dims(counts, normalize_axes(axis, np.ndim(x))) if keepdims else counts
+
+
+COUNT_NONZERO = _nondiff(
+    "count_nonzero",
+    _count_nonzero,
+    (np.count_nonzero,),
+    (Example((3, 4)), Example((3, 4), axis=1, keepdims=True), Example((2, 3, 4), axis=(0, 2))),
+)
 
 
 def _bitcast(x, *, dtype):
@@ -133,9 +190,19 @@ OPS = (
     LOGICAL_XOR,
     LOGICAL_NOT,
     INVERT,
+    BITWISE_AND,
+    BITWISE_OR,
+    BITWISE_XOR,
+    LEFT_SHIFT,
+    RIGHT_SHIFT,
     ISFINITE,
     ISNAN,
     ISINF,
+    ISNEGINF,
+    ISPOSINF,
+    SIGNBIT,
+    ISCLOSE,
+    COUNT_NONZERO,
     BITCAST,
     ALL,
     ANY,

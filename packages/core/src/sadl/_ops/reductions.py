@@ -2,8 +2,8 @@
 
 The axis helpers first (``unreduce`` puts a reduction's gradient back in a shape that
 broadcasts against its input); the other op families' rules use them too. They work on arrays
-and on Tensors alike. ``prod``, ``var``, ``std`` and ``cumprod`` are sadl-layers'
-(``sadl_layers.ops.reductions``).
+and on Tensors alike. Moments (``var``, ``std``) of float16 and bfloat16 accumulate in float32,
+as torch does, and come back in the input's dtype.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sadl._records import Example, OpDef
+from sadl.backends import array_module
 
 
 def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
@@ -123,12 +124,22 @@ AMAX = OpDef("amax", _max, (_extreme_grad,), numpy_funcs=(np.amax,), examples=_E
 AMIN = OpDef("amin", _min, (_extreme_grad,), numpy_funcs=(np.amin,), examples=_EXTREMES)
 
 
+def _scan(scan, x, axis):
+    """``scan(x, axis)``; a 0-d input is its own running sum or product (shape ``()``, torch's)."""
+    if np.ndim(x) == 0:
+        normalize_axes(axis, 0)  # axis 0 and -1 name the implicit axis; others raise
+        return np.reshape(x, ()).copy()
+    return scan(x, axis=axis)
+
+
 def _cumsum(x, *, axis=None):
     """Running sum along ``axis`` (flattened when None)."""
-    return np.cumsum(x, axis=axis)
+    return _scan(np.cumsum, x, axis)
 
 
 def _cumsum_grad(g, out, x, *, axis=None):
+    if np.ndim(x) == 0:
+        return g
     if axis is None:
         return np.reshape(np.flip(np.cumsum(np.flip(g))), x.shape)
     return np.flip(np.cumsum(np.flip(g, axis=axis), axis=axis), axis=axis)
@@ -143,4 +154,170 @@ CUMSUM = OpDef(
 )
 
 
-OPS = (SUM, MEAN, MAX, MIN, AMAX, AMIN, CUMSUM)
+def _prod(x, *, axis=None, keepdims=False):
+    """Product over ``axis``."""
+    return np.prod(x, axis=axis, keepdims=keepdims)
+
+
+def _prod_grad(g, out, x, *, axis=None, keepdims=False):
+    g = unreduce(g, x.shape, axis, keepdims)
+    if not np.any(x == 0):
+        return g * (unreduce(out, x.shape, axis, keepdims) / x)
+    if not hasattr(x, "requires_grad"):
+        # d prod / d x_i = product of the others, computed without dividing by zero.
+        is_zero = x == 0
+        nonzero = np.where(is_zero, 1, x)
+        prod_nonzero = np.prod(nonzero, axis=axis, keepdims=True)
+        zeros = np.sum(is_zero, axis=axis, keepdims=True)
+        others = np.where(
+            is_zero,
+            np.where(zeros == 1, prod_nonzero, 0),
+            np.where(zeros == 0, prod_nonzero / nonzero, 0),
+        )
+        return g * others
+    return g * _product_of_others(x, axis)
+
+
+def _product_of_others(x, axis):
+    """prod_{j != i} x_j along ``axis`` as a smooth expression (for second derivatives at zeros).
+
+    Costs n times the memory of the reduced axis, so it is used only when differentiating twice
+    through a product that contains zeros.
+    """
+    axes = normalize_axes(axis, x.ndim)
+    last = list(range(x.ndim - len(axes), x.ndim))
+    moved = np.moveaxis(x, axes, last)
+    flat = np.reshape(moved, (*moved.shape[: x.ndim - len(axes)], -1))
+    n = flat.shape[-1]
+    expanded = np.where(array_module(x).eye(n, dtype=bool), 1.0, np.expand_dims(flat, -2))
+    others = np.reshape(np.prod(expanded, axis=-1), moved.shape)
+    return np.moveaxis(others, last, axes)
+
+
+PROD = OpDef(
+    "prod",
+    _prod,
+    (_prod_grad,),
+    numpy_funcs=(np.prod,),
+    examples=_AXES
+    + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
+    singular_points=(Example(np.array([2.0, 0.0, 3.0])), Example(np.array([0.0, 0.0, 3.0]))),
+)
+
+
+def _moment(fn, x, axis, ddof, keepdims):
+    """``fn(x)`` (np.var or np.std), in float32 for half-precision ``x`` (whose squares overflow
+    past 255), as torch accumulates; the result has ``x``'s dtype.
+    """
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and dtype.itemsize < 4 and dtype.kind in "fV":  # float16, bfloat16
+        return fn(x.astype(np.float32), axis=axis, ddof=ddof, keepdims=keepdims).astype(dtype)
+    return fn(x, axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+def _var(x, *, axis=None, ddof=0, keepdims=False):
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom (NumPy's default 0)."""
+    return _moment(np.var, x, axis, ddof, keepdims)
+
+
+def _var_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    return unreduce(g, x.shape, axis, keepdims) * centered * (2.0 * _inverse_dof(x, axis, ddof))
+
+
+def _inverse_dof(x, axis, ddof):
+    """1 / (N - ddof), inf when N - ddof <= 0 (where the forward is inf or nan, as in NumPy)."""
+    n = reduced_count(x.shape, axis) - ddof
+    return 1.0 / n if n > 0 else np.inf
+
+
+VAR = OpDef(
+    "var",
+    _var,
+    (_var_grad,),
+    numpy_funcs=(np.var,),
+    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+)
+
+
+def _std(x, *, axis=None, ddof=0, keepdims=False):
+    """Standard deviation over ``axis`` with ``ddof`` delta degrees of freedom."""
+    return _moment(np.std, x, axis, ddof, keepdims)
+
+
+def _std_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
+    # A constant slice has std 0 and centered values 0: its gradient is 0 (as in torch), not 0/0.
+    safe = np.where(out == 0, 1.0, out)
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    return unreduce(g / safe, x.shape, axis, keepdims) * centered * _inverse_dof(x, axis, ddof)
+
+
+STD = OpDef(
+    "std",
+    _std,
+    (_std_grad,),
+    numpy_funcs=(np.std,),
+    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+    singular_points=(
+        Example(np.full(3, 1.5)),  # a constant: std 0, gradient 0 (not 0/0)
+        Example(np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]]), axis=1, ddof=1),
+    ),
+)
+
+
+def _cumprod(x, *, axis=None):
+    """Running product along ``axis`` (flattened when None)."""
+    return _scan(np.cumprod, x, axis)
+
+
+def _cumprod_grad(g, out, x, *, axis=None):
+    if np.ndim(x) == 0:
+        return g
+    if axis is None:
+        flat = _cumprod_grad(np.reshape(g, (-1,)), out, np.reshape(x, (-1,)), axis=0)
+        return np.reshape(flat, x.shape)
+    if not np.any(x == 0):
+        # d out_j / d x_i = out_j / x_i for j >= i, so the gradient is a reversed running sum of
+        # g * out, divided by x.
+        return np.flip(np.cumsum(np.flip(g * out, axis=axis), axis=axis), axis=axis) / x
+    return _cumprod_grad_with_zeros(g, x, axis)
+
+
+def _cumprod_grad_with_zeros(g, x, axis):
+    """The cumprod gradient without dividing by x (exact where x has zeros).
+
+    grad_i = prod_{k<i} x_k * S_i with S_i = g_i + x_{i+1} * S_{i+1}: one pass backwards along
+    the axis, then the exclusive running product. Costs a Python loop over the axis' length.
+    """
+    moved_x = np.moveaxis(x, axis, 0)
+    moved_g = np.moveaxis(g, axis, 0)
+    n = moved_x.shape[0]
+    suffix = [moved_g[n - 1]]
+    for i in range(n - 2, -1, -1):
+        suffix.append(moved_g[i] + moved_x[i + 1] * suffix[-1])
+    suffix.reverse()
+    before = [np.ones_like(moved_x[0])] if n else []
+    for i in range(1, n):
+        before.append(before[-1] * moved_x[i - 1])
+    terms = [b * s for b, s in zip(before, suffix)]
+    return np.moveaxis(np.stack(terms), 0, axis) if n else g
+
+
+CUMPROD = OpDef(
+    "cumprod",
+    _cumprod,
+    (_cumprod_grad,),
+    numpy_funcs=(np.cumprod,),
+    examples=(
+        Example((5,), domain=(0.5, 1.5)),
+        Example((3, 4), axis=1, domain=(0.5, 1.5)),
+        Example((2, 3), domain=(0.5, 1.5)),
+        Example(np.array([[2.0, 0.0, 3.0, 0.5], [0.0, 1.5, 0.0, 2.0]]), axis=1),
+    ),
+    singular_points=(
+        Example(np.array([2.0, 0.0, 3.0])),  # torch: [1, 8, 0]; the x-division gave nan
+        Example(np.array([[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.5, 2.0]]), axis=1),
+    ),
+)
+
+OPS = (SUM, MEAN, MAX, MIN, AMAX, AMIN, CUMSUM, PROD, VAR, STD, CUMPROD)

@@ -23,16 +23,13 @@ from sadl_layers.ops import (
     contractions,
     conv,
     dense,
-    erf_family,
     grouped,
     layout,
     losses,
     normalization,
     piecewise,
     pooling,
-    predicates,
     recurrent,
-    reductions,
     resize,
     scatter_gather,
     selection,
@@ -46,16 +43,13 @@ from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.contractions import *  # noqa: F403
 from sadl_layers.ops.conv import *  # noqa: F403
 from sadl_layers.ops.dense import *  # noqa: F403
-from sadl_layers.ops.erf_family import *  # noqa: F403
 from sadl_layers.ops.grouped import *  # noqa: F403
 from sadl_layers.ops.layout import *  # noqa: F403
 from sadl_layers.ops.losses import *  # noqa: F403
 from sadl_layers.ops.normalization import *  # noqa: F403
 from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
-from sadl_layers.ops.predicates import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
-from sadl_layers.ops.reductions import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
@@ -65,7 +59,6 @@ from sadl_layers.ops.volume import *  # noqa: F403
 _TABLES = (
     classification,
     losses,
-    erf_family,
     activations,
     piecewise,
     normalization,
@@ -81,8 +74,6 @@ _TABLES = (
     layout,
     binary,
     contractions,
-    reductions,
-    predicates,
     volume,
     tensor_ops,
 )

@@ -7,7 +7,7 @@ op (``gelu_backward``, ``silu_backward``) whose own gradient is written in NumPy
 second and higher derivatives work while a first-order backward stays one fused pass. Mish,
 softplus, log-sigmoid and softsign are short NumPy expressions, forward and backward.
 
-Exact GELU is ``x * Phi(x)`` with Phi the normal CDF, ``sadl.ops.ndtr`` (erf_family) (NumPy has no
+Exact GELU is ``x * Phi(x)`` with Phi the normal CDF, core's ``sadl.ops.ndtr`` (NumPy has no
 erf): in float32 as torch does, ``(1 + erf(x / sqrt 2)) / 2`` (within about 1e-7 absolute, at
 under twice the cost of the tanh form), in float64 as ``erfc(-x / sqrt 2) / 2``, which keeps its
 relative accuracy far into the negative tail.
@@ -36,7 +36,7 @@ _ndtr_op: list[Any] = []  # core's ndtr, looked up on first use (plugins are loa
 
 
 def _ndtr(x):
-    """Phi(x), the standard normal CDF, as a new array (``sadl.ops.ndtr`` (erf_family))."""
+    """Phi(x), the standard normal CDF, as a new array (core's ``sadl.ops.ndtr``)."""
     if not _ndtr_op:
         _ndtr_op.append(sadl.ops.get("ndtr").forward)
     return _ndtr_op[0](x)

@@ -1,6 +1,6 @@
-"""Binary NumPy ufuncs beyond arithmetic: ``arctan2``, ``hypot``, ``logaddexp2``, ``fmod``,
-``remainder`` (they left core, issue 24); ``np.arctan2(a, b)`` on Tensors reaches them through the
-registry.
+"""Binary NumPy ufuncs beyond arithmetic: ``arctan2``, ``hypot``, ``logaddexp2`` (core has
+``remainder`` and ``fmod``, the ``%`` operator's); ``np.arctan2(a, b)`` on Tensors reaches them
+through the registry.
 """
 
 from __future__ import annotations
@@ -48,22 +48,7 @@ LOGADDEXP2 = OpDef(
     numpy_funcs=(np.logaddexp2,),
     examples=_SHAPES,
 )
-FMOD = OpDef(
-    "fmod",
-    np.fmod,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)),
-    numpy_funcs=(np.fmod,),
-    examples=(Example((3, 4), np.full((3, 4), 0.7)),),
-)
-REMAINDER = OpDef(
-    "remainder",
-    np.remainder,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)),
-    numpy_funcs=(np.remainder,),
-    examples=(Example((3, 4), np.full((3, 4), 0.7)),),
-)
 
-
-__all__ = ["arctan2", "hypot", "logaddexp2", "fmod", "remainder"]
+__all__ = ["arctan2", "hypot", "logaddexp2"]
 INTERNAL_OPS: tuple[OpDef, ...] = ()
-arctan2, hypot, logaddexp2, fmod, remainder = ARCTAN2, HYPOT, LOGADDEXP2, FMOD, REMAINDER
+arctan2, hypot, logaddexp2 = ARCTAN2, HYPOT, LOGADDEXP2

@@ -1,5 +1,5 @@
 """The error function family NumPy lacks: ``erf``, ``erfc``, ``erfinv`` and the normal CDF
-``ndtr``, vectorised (sadl-layers; ``Tensor.erf`` and ``sadl.ops.erf`` call them).
+``ndtr``, vectorised (``t.erf()``, ``sadl.ops.erf``; sadl-layers' exact GELU calls ``ndtr``).
 
 float64 follows fdlibm's ``s_erf.c`` (Sun Microsystems, 1993: "Permission to use, copy, modify,
 and distribute this software is freely granted, provided that this notice is preserved."): four
@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from sadl._records import Example, OpDef
 from sadl.backends import array_module, value_dependent
-from sadl.plugins import Example, OpDef
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
@@ -404,6 +405,4 @@ NDTR = OpDef(
     examples=_ERF_EXAMPLES,
 )
 
-__all__ = ["erf", "erfc", "erfinv", "ndtr"]
-INTERNAL_OPS: tuple[OpDef, ...] = ()
-erf, erfc, erfinv, ndtr = ERF, ERFC, ERFINV, NDTR
+OPS = (ERF, ERFC, ERFINV, NDTR)

@@ -1,4 +1,4 @@
-"""What the engine checks, seen through the ops that left core for sadl-layers (issue 24):
+"""What the engine checks, seen through ``clip``, ``take``, ``prod``, ``var``, ``std`` and ``sort``:
 ``clip`` differentiates its tensor bounds and follows NumPy where they cross; a Tensor that
 requires grad given for a constant (``clip``'s keyword bound, ``take``'s indices) is refused; a
 keyword naming an input is that input; ``prod``, ``var`` and ``std`` on 0-d tensors and empty
@@ -16,7 +16,7 @@ from sadl.testing import gradcheck, gradgradcheck
 
 torch = pytest.importorskip("torch")
 
-MOVED = ["prod", "var", "std", "cumprod", "sort", "take", "take_along_axis", "clip"]
+OPS = ["prod", "var", "std", "cumprod", "sort", "take", "take_along_axis", "clip"]
 PREDICATES = ["isneginf", "isposinf", "signbit", "isclose", "count_nonzero"]
 
 
@@ -24,8 +24,8 @@ def T(a, grad=True):
     return sadl.Tensor(np.asarray(a, dtype=np.float64), requires_grad=grad)
 
 
-@pytest.mark.parametrize("name", MOVED)
-def test_the_moved_op_is_registered_and_differentiable(name):
+@pytest.mark.parametrize("name", OPS)
+def test_the_op_is_registered_and_differentiable(name):
     assert sadl.ops.get(name).differentiable
 
 
@@ -174,7 +174,7 @@ def test_var_defaults_to_numpy_ddof_zero():
         ("clip", (0.2, 0.6)),
     ],
 )
-def test_every_moved_method_is_reachable_through_numpy(name, args):
+def test_every_method_is_reachable_through_numpy(name, args):
     t = T(np.arange(1.0, 13.0).reshape(3, 4) / 13.0)
     via_method, via_numpy = getattr(t, name)(*args), getattr(np, name)(t, *args)
     assert isinstance(via_numpy, sadl.Tensor) and via_numpy.requires_grad
@@ -194,14 +194,16 @@ def test_ufunc_reduce_and_accumulate_of_multiply_reach_prod_and_cumprod():
 def test_sort_descending_and_argsort_match_torch(dim):
     x = np.random.default_rng(dim).permutation(20).reshape(4, 5) / 7 - 1  # no ties
     ours, theirs = T(x), torch.tensor(x, requires_grad=True)
-    out = ours.sort(dim=dim, descending=True)
-    ref = theirs.sort(dim=dim, descending=True).values
+    out, indices = ours.sort(dim=dim, descending=True)  # torch's (values, indices) for dim=
+    ref, ref_indices = theirs.sort(dim=dim, descending=True)
     np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+    np.testing.assert_array_equal(indices.numpy(), ref_indices.numpy())
+    np.testing.assert_array_equal(ours.sort(dim, True).numpy(), out.numpy())  # NumPy's: values
     w = np.random.default_rng(9).normal(size=x.shape)
     (out * w).sum().backward()
     (ref * torch.tensor(w)).sum().backward()
     np.testing.assert_allclose(ours.grad, theirs.grad.numpy())
-    gradgradcheck(lambda a: a.sort(dim=dim, descending=True) ** 2, x)
+    gradgradcheck(lambda a: a.sort(dim=dim, descending=True).values ** 2, x)
     ties = np.array([[2.0, 1.0, 2.0, np.nan, 1.0]])
     mine = sadl.tensor(ties).argsort(dim=1, descending=True).numpy()
     ref = torch.tensor(ties).argsort(dim=1, descending=True, stable=True).numpy()
@@ -211,7 +213,7 @@ def test_sort_descending_and_argsort_match_torch(dim):
 
 
 @pytest.mark.parametrize("name", PREDICATES)
-def test_the_moved_predicate_is_registered_without_a_gradient(name):
+def test_the_predicate_is_registered_without_a_gradient(name):
     assert not sadl.ops.get(name).differentiable
 
 
