@@ -39,7 +39,16 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("op tables", ["_ops", "_ops.*"]),
     (
         "tensor and engine",
-        ["_engine", "_inplace", "_backward", "_methods", "_conversions", "_dispatch", "_tensor"],
+        [
+            "_engine",
+            "_inplace",
+            "_backward",
+            "_methods",
+            "_conversions",
+            "_torch_methods",
+            "_dispatch",
+            "_tensor",
+        ],
     ),
     (
         "library",

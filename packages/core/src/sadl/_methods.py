@@ -262,7 +262,7 @@ class ArithmeticMethods:
     def __rmatmul__(self: TensorLike, other: Any) -> Tensor:
         return _apply(_la.MATMUL, (_operand(self, other), self), {})
 
-    def __imatmul__(self: TensorLike, other: Any) -> Tensor:
+    def __imatmul__(self: TensorLike, other: Any) -> Tensor:  # type: ignore[misc]
         return self._inplace(_la.MATMUL, _operand(self, other))
 
     def __divmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
@@ -281,7 +281,9 @@ class ArithmeticMethods:
     pow = _binary(_ar.POWER, "Elementwise power.")
     maximum = _binary(_ar.MAXIMUM, "Elementwise maximum.")
     minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
-    matmul = __matmul__
+    def matmul(self: TensorLike, other: Any) -> Tensor:
+        """Matrix product (NumPy's matmul rules)."""
+        return _apply(_la.MATMUL, (self, _operand(self, other)), {})
 
     floor_divide = _binary(_el.FLOOR_DIVIDE, "Elementwise floor(self / other) (zero gradient).")
 
@@ -581,7 +583,7 @@ class ShapeMethods:
 
     def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
-        return _sel.NONZERO(self) if as_tuple else self.argwhere()
+        return _sel.NONZERO(self) if as_tuple else _apply(_sel.ARGWHERE, (self,), {})
 
     def argwhere(self: TensorLike) -> Tensor:
         """Indices of nonzero elements, one row each: shape ``(count, ndim)``."""

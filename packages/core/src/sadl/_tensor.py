@@ -30,6 +30,7 @@ from sadl._methods import (
 from sadl._ops import indexing as _ix
 from sadl._ops import nondifferentiable as _nd
 from sadl._tensor_base import TensorBase
+from sadl._torch_methods import TorchMethods
 from sadl.backends import Device, array_module, device_of, is_array, to_device
 
 __all__ = ["Parameter", "Tensor", "tensor"]
@@ -42,6 +43,7 @@ class Tensor(
     ReductionMethods,
     ShapeMethods,
     ConversionMethods,
+    TorchMethods,
     result=True,
 ):
     """An n-dimensional array that can record the operations applied to it and differentiate them.

@@ -59,11 +59,6 @@ class TensorBase:
         return self.data.ndim  # type: ignore[no-any-return]
 
     @property
-    def size(self) -> int:
-        """Number of elements."""
-        return self.data.size  # type: ignore[no-any-return]
-
-    @property
     def is_leaf(self) -> bool:
         """True unless the tensor is the recorded result of an op."""
         return self._node is None

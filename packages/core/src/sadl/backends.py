@@ -336,13 +336,13 @@ def _backend_of_type(kind: type) -> Backend | None:
     """The backend owning arrays of type ``kind`` (None for anything else), cached per type."""
     if kind in _plain_kinds:
         return None
+    if kind.__module__.partition(".")[0] in ("numpy", "builtins") or issubclass(kind, TensorBase):
+        _plain_kinds.add(kind)  # NumPy scalars, Python values, Tensors: no plugin is asked
+        return None
     _sync()
     found = _table.by_type.get(kind)
     if found is not None or kind in _table.not_arrays:
         return found
-    if kind.__module__.partition(".")[0] in ("numpy", "builtins") or issubclass(kind, TensorBase):
-        _plain_kinds.add(kind)  # NumPy scalars, Python values, Tensors: no plugin needed
-        return None
     with _table.lock:
         # Only libraries already imported can have made this object: load their backends.
         served = {**{n: n for n in _table.records}, **_table.aliases}

@@ -1,10 +1,10 @@
-"""PyTorch parity of the erf family (sadl-layers' ``erf``, ``erfc``, ``erfinv``, ``ndtr``, also
-as ``Tensor.erf`` ...): forward, backward and double backward in float64, float32 forward."""
+"""PyTorch parity of the erf family (``erf``, ``erfc``, ``erfinv``, ``ndtr``, also as
+``Tensor.erf`` ...): forward, backward and double backward in float64, float32 forward."""
 
 import numpy as np
 import pytest
 import sadl
-from test_method_ops_torch_parity import RNG, check, normal  # the one torch-parity checker
+from test_selection_ops_torch_parity import RNG, check, normal  # the one torch-parity checker
 
 torch = pytest.importorskip("torch")
 

@@ -1,0 +1,16 @@
+"""The CuPy-only code paths of core's selection ops, run on NumPy arrays (CuPy lacks the ufunc
+methods they replace)."""
+
+import numpy as np
+from sadl._ops import selection
+
+
+def test_doubling_scan_matches_accumulate(monkeypatch):
+    x = np.random.default_rng(0).normal(size=(3, 9))
+    x[1, 4] = np.nan
+    monkeypatch.setattr(selection, "array_module", lambda data: None)  # "not NumPy"
+    for ufunc in (np.maximum, np.minimum):
+        for axis in (0, 1):
+            np.testing.assert_array_equal(
+                selection._scan(ufunc, x, axis), ufunc.accumulate(x, axis=axis)
+            )
