@@ -6,7 +6,7 @@ W2 an MLP 784-256-256-10 training step (ReLU, softmax cross-entropy, SGD) at bat
 Graph depth: ``sadl.grad`` against ``backward()`` on one 20,000-op chain (both must be linear).
 Each workload also runs under ``sadl.compile`` (traced once, replayed) and, in a process of its
 own (it compiles C++ first), under ``torch.compile``; ``--no-torch-compile`` skips those.
-Budgets for the compiled runs (issue 13, 1 thread): W1 <= 0.3x PyTorch eager per op; W2 at least
+Budgets for the compiled runs (1 thread): W1 <= 0.3x PyTorch eager per op; W2 at least
 as fast as the hand-written NumPy floor.
 """
 

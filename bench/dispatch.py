@@ -1,6 +1,6 @@
 """Per-call cost of the NumPy dispatch paths on a small Tensor (µs per call, best of 7 rounds).
 
-These are the paths that paid an in-function import before the core was layered (issue 11):
+These are the paths that paid an in-function import before the core was layered:
 ``np.exp(t)`` (``__array_ufunc__``), ``np.sum(t)`` (``__array_function__``) and an op record's
 call, next to a plain operator (``t * u``), which never did. W1 in bench/core.py times operator
 calls, so it does not see the difference; this does.

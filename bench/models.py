@@ -13,11 +13,11 @@ with and without the KV cache (greedy). Activation checkpointing: the M step aga
 time against the plain M step's.
 
 Usage: python bench/models.py [--threads 1] [--quick] [--no-torch-compile]
-Budgets (at 1 thread, issue 26): eager S and M step time <= 1.3x PyTorch eager, M peak RSS <=
+Budgets (at 1 thread): eager S and M step time <= 1.3x PyTorch eager, M peak RSS <=
 PyTorch's; compiled with sadl-kernels S and M <= 0.85x PyTorch eager and no slower than
 torch.compile, compiled M peak RSS <= 0.7x PyTorch's; compiled without sadl-kernels
-(``SADL_KERNELS=0``, also a row) faster than PyTorch eager (issue 13). Without sadl-kernels
-installed, the compiled row is judged by issue 13's budget. The exit status is 1 when a budget
+(``SADL_KERNELS=0``, also a row) faster than PyTorch eager. Without sadl-kernels
+installed, the compiled row is judged by the compiled-run budget. The exit status is 1 when a budget
 is not met.
 """
 
@@ -45,7 +45,7 @@ BUDGET_TIME = 1.3
 BUDGET_COMPILED_TIME = 0.85  # with sadl-kernels
 BUDGET_COMPILED_TIME_PLAIN = 1.0  # without them
 BUDGET_COMPILED_RSS = 0.7
-#: The issue states the budget at one thread. With more threads PyTorch also parallelizes its
+#: The budget is stated at one thread. With more threads PyTorch also parallelizes its
 #: elementwise kernels and attention while NumPy only threads BLAS, so the ratios there are
 #: reported, not judged.
 BUDGET_THREADS = 1

@@ -29,7 +29,7 @@ AREAS = [
     "threads",
 ]
 #: Run once, at the first thread count: scripts that set their own thread counts (they compare
-#: settings), and the compiled-step ratio, which issue 13 judges at one thread.
+#: settings), and the compiled-step ratio, whose budget is stated at one thread.
 RUN_ONCE = {"distributed", "compiled"}
 #: Extra arguments per area: the compiled step's report splits its products out by BLAS.
 EXTRA_ARGS = {"compiled": ["--blas"]}

@@ -189,13 +189,13 @@ def test_the_reading_tour_lists_every_file_on_the_path_with_true_counts():
 
 
 def test_one_backward_pass_runs_code_in_at_most_six_core_files():
-    # issue 24: a newcomer follows (x * w).sum().backward() through at most six files
+    # a newcomer follows (x * w).sum().backward() through at most six files
     path = _files_that_run(TOUR_PATH)
     assert len(path) <= 6, f"the path runs code in {len(path)} core files: {path}"
 
 
 def test_core_has_at_most_three_install_functions_each_listed_with_its_reason():
-    # issue 24: a hand-down is a cost to the reader; architecture.md says why each one remains
+    # a hand-down is a cost to the reader; architecture.md says why each one remains
     defined = set()
     for path in sorted(CORE.rglob("*.py")):
         module = ".".join(path.relative_to(CORE).with_suffix("").parts)

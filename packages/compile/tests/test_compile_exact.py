@@ -1,4 +1,4 @@
-"""sadl.compile: a replay is exact or it does not happen (issue 23).
+"""sadl.compile: a replay is exact or it does not happen.
 
 Each test runs a program eagerly and compiled on identical state and compares what a user can
 see. They use only public sadl names, so they run wherever ``sadl.compile`` is served from.
@@ -17,9 +17,7 @@ from compile_models import MLP
 from sadl import CompileError
 
 #: Marks a test of a defect class not fixed yet in this commit (removed with the fix).
-PENDING = pytest.mark.xfail(
-    strict=True, reason="issue 23: eager defect still open (see the report)"
-)
+PENDING = pytest.mark.xfail(strict=True, reason="an eager defect still open")
 BIG = (256, 256)  # 65,536 elements: large enough for elementwise fusion
 
 
@@ -665,7 +663,7 @@ def _noisy_step(mode, w):
 
 @pytest.mark.parametrize("mode", ["manual_seed", "set_rng_state", "set_back_at_end"])
 def test_generator_seeded_or_set_back_inside_the_call_replays_as_eager(mode):
-    # Found by hand (issue 23 fuzzing): `sadl.manual_seed(5)` inside a compiled step, or a
+    # Found by hand (fuzzing): `sadl.manual_seed(5)` inside a compiled step, or a
     # state taken with get_rng_state and set back inside it, was not replayed: replays drew on
     # from the stream the previous call left (another dropout mask each call, where eager
     # draws the same one), a silent difference in the result, the gradient and the generator.

@@ -1,4 +1,4 @@
-"""Corners of the engine that outside suites found (issue 25): dtypes, broadcast errors, pow."""
+"""Corners of the engine that outside suites found: dtypes, broadcast errors, pow."""
 
 import numpy as np
 import pytest

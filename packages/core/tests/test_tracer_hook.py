@@ -1,4 +1,4 @@
-"""One install point for a tracer (issue 24): ``sadl.backends.install_tracer`` takes a
+"""One install point for a tracer: ``sadl.backends.install_tracer`` takes a
 ``sadl.backends.Tracer`` that sees device-array stand-ins, host/device copies, value-dependent
 calls and draws; None removes it, and then nothing is routed anywhere."""
 

@@ -1,5 +1,5 @@
-"""tensordot, einsum, outer and inner (sadl-layers' ``ops/contractions.py``, out of core since
-issue 24) against torch (float64; skipped without torch): forward values, first and second
+"""tensordot, einsum, outer and inner (sadl-layers' ``ops/contractions.py``) against
+torch (float64; skipped without torch): forward values, first and second
 derivatives, reached through NumPy's functions on Tensors."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Against torch: a learned float attention mask gets its gradient; integer images pool and
-resize (issue 25)."""
+resize."""
 
 import numpy as np
 import pytest

@@ -281,6 +281,7 @@ class ArithmeticMethods:
     pow = _binary(_ar.POWER, "Elementwise power.")
     maximum = _binary(_ar.MAXIMUM, "Elementwise maximum.")
     minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
+
     def matmul(self: TensorLike, other: Any) -> Tensor:
         """Matrix product (NumPy's matmul rules)."""
         return _apply(_la.MATMUL, (self, _operand(self, other)), {})

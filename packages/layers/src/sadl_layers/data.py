@@ -1,5 +1,5 @@
 """Data helpers: minibatches, a train/validation split, random next-token windows (served as
-``sadl.data.batches`` & co.; they left core, issue 24).
+``sadl.data.batches`` & co.).
 
 Arrays may live on any device: the row indices are drawn on the host (from sadl's CPU generator
 or ``rng``) and index the arrays where they are, as CuPy accepts NumPy index arrays.

@@ -1,5 +1,5 @@
 """Contractions beyond matmul: ``tensordot``, ``einsum`` (repeated indices and a summed-out
-``...`` as torch), ``outer`` and ``inner``. They left core (issue 24); ``np.einsum(...)`` and
+``...`` as torch), ``outer`` and ``inner``. ``np.einsum(...)`` and
 ``np.tensordot`` on Tensors reach them through the registry.
 """
 
