@@ -98,6 +98,23 @@ _METHODS: dict[tuple[str, np.ufunc], str] = {
 }
 
 
+def _parameters(forward: Any) -> tuple[list[str], bool, list[str], dict[str, Any]]:
+    """A forward's positional parameters (its inputs), whether it takes ``*inputs``, its
+    keyword-only parameters (its params) and the defaults of the positional ones.
+    """
+    if isinstance(forward, np.ufunc):
+        return [f"x{i}" for i in range(forward.nin)], False, [], {}
+    params = inspect.signature(forward).parameters.values()
+    kinds = inspect.Parameter
+    inputs = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    return (
+        [p.name for p in inputs],
+        any(p.kind is kinds.VAR_POSITIONAL for p in params),
+        [p.name for p in params if p.kind is kinds.KEYWORD_ONLY],
+        {p.name: p.default for p in inputs if p.default is not p.empty},
+    )
+
+
 def make_binder(op: OpDef, func: Any = None) -> Binder:
     """Map a NumPy-style call onto ``op``'s forward: (inputs, params).
 
@@ -105,29 +122,8 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
     keyword-only parameters in order; a variadic forward (``*arrays``) called with one list takes
     the list's items as its inputs (``np.concatenate([a, b], 1)``).
     """
-    forward = op.forward
     label = f"np.{getattr(func, '__name__', op.name)}"
-    if isinstance(forward, np.ufunc):
-        positional = [f"x{i}" for i in range(forward.nin)]
-        variadic = False
-        keyword: list[str] = []
-        defaults: dict[str, Any] = {}
-    else:
-        sig = inspect.signature(forward)
-        kinds = inspect.Parameter
-        positional = [
-            p.name
-            for p in sig.parameters.values()
-            if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-        ]
-        variadic = any(p.kind is kinds.VAR_POSITIONAL for p in sig.parameters.values())
-        keyword = [p.name for p in sig.parameters.values() if p.kind is kinds.KEYWORD_ONLY]
-        defaults = {
-            p.name: p.default
-            for p in sig.parameters.values()
-            if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-            and p.default is not p.empty
-        }
+    positional, variadic, keyword, defaults = _parameters(op.forward)
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         if variadic and not positional and args and isinstance(args[0], list | tuple):
