@@ -149,7 +149,7 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     session.run("python", "tools/check_layers.py")
     session.run("python", "tools/check_file_sizes.py")
-    session.run("python", "tools/sz.py")  # core <= 6,000 code lines, its kernel <= 1,000
+    session.run("python", "tools/sz.py")  # core <= 7,000 code lines, its kernel <= 1,000
     session.run("python", "tools/op_record_distance.py", "packages/core/src/sadl/_ops")
     fixtures = sorted(str(p) for p in (ROOT / "tests/fixtures/plugins").iterdir() if p.is_dir())
     session.run("python", "tools/check_imports.py", "--private-only", *fixtures)
