@@ -53,6 +53,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_checkpoint",
             "_pysadl",
             "_builtin",
+            "autograd",
         ],
     ),
     ("plugin host", ["_clashes", "_host"]),

@@ -46,6 +46,19 @@ class Function(FunctionNames):
 
     training: bool = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "backward" in cls.__dict__:
+            # The engine differentiates the ops that forward runs; a Module's own backward
+            # would never be called, and the gradient would be silently the ops' one.
+            raise TypeError(
+                f"{cls.__name__} defines backward(), which a Module never calls (its gradient "
+                "comes from the ops its forward uses). For a custom gradient subclass "
+                "sadl.autograd.Function (torch.autograd.Function's contract: staticmethods "
+                "forward(ctx, ...) and backward(ctx, grad), called as .apply) or register an "
+                "OpDef (docs/plugins.md)"
+            )
+
     def __init__(self) -> None:
         self.training = True
 
