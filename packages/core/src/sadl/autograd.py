@@ -67,7 +67,8 @@ class FunctionCtx:
 
     def set_materialize_grads(self, value: bool) -> None:
         """With False, ``backward`` may receive None for an output gradient (never here:
-        sadl's Functions have one output, whose gradient always exists)."""
+        sadl's Functions have one output, whose gradient always exists).
+        """
         self.materialize_grads = value
 
     def mark_non_differentiable(self, *tensors: Any) -> None:
@@ -117,7 +118,7 @@ class Function:
 
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
-        """torch 2's split form: save what backward needs from ``inputs`` and ``output``."""
+        """Torch 2's split form: save what backward needs from ``inputs`` and ``output``."""
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
