@@ -54,7 +54,7 @@ MISSING: dict[str, str] = {
     "utils": "use sadl.data (batches, train_val_split, windows) and sadl.checkpoint",
     "distributed": "use sadl_distributed (the sadl-distributed package)",
     "set_float32_matmul_precision": "drop the call: NumPy's float32 matmul has one precision",
-    "unfold": "use sadl.ops.unfold, which is im2col (torch.nn.functional.unfold), not Tensor.unfold",
+    "unfold": "use sadl.ops.unfold, which is im2col (F.unfold), not torch.Tensor.unfold",
 }
 
 __all__ = [

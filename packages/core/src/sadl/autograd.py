@@ -131,7 +131,7 @@ class Function:
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, TensorBase))
         enabled = _grad_state.enabled
         ctx = FunctionCtx(
-            tuple(isinstance(a, TensorBase) and enabled and a.requires_grad for a in args)
+            tuple(isinstance(a, TensorBase) and enabled and a._requires_grad for a in args)
         )
         ctx._inputs = args
         tensors = [args[i] for i in positions]

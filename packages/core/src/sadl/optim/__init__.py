@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from sadl._adam import Adam, adam_update
 from sadl._namespace import RegistryNamespace, served
-from sadl._optimizer import Optimizer
+from sadl._optimizer import Optimizer, torch_options
 from sadl._sgd import SGD
 from sadl.optim import lr_scheduler
 
-__all__ = ["SGD", "Adam", "Optimizer", "adam_update", "lr_scheduler", "names"]
+__all__ = ["SGD", "Adam", "Optimizer", "adam_update", "lr_scheduler", "names", "torch_options"]
 
 
 _namespace = RegistryNamespace("optimizers", globals(), "cls")

@@ -4,6 +4,6 @@ module name (``from sadl.optim.lr_scheduler import StepLR``), served by sadl-opt
 
 from sadl._namespace import served
 
-_NAMES = """LRScheduler StepLR MultiStepLR ExponentialLR LambdaLR CosineAnnealingLR OneCycleLR
+_NAMES = """LRScheduler StepLR MultiStepLR ExponentialLR LambdaLR CosineAnnealingLR
 ReduceLROnPlateau CosineWithWarmup LinearWarmup OneCycle""".split()
 __getattr__ = served("sadl.optim.lr_scheduler", "sadl-optim", "sadl_optim", _NAMES)
