@@ -64,11 +64,7 @@ def _with_sadl_imports(source: str, replacements: dict[str, str]) -> str:
     for torch_line, sadl_line in replacements.items():
         assert source.count(torch_line) == 1, f"expected one {torch_line!r} in the file"
         source = source.replace(torch_line, sadl_line)
-    left = [
-        line
-        for line in source.splitlines()
-        if line.startswith(("import torch", "from torch"))
-    ]
+    left = [line for line in source.splitlines() if line.startswith(("import torch", "from torch"))]
     assert not left, f"imports of torch are left: {left}"
     return source
 
