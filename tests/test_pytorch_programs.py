@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import sadl
 
 torch = pytest.importorskip("torch")

@@ -1,10 +1,9 @@
-"""``sadl.autograd.Function``: PyTorch's custom-gradient contract, and the Module that looks like it."""
+"""``sadl.autograd.Function``: PyTorch's custom-gradient contract; the Module that mimics it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import sadl
 from sadl.testing import gradcheck, gradgradcheck
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import sadl
 
 torch = pytest.importorskip("torch", reason="torch's Module is the reference")

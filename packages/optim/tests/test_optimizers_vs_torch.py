@@ -1,7 +1,7 @@
 """Trajectories over 50 steps equal torch.optim's to 1e-6 in float64, on a quadratic and an MLP.
 
-Covers sadl-optim's AdamW, RMSprop, Adagrad and Adadelta, core's SGD and Adam variants, param groups with
-different hyperparameters, and optimizers driven by the schedules. (Lion has no torch
+Covers sadl-optim's AdamW, RMSprop, Adagrad and Adadelta, core's SGD and Adam variants, param
+groups with different hyperparameters, and optimizers driven by the schedules. (Lion has no torch
 counterpart: test_lion.py checks it against a NumPy reference.)
 """
 

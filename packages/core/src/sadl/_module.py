@@ -110,7 +110,8 @@ class Function(FunctionNames):
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Parameter]]:
         """Every Parameter with its dotted name; a parameter shared by two layers appears once
-        (unless ``remove_duplicate=False``); ``recurse=False``: this module's own only."""
+        (unless ``remove_duplicate=False``); ``recurse=False``: this module's own only.
+        """
         seen: set[int] = set()
         for name, value in _walk(self, prefix, include_tensors=True, recurse=recurse):
             if isinstance(value, Parameter) and (not remove_duplicate or id(value) not in seen):
@@ -209,7 +210,8 @@ class Function(FunctionNames):
 
     def apply(self, fn: Callable[[Function], Any]) -> Function:
         """Call ``fn`` on every sub-Function, then on self: each child's subtree in turn, in
-        torch's order (a module reached twice is visited twice, as in torch)."""
+        torch's order (a module reached twice is visited twice, as in torch).
+        """
         stack: list[tuple[Function, bool]] = [(self, False)]
         while stack:  # iterative post-order: no recursion limit for deep models
             module, expanded = stack.pop()
