@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import sadl
-import sadl.nn.functional as F
+import sadl.nn.functional as F  # noqa: N812 (torch's spelling)
 from sadl.testing import gradcheck
 
 torch = pytest.importorskip("torch", reason="torch.nn.functional is the reference")
