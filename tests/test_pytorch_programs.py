@@ -35,6 +35,16 @@ NANOGPT_IMPORTS = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """torch's thread pool fights every other process on a shared CI machine (a 10x slowdown
+    seen on two cores); one thread keeps these comparisons fast and changes no result here."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _snapshot_file(git_dir: str, path: str, variable: str) -> str:
     if not Path(git_dir).is_dir():
         pytest.skip(f"no snapshot at {git_dir} (set {variable} to a git directory holding it)")
