@@ -1,7 +1,7 @@
 """Trajectories over 50 steps equal torch.optim's to 1e-6 in float64, on a quadratic and an MLP.
 
-Covers sadl-optim's AdamW, RMSprop and Adagrad, core's SGD and Adam variants, param groups with
-different hyperparameters, and optimizers driven by the schedules. (Lion has no torch
+Covers sadl-optim's AdamW, RMSprop, Adagrad and Adadelta, core's SGD and Adam variants, param
+groups with different hyperparameters, and optimizers driven by the schedules. (Lion has no torch
 counterpart: test_lion.py checks it against a NumPy reference.)
 """
 
@@ -42,6 +42,9 @@ CASES = [
         {"lr": 0.005, "alpha": 0.9, "momentum": 0.5, "centered": True, "weight_decay": 0.01},
     ),
     ("Adagrad", {"lr": 0.1}),
+    ("Adadelta", {}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-5, "weight_decay": 0.01}),
+    ("Adam", {"lr": 0.02, "weight_decay": 0.1, "decoupled_weight_decay": True}),
     (
         "Adagrad",
         {
@@ -64,6 +67,7 @@ GROUP_CASES = [
     ),
     ("RMSprop", {"lr": 0.01}, [{"centered": True}, {"momentum": 0.9, "alpha": 0.95}]),
     ("Adagrad", {"lr": 0.1}, [{"lr_decay": 0.05}, {"lr": 0.05, "eps": 1e-6, "weight_decay": 0.1}]),
+    ("Adadelta", {"lr": 0.5}, [{"rho": 0.8}, {"lr": 1.0, "weight_decay": 0.1}]),
 ]
 
 

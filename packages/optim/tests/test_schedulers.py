@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import sadl
+import sadl_optim
 from optim_problems import GROUP_SPLITS, PROBLEMS, make_groups, train_sadl
 from sadl_optim import (
     Adagrad,
@@ -100,6 +101,20 @@ PARITY = {
     "MultiStepLR-unsorted": (
         lambda opt: MultiStepLR(opt, milestones=[12, 2], gamma=0.3),
         lambda torch, opt: torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[12, 2], gamma=0.3),
+    ),
+    "ExponentialLR": (
+        lambda opt: sadl_optim.ExponentialLR(opt, gamma=0.9),
+        lambda torch, opt: torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9),
+    ),
+    "CosineAnnealingLR": (
+        lambda opt: sadl_optim.CosineAnnealingLR(opt, T_max=10, eta_min=1e-3),
+        lambda torch, opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10, eta_min=1e-3),
+    ),
+    "LambdaLR-per-group": (
+        lambda opt: sadl_optim.LambdaLR(opt, [lambda t: 0.95**t, lambda t: 1 / (1 + t)]),
+        lambda torch, opt: torch.optim.lr_scheduler.LambdaLR(
+            opt, [lambda t: 0.95**t, lambda t: 1 / (1 + t)]
+        ),
     ),
     "OneCycle": (
         lambda opt: OneCycle(opt, max_lr=0.5, total_steps=40),

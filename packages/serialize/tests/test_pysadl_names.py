@@ -27,7 +27,8 @@ def test_modes_devices_and_traversal():
     model = Affine()
     assert model.is_training and model.inference() is model and not model.is_training
     assert model.train().is_training
-    assert model.device == ("cpu",) and model.copy_to_device("cpu") is model
+    assert model.devices == ("cpu",) and model.copy_to_device("cpu") is model
+    assert model.device == "cpu"  # torch's ecosystem: the one device
     seen = []
     model.traverse_parameters(lambda name, p: seen.append(name))
     assert seen == ["W", "extra.0"]

@@ -17,6 +17,8 @@ from sadl import (  # noqa: F401
     _host,
     _namespace,
     _tensor,
+    _torch,
+    autograd,
     backends,
     cuda,
     data,
@@ -91,6 +93,7 @@ __all__ = [
     "Tensor",
     "UnknownNameError",
     "arange",
+    "autograd",
     "backends",
     "cuda",
     "data",
@@ -139,6 +142,9 @@ def __getattr__(name: str) -> Any:
     """``sadl.<Name>``: a registered layer or optimizer (``sadl.Linear``, ``sadl.AdamW``), or a
     name a plugin package serves (``sadl.compile`` from sadl-compile), imported on first use.
     """
+    torch_name = _torch.served(name)  # sadl.cat, sadl.long, ...: torch's top-level spellings
+    if torch_name is not None:
+        return torch_name
     if name in _KNOWN_ATTRIBUTES:
         distribution, module = _KNOWN_ATTRIBUTES[name]
         try:
@@ -148,8 +154,8 @@ def __getattr__(name: str) -> Any:
             # the AttributeError into a bare "cannot import name"; raise its text as ImportError.
             fromlist = _sys._getframe(1).f_code.co_name == "_handle_fromlist"
             raise (ImportError(str(missing), name=module) if fromlist else missing) from None
-    if name.startswith("_") or not name[:1].isupper():
-        raise AttributeError(f"module 'sadl' has no attribute {name!r}")
+    if name.startswith("_") or not name[:1].isupper() or _torch.missing(name):
+        raise AttributeError(_torch.missing(name) or f"module 'sadl' has no attribute {name!r}")
     reg = _registry()
     for kind in ("layers", "optimizers"):
         record = reg.records(kind).get(name)
@@ -164,4 +170,9 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     reg = _registry()
-    return sorted(set(globals()) | set(reg.records("layers")) | set(reg.records("optimizers")))
+    served = (
+        set(reg.records("layers"))
+        | set(reg.records("optimizers"))
+        | {*_torch.__all__, *_torch.DTYPES}
+    )
+    return sorted(set(globals()) | served)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from sadl._optimizer import Optimizer
+from sadl._optimizer import Optimizer, torch_options
 from sadl._tensor import Tensor
 from sadl.backends import array_module
 
@@ -17,7 +17,9 @@ class Adam(Optimizer):
     """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False)``.
 
     ``weight_decay`` adds ``weight_decay * param`` to the gradient (L2, as in torch's Adam); for
-    decoupled decay use AdamW from sadl-optim. py-sadl's spellings ``beta_1``, ``beta_2`` and
+    decoupled decay use AdamW from sadl-optim (or torch's ``decoupled_weight_decay=True``).
+    torch's other switches (``maximize``, ``foreach``, ``fused``, ...) are those of
+    :func:`sadl.optim.torch_options`. py-sadl's spellings ``beta_1``, ``beta_2`` and
     ``epsilon`` are accepted for ``betas`` and ``eps``.
 
     >>> import numpy as np, sadl
@@ -39,6 +41,12 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         amsgrad: bool = False,
         *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
         beta_1: float | None = None,
         beta_2: float | None = None,
         epsilon: float | None = None,
@@ -53,14 +61,21 @@ class Adam(Optimizer):
             "eps": eps,
             "weight_decay": weight_decay,
             "amsgrad": amsgrad,
-        }
+            **torch_options(
+                type(self).__name__, maximize=maximize, foreach=foreach, capturable=capturable,
+                differentiable=differentiable, fused=fused,
+            ),
+        }  # fmt: skip
+        if decoupled_weight_decay:  # torch's Adam(decoupled_weight_decay=True) is AdamW
+            defaults["decoupled_weight_decay"] = True
         super().__init__(params, defaults)
 
     def update(
         self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
     ) -> None:
         """One Adam step on ``param.data``."""
-        adam_update(param.data, grad, state, group, decoupled_weight_decay=False)
+        decoupled = bool(group.get("decoupled_weight_decay", False))
+        adam_update(param.data, grad, state, group, decoupled_weight_decay=decoupled)
 
 
 def adam_update(

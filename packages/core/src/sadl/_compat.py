@@ -1,7 +1,7 @@
 """py-sadl 2.0's names, in one place, so that code written for py-sadl runs unchanged.
 
 ``docs/compat.md`` is the table. ``Function`` mixes in :class:`FunctionNames` (``inference()``,
-``is_training``, ``device``, ``copy_to_device``, ``traverse_parameters``, ``load_parameters``);
+``is_training``, ``devices``, ``copy_to_device``, ``traverse_parameters``, ``load_parameters``);
 the grad-mode names are here; ``Module`` is ``Function``'s torch name (``sadl._module``),
 ``Tensor.copy_to_device`` is ``to`` (``sadl._conversions``), and the optimizers accept
 py-sadl's keyword spellings (``friction=``, ``beta_1=``) in their constructors.
@@ -38,8 +38,10 @@ class FunctionNames:
         return bool(self.training)
 
     @property
-    def device(self: Any) -> tuple[Device, ...]:
-        """The devices holding the parameters, each once (py-sadl; empty without parameters)."""
+    def devices(self: Any) -> tuple[Device, ...]:
+        """The devices holding the parameters, each once (what py-sadl's ``model.device`` was;
+        empty without parameters). ``model.device`` is the one device, as in torch's ecosystem.
+        """
         return tuple(dict.fromkeys(p.device for p in self.parameters()))
 
     def copy_to_device(self: Any, device: str | Device | int) -> Function:

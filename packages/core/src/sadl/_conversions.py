@@ -51,6 +51,8 @@ class ConversionMethods:
         dtype('float64')
         """
         out = cast("Tensor", self)
+        if isinstance(device, type | np.dtype):  # t.to(sadl.float64): a dtype first, as torch
+            device, dtype = None, device
         if dtype is not None and np.dtype(dtype) != self.dtype:
             out = out.astype(dtype)
         if device is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from sadl._compat import FunctionNames
 from sadl._tensor import Parameter, Tensor
-from sadl.backends import Device, is_array, to_device
+from sadl.backends import Device, is_array, parse_device, to_device
 
 __all__ = ["Function", "IncompatibleKeys", "Module"]
 
@@ -46,6 +46,19 @@ class Function(FunctionNames):
 
     training: bool = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "backward" in cls.__dict__:
+            # The engine differentiates the ops that forward runs; a Module's own backward
+            # would never be called, and the gradient would be silently the ops' one.
+            raise TypeError(
+                f"{cls.__name__} defines backward(), which a Module never calls (its gradient "
+                "comes from the ops its forward uses). For a custom gradient subclass "
+                "sadl.autograd.Function (torch.autograd.Function's contract: staticmethods "
+                "forward(ctx, ...) and backward(ctx, grad), called as .apply) or register an "
+                "OpDef (docs/plugins.md)"
+            )
+
     def __init__(self) -> None:
         self.training = True
 
@@ -73,13 +86,15 @@ class Function(FunctionNames):
         for _, child in self.named_children():
             yield child
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Function]]:
-        """This Function and every sub-Function, depth first, each once."""
+    def named_modules(
+        self, memo: set[Any] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Function]]:
+        """This Function and every sub-Function, depth first, each once (torch's order)."""
         seen: set[int] = set()
         stack: list[tuple[str, Function]] = [(prefix, self)]
         while stack:
             name, module = stack.pop()
-            if id(module) in seen:
+            if remove_duplicate and id(module) in seen:
                 continue
             seen.add(id(module))
             yield name, module
@@ -91,11 +106,15 @@ class Function(FunctionNames):
         for _, module in self.named_modules():
             yield module
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """Every Parameter with its dotted name; a parameter shared by two layers appears once."""
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        """Every Parameter with its dotted name; a parameter shared by two layers appears once
+        (unless ``remove_duplicate=False``); ``recurse=False``: this module's own only.
+        """
         seen: set[int] = set()
-        for name, value in _walk(self, prefix, include_tensors=True, recurse=True):
-            if isinstance(value, Parameter) and id(value) not in seen:
+        for name, value in _walk(self, prefix, include_tensors=True, recurse=recurse):
+            if isinstance(value, Parameter) and (not remove_duplicate or id(value) not in seen):
                 seen.add(id(value))
                 yield name, value
 
@@ -121,13 +140,23 @@ class Function(FunctionNames):
             return found
         return {name: p.copy_to_device(to_device) for name, p in found.items()}
 
-    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """Registered buffers (running statistics and the like) with their dotted names."""
-        for mod_name, module in self.named_modules(prefix):
+        modules = self.named_modules(prefix=prefix) if recurse else iter([(prefix, self)])
+        seen: set[int] = set()
+        for mod_name, module in modules:
             for name in getattr(module, "_buffer_names", ()):
                 value = getattr(module, name, None)
-                if isinstance(value, Tensor):
+                if isinstance(value, Tensor) and (not remove_duplicate or id(value) not in seen):
+                    seen.add(id(value))
                     yield (f"{mod_name}.{name}" if mod_name else name), value
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Registered buffers."""
+        for _, value in self.named_buffers(recurse=recurse):
+            yield value
 
     def register_buffer(self, name: str, value: Tensor | None, persistent: bool = True) -> None:
         """Keep a non-trainable tensor as state: moved by ``to()``, saved when ``persistent``."""
@@ -165,7 +194,12 @@ class Function(FunctionNames):
                 p.grad = p.grad * 0
 
     def to(self, device: str | Device | int | None = None, dtype: Any = None) -> Function:
-        """Move (and/or cast) every parameter and buffer in place; returns self."""
+        """Move (and/or cast) every parameter and buffer in place; returns self.
+
+        As in torch, ``model.to(sadl.float64)`` casts: a dtype given first is the dtype.
+        """
+        if isinstance(device, type | np.dtype):
+            device, dtype = None, device
         for p in self.parameters():
             _move(p, device, dtype, floating_only=False)
         for module in self.modules():
@@ -175,10 +209,41 @@ class Function(FunctionNames):
         return self
 
     def apply(self, fn: Callable[[Function], Any]) -> Function:
-        """Call ``fn`` on every sub-Function and on self (children first, as in torch)."""
-        for module in reversed(list(self.modules())):
-            fn(module)
+        """Call ``fn`` on every sub-Function, then on self: each child's subtree in turn, in
+        torch's order (a module reached twice is visited twice, as in torch).
+        """
+        stack: list[tuple[Function, bool]] = [(self, False)]
+        while stack:  # iterative post-order: no recursion limit for deep models
+            module, expanded = stack.pop()
+            if expanded:
+                fn(module)
+                continue
+            stack.append((module, True))
+            stack.extend((child, False) for child in reversed(list(module.children())))
         return self
+
+    def half(self) -> Function:
+        """Cast floating parameters and buffers to float16 in place."""
+        return self.to(dtype=np.float16)
+
+    def float(self) -> Function:
+        """Cast floating parameters and buffers to float32 in place."""
+        return self.to(dtype=np.float32)
+
+    def double(self) -> Function:
+        """Cast floating parameters and buffers to float64 in place."""
+        return self.to(dtype=np.float64)
+
+    @property
+    def device(self) -> Device:
+        """The one device holding every parameter (CPU without any); mixed devices raise."""
+        found = self.devices
+        if len(found) > 1:
+            raise RuntimeError(
+                f"{type(self).__name__} has parameters on several devices {found}; "
+                "model.devices lists them"
+            )
+        return found[0] if found else parse_device("cpu")
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Tensor]:
@@ -192,14 +257,18 @@ class Function(FunctionNames):
         ['w']
         """
         state: dict[str, Tensor] = {}
-        for name, p in self.named_parameters():
-            state[name] = p.detach()
+        shared = {id(p): name for name, p in self.named_parameters()}
+        # torch's order: each module's own parameters, then its buffers, then its children's.
         for mod_name, module in self.named_modules():
+            dot = f"{mod_name}." if mod_name else ""
+            for name, p in module.named_parameters(recurse=False, remove_duplicate=False):
+                if shared.get(id(p)) == f"{dot}{name}":
+                    state[f"{dot}{name}"] = p.detach()
             transient: set[str] = getattr(module, "_transient_buffers", set())
             for name in getattr(module, "_buffer_names", ()):
                 value = getattr(module, name, None)
                 if isinstance(value, Tensor) and name not in transient:
-                    state[f"{mod_name}.{name}" if mod_name else name] = value.detach()
+                    state[f"{dot}{name}"] = value.detach()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
@@ -280,9 +349,9 @@ class ParameterView:
     def __init__(self, module: Function) -> None:
         self._module = module
 
-    def __call__(self) -> Iterator[Parameter]:
-        """Every Parameter of the module, each once."""
-        for _, p in self._module.named_parameters():
+    def __call__(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every Parameter of the module, each once (``recurse=False``: its own only)."""
+        for _, p in self._module.named_parameters(recurse=recurse):
             yield p
 
     def __iter__(self) -> Iterator[Parameter]:

@@ -39,13 +39,14 @@ class RegistryNamespace:
         return sorted(set(self.module_globals) | set(self.names()))
 
 
-def served(owner: str, distribution: str, module: str, names: Container[str]) -> Any:
+def served(owner: str, distribution: str, module: str, names: Container[str] | None) -> Any:
     """A module ``__getattr__`` for names that moved to a plugin package: ``owner.name`` is
     ``module.name`` once ``distribution``'s plugin loaded, else an error naming how to get it.
+    ``names=None`` serves every public name of ``module`` (its own errors name what is missing).
     """
 
     def __getattr__(name: str) -> Any:  # noqa: N807 (a module's __getattr__)
-        if name not in names:
+        if name.startswith("__") or (names is not None and name not in names):
             raise AttributeError(f"module {owner!r} has no attribute {name!r}")
         reg = registry()
         if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):

@@ -20,7 +20,7 @@ from sadl._grad_mode import enable_grad, no_grad
 from sadl._tensor import Parameter, Tensor
 from sadl.backends import is_array, to_device
 
-__all__ = ["Optimizer"]
+__all__ = ["Optimizer", "torch_options"]
 
 
 def _is_finite_number(value: Any) -> bool:
@@ -89,6 +89,47 @@ def _checked_state_value(where: str, index: Any, name: str, value: Any, param: T
     return to_device(value.astype(param.dtype, copy=True), param.device)
 
 
+def torch_options(owner: str, **flags: bool | None) -> dict[str, Any]:
+    """The switches of torch's optimizers (``maximize``, ``foreach``, ``fused``, ``capturable``,
+    ``differentiable``), checked, as defaults entries: each optimizer passes those its torch
+    namesake has, so its param groups hold the same keys as torch's.
+
+    ``maximize=True`` really maximizes: the base class negates the gradient before ``update``
+    (``update`` itself, so a compiled step does too). ``foreach``, ``fused`` and ``capturable``
+    choose how torch runs the same arithmetic (loops over tensors, one kernel, CUDA graphs):
+    sadl has one implementation, so they change nothing and are accepted. ``differentiable=True``
+    (a step that autograd can see through) is refused: sadl's steps run under ``no_grad``.
+    """
+    unknown = sorted(set(flags) - {"maximize", "foreach", "fused", "capturable", "differentiable"})
+    if unknown:
+        raise TypeError(f"{owner}: unknown switches {unknown}")
+    if flags.get("differentiable"):
+        raise ValueError(
+            f"{owner}: differentiable=True is not supported (sadl's optimizer steps run under "
+            "no_grad and are not recorded); leave it False"
+        )
+    for key, value in flags.items():
+        nullable = key in ("foreach", "fused")
+        if not (isinstance(value, bool) or (nullable and value is None)):
+            need = "True, False or None" if nullable else "True or False"
+            raise ValueError(f"{owner}: invalid {key}={value!r} (need {need})")
+    return dict(flags)
+
+
+def _maximizing(update: Callable[..., None]) -> Callable[..., None]:
+    """``update`` that follows ``-grad`` for a group with ``maximize`` (once: a subclass's
+    update calling its parent's is not negated twice).
+    """
+
+    def wrapper(self: Any, param: Tensor, grad: Any, state: Any, group: dict[str, Any]) -> None:
+        if group.get("maximize") and type(self).update is wrapper:
+            grad = -grad
+        update(self, param, grad, state, group)
+
+    wrapper.__doc__, wrapper.__name__ = update.__doc__, update.__name__
+    return wrapper
+
+
 class Optimizer:
     """Base class: ``Optimizer(params, defaults)``.
 
@@ -111,6 +152,12 @@ class Optimizer:
     #: run it once over a group's parameters packed into one flat buffer (same results, fewer
     #: calls).
     flat_update: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("update")
+        if own is not None:
+            cls.update = _maximizing(own)  # type: ignore[method-assign]
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)

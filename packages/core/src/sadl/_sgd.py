@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sadl._optimizer import Optimizer
+from sadl._optimizer import Optimizer, torch_options
 from sadl._tensor import Tensor
 
 __all__ = ["SGD"]
@@ -15,7 +15,10 @@ class SGD(Optimizer):
     """``SGD(params, lr, momentum=0, nesterov=False, weight_decay=0, dampening=0)``.
 
     With momentum ``b = momentum * b + (1 - dampening) * g``; the step is ``g + momentum * b``
-    (Nesterov) or ``b``. py-sadl's ``friction=f`` is accepted as ``momentum=1 - f``.
+    (Nesterov) or ``b``. py-sadl's ``friction=f`` is accepted as ``momentum=1 - f``. torch's
+    keyword switches (``maximize``, ``foreach``, ``fused``, ...) are those of
+    :func:`sadl.optim.torch_options`. The positional order after ``momentum`` is the design's
+    (``nesterov`` third), not torch's (``dampening``): pass those by keyword.
 
     >>> import numpy as np, sadl
     >>> w = sadl.Parameter(np.array([2.0]))
@@ -36,6 +39,10 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         dampening: float = 0.0,
         *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
         friction: float | None = None,
     ) -> None:
         if friction is not None:
@@ -50,7 +57,11 @@ class SGD(Optimizer):
             "nesterov": nesterov,
             "weight_decay": weight_decay,
             "dampening": dampening,
-        }
+            **torch_options(
+                "SGD", maximize=maximize, foreach=foreach, differentiable=differentiable,
+                fused=fused,
+            ),
+        }  # fmt: skip
         super().__init__(params, defaults)
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:

@@ -166,3 +166,8 @@ def clip_grad_value(params: Params, clip_value: float) -> None:
             q.grad = np.clip(grad, -c, c)
         else:
             array_module(grad).clip(grad, -c, c, out=grad)
+
+
+#: torch's names (``torch.nn.utils.clip_grad_norm_``); the underscore marks the in-place change.
+clip_grad_norm_ = clip_grad_norm
+clip_grad_value_ = clip_grad_value

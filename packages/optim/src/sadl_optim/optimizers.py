@@ -1,4 +1,4 @@
-"""AdamW, RMSprop, Adagrad and Lion on core's ``Optimizer`` base.
+"""AdamW, RMSprop, Adagrad, Adadelta and Lion on core's ``Optimizer`` base.
 
 Each class names its hyperparameters (the ``defaults``), checks them per param group and
 implements ``update(param, grad, state, group)``, which changes ``param.data`` in place and in its
@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 from sadl import Adam, Optimizer, Tensor
 from sadl.backends import array_module
-from sadl.optim import adam_update
+from sadl.optim import adam_update, torch_options
 
 from sadl_optim._checks import check_bool, check_number, is_number
 
-__all__ = ["Adagrad", "AdamW", "Lion", "RMSprop"]
+__all__ = ["Adadelta", "Adagrad", "AdamW", "Lion", "RMSprop"]
 
 
 def _check_betas(owner: str, group: dict[str, Any]) -> None:
@@ -73,10 +73,18 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         super().__init__(
-            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad
-        )
+            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+            maximize=maximize, foreach=foreach, capturable=capturable,
+            differentiable=differentiable, fused=fused,
+        )  # fmt: skip
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:
         """lr, eps, weight_decay >= 0; betas in [0, 1); amsgrad a bool."""
@@ -110,6 +118,10 @@ class RMSprop(Optimizer):
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -118,7 +130,11 @@ class RMSprop(Optimizer):
             "weight_decay": weight_decay,
             "momentum": momentum,
             "centered": centered,
-        }
+            **torch_options(
+                "RMSprop", maximize=maximize, foreach=foreach, capturable=capturable,
+                differentiable=differentiable,
+            ),
+        }  # fmt: skip
         super().__init__(params, defaults)
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:
@@ -179,6 +195,11 @@ class Adagrad(Optimizer):
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -186,7 +207,11 @@ class Adagrad(Optimizer):
             "weight_decay": weight_decay,
             "initial_accumulator_value": initial_accumulator_value,
             "eps": eps,
-        }
+            **torch_options(
+                "Adagrad", maximize=maximize, foreach=foreach, differentiable=differentiable,
+                fused=fused,
+            ),
+        }  # fmt: skip
         super().__init__(params, defaults)
 
     def check_hyperparameters(self, group: dict[str, Any]) -> None:
@@ -213,6 +238,68 @@ class Adagrad(Optimizer):
         std = xp.sqrt(total)
         std += float(group["eps"])
         data -= clr * (grad / std)
+
+
+class Adadelta(Optimizer):
+    """Adadelta (Zeiler, 2012), as ``torch.optim.Adadelta``.
+
+    ``Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0)``: ``g += weight_decay * p``
+    (L2), ``v = rho*v + (1-rho)*g*g``, ``d = sqrt(u + eps) / sqrt(v + eps) * g``,
+    ``u = rho*u + (1-rho)*d*d``, ``p -= lr * d`` (``v``, ``u`` start at zero).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        foreach: bool | None = None,
+        *,
+        capturable: bool = False,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "rho": rho,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            **torch_options(
+                "Adadelta", maximize=maximize, foreach=foreach, capturable=capturable,
+                differentiable=differentiable,
+            ),
+        }  # fmt: skip
+        super().__init__(params, defaults)
+
+    def check_hyperparameters(self, group: dict[str, Any]) -> None:
+        """lr, eps, weight_decay >= 0; rho in [0, 1]."""
+        group["rho"] = check_number("Adadelta", "rho", group["rho"], low=0, high=1)
+        super().check_hyperparameters(group)
+
+    def update(
+        self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
+    ) -> None:
+        """One Adadelta step on ``param.data`` (torch's order of operations)."""
+        data = param.data
+        xp = array_module(data)
+        rho, eps = float(group["rho"]), float(group["eps"])
+        weight_decay = float(group["weight_decay"])
+        state["step"] = state.get("step", 0) + 1
+        if weight_decay:
+            grad = grad + weight_decay * data
+        square_avg = _buffer(state, "square_avg", data)
+        acc_delta = _buffer(state, "acc_delta", data)
+        square_avg *= rho
+        square_avg += (1.0 - rho) * (grad * grad)
+        std = xp.sqrt(square_avg + eps)
+        delta = xp.sqrt(acc_delta + eps)
+        delta /= std
+        delta *= grad
+        acc_delta *= rho
+        acc_delta += (1.0 - rho) * (delta * delta)
+        data -= float(group["lr"]) * delta
 
 
 class Lion(Optimizer):

@@ -13,10 +13,13 @@ from sadl.plugins import Example, OptimizerDef, hookimpl, require_api
 require_api("1.0")
 
 from sadl_optim.matrix import LAMB, Muon  # noqa: E402
-from sadl_optim.optimizers import Adagrad, AdamW, Lion, RMSprop  # noqa: E402
+from sadl_optim.optimizers import Adadelta, Adagrad, AdamW, Lion, RMSprop  # noqa: E402
 from sadl_optim.plateau import ReduceLROnPlateau  # noqa: E402
 from sadl_optim.schedulers import (  # noqa: E402
+    CosineAnnealingLR,
     CosineWithWarmup,
+    ExponentialLR,
+    LambdaLR,
     LinearWarmup,
     LRScheduler,
     MultiStepLR,
@@ -29,12 +32,16 @@ PROVIDED: tuple[type, ...] = (
     AdamW,
     RMSprop,
     Adagrad,
+    Adadelta,
     Lion,
     Muon,
     LAMB,
     LRScheduler,
     StepLR,
     MultiStepLR,
+    ExponentialLR,
+    CosineAnnealingLR,
+    LambdaLR,
     CosineWithWarmup,
     LinearWarmup,
     OneCycle,
@@ -55,6 +62,9 @@ EXAMPLES: dict[type, tuple[Example, ...]] = {
     LAMB: (Example(lr=0.01), Example(lr=0.01, weight_decay=0.1)),
     StepLR: (Example(step_size=2, gamma=0.5),),
     MultiStepLR: (Example(milestones=[1, 2], gamma=0.5),),
+    ExponentialLR: (Example(gamma=0.5),),
+    CosineAnnealingLR: (Example(T_max=3),),
+    LambdaLR: (Example(lr_lambda=lambda step: 0.5**step),),
     ReduceLROnPlateau: (Example(1.0, patience=0),),  # step(1.0): never better, lr drops
     CosineWithWarmup: (Example(warmup_steps=1, total_steps=3),),
     LinearWarmup: (Example(warmup_steps=2),),

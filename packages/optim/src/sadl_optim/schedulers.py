@@ -1,5 +1,6 @@
-"""Learning-rate schedules: ``LRScheduler`` and ``StepLR``, ``MultiStepLR``, ``CosineWithWarmup``,
-``LinearWarmup``, ``OneCycle`` (``ReduceLROnPlateau``, driven by a metric, is in ``plateau``).
+"""Learning-rate schedules: ``LRScheduler`` and ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
+``CosineAnnealingLR``, ``LambdaLR``, ``CosineWithWarmup``, ``LinearWarmup``, ``OneCycle``
+(``ReduceLROnPlateau``, driven by a metric, is in ``plateau``).
 
 A schedule is a closed-form function of the step number, ``lr_at(step) -> [lr per param group]``.
 Constructing a scheduler records each group's base lr and applies step 0 (as torch does);
@@ -27,7 +28,17 @@ from sadl import Optimizer
 
 from sadl_optim._checks import check_bool, check_int, check_number
 
-__all__ = ["CosineWithWarmup", "LRScheduler", "LinearWarmup", "MultiStepLR", "OneCycle", "StepLR"]
+__all__ = [
+    "CosineAnnealingLR",
+    "CosineWithWarmup",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearWarmup",
+    "MultiStepLR",
+    "OneCycle",
+    "StepLR",
+]
 
 
 class LRScheduler(abc.ABC):
@@ -185,6 +196,75 @@ class StepLR(LRScheduler):
         """``base_lr * gamma ** (step // step_size)`` for each group."""
         factor = self.gamma ** (step // self.step_size)
         return [base * factor for base in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """``ExponentialLR(optimizer, gamma)``: ``lr(t) = base_lr * gamma ** t``, as torch's."""
+
+    hyperparameters = ("gamma",)
+
+    def __init__(self, optimizer: Optimizer, gamma: float) -> None:
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def _validate(self) -> None:
+        self.gamma = check_number("ExponentialLR", "gamma", self.gamma, low=0, low_open=True)
+
+    def lr_at(self, step: int) -> list[float]:
+        """``base_lr * gamma ** step`` for each group."""
+        return [base * self.gamma**step for base in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """``CosineAnnealingLR(optimizer, T_max, eta_min=0.0)``: half a cosine from the base lr
+    down to ``eta_min`` over ``T_max`` steps (and back up after, periodically).
+
+    ``lr(t) = eta_min + (base_lr - eta_min) * (1 + cos(pi * t / T_max)) / 2``: the closed form
+    of ``torch.optim.lr_scheduler.CosineAnnealingLR`` (torch's recursive update gives the same
+    values to rounding).
+    """
+
+    hyperparameters = ("T_max", "eta_min")
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer)
+
+    def _validate(self) -> None:
+        self.T_max = check_int("CosineAnnealingLR", "T_max", self.T_max, low=1)
+        self.eta_min = check_number("CosineAnnealingLR", "eta_min", self.eta_min, low=0)
+
+    def lr_at(self, step: int) -> list[float]:
+        """The cosine between each base lr and ``eta_min`` at ``step``."""
+        cos = (1.0 + math.cos(math.pi * step / self.T_max)) / 2.0
+        return [self.eta_min + (base - self.eta_min) * cos for base in self.base_lrs]
+
+
+class LambdaLR(LRScheduler):
+    """``LambdaLR(optimizer, lr_lambda)``: ``lr(t) = base_lr * lr_lambda(t)``, with one function
+    or one per param group, as torch's. The functions are not part of ``state_dict`` (as in
+    torch): rebuild the scheduler with them, then load its state.
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Any) -> None:
+        self.lr_lambdas = lr_lambda
+        super().__init__(optimizer)
+
+    def _validate(self) -> None:
+        groups = len(self.optimizer.param_groups)
+        fns = self.lr_lambdas
+        fns = list(fns) if isinstance(fns, list | tuple) else [fns] * groups
+        if len(fns) != groups or not all(callable(f) for f in fns):
+            raise ValueError(
+                f"LambdaLR: lr_lambda must be a function or a list of {groups} functions (one "
+                "per param group)"
+            )
+        self.lr_lambdas = fns
+
+    def lr_at(self, step: int) -> list[float]:
+        """``base_lr * lr_lambda(step)`` for each group."""
+        return [base * float(f(step)) for base, f in zip(self.base_lrs, self.lr_lambdas)]
 
 
 class MultiStepLR(LRScheduler):

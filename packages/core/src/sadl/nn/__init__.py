@@ -2,7 +2,8 @@
 
 Layers come from plugins (sadl-layers registers ``Linear``, ``LayerNorm``, ...; sadl-models
 registers ``GPT``). Attribute access loads the plugins on first use. ``sadl.nn.init`` holds
-``torch.nn.init``'s functions (served by sadl-layers).
+``torch.nn.init``'s functions and ``sadl.nn.functional`` ``torch.nn.functional``'s (both served by
+sadl-layers); ``sadl.nn.utils`` has the gradient clipping (served by sadl-optim).
 """
 
 from __future__ import annotations
@@ -10,9 +11,18 @@ from __future__ import annotations
 from sadl._module import Function, IncompatibleKeys, Module
 from sadl._namespace import RegistryNamespace
 from sadl._tensor import Parameter
-from sadl.nn import init
+from sadl.nn import functional, init, utils
 
-__all__ = ["Function", "IncompatibleKeys", "Module", "Parameter", "init", "names"]
+__all__ = [
+    "Function",
+    "IncompatibleKeys",
+    "Module",
+    "Parameter",
+    "functional",
+    "init",
+    "names",
+    "utils",
+]
 
 
 _namespace = RegistryNamespace("layers", globals(), "cls")
