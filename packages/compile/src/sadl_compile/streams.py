@@ -30,6 +30,11 @@ def state_key(generator: Any) -> str:
     return repr(generator.bit_generator.state)
 
 
+def _stream(generator: Any) -> int:
+    """Which stream ``generator`` draws from: its bit generator's identity."""
+    return id(generator.bit_generator)
+
+
 class Streams:
     """The states of the CPU generators a trace drew from, before and after each draw."""
 
@@ -37,24 +42,26 @@ class Streams:
         #: a generator's state (``state_key``, run where the tracer records nothing)
         self.key = key
         default = default_generator()
-        #: id(generator) -> (generator, its state now, as the graph left it)
-        self.last: dict[int, tuple[Any, str]] = {id(default): (default, key(default))}
-        #: (id(generator), state) -> (draw node, "before" or "after") where the call had it
+        # Streams are told apart by their bit generator: two sadl Generators wrapping one
+        # (resolve_generator(g) called twice on a NumPy g) are one stream.
+        #: id(bit generator) -> (a generator on it, its state now, as the graph left it)
+        self.last: dict[int, tuple[Any, str]] = {_stream(default): (default, key(default))}
+        #: (id(bit generator), state) -> (draw node, "before" or "after") where the call had it
         self.marks: dict[tuple[int, str], tuple[Node, str]] = {}
 
     def reseeded(self, generator: Any) -> None:
         """``manual_seed`` made ``generator`` the default: its stream starts here."""
-        self.last[id(generator)] = (generator, self.key(generator))
+        self.last[_stream(generator)] = (generator, self.key(generator))
 
     def jump(self, generator: Any, where: str) -> tuple[Node, str] | None:
         """The draw whose saved state ``generator`` was set back to since the graph last left
         it (None when it was not moved); raises CompileError when no draw of the call had it.
         """
         now = self.key(generator)
-        seen = self.last.get(id(generator))
+        seen = self.last.get(_stream(generator))
         if seen is None or seen[1] == now:
             return None
-        mark = self.marks.get((id(generator), now))
+        mark = self.marks.get((_stream(generator), now))
         if mark is None:
             raise CompileError(
                 f"sadl.compile: the state of a sadl generator was set inside the call (found at "
@@ -69,7 +76,7 @@ class Streams:
         call had ``state`` (a state from outside the call is not set again by a replay).
         """
         cpu = {k: v for k, v in state.items() if k != "devices"}
-        if (id(default_generator()), repr(cpu)) not in self.marks:
+        if (_stream(default_generator()), repr(cpu)) not in self.marks:
             raise CompileError(
                 f"sadl.compile: set_rng_state(...) at {where} sets a state that no draw of the "
                 "call had (taken outside the call); a replay could not set it again. Set it "
@@ -78,7 +85,7 @@ class Streams:
 
     def drew(self, generator: Any, node: Node, before: str) -> None:
         """``node`` drew from ``generator``, which stood at ``before``."""
-        key = id(generator)
+        key = _stream(generator)
         self.marks.setdefault((key, before), (node, "before"))
         after = self.key(generator)
         self.marks.setdefault((key, after), (node, "after"))
