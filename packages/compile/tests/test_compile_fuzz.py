@@ -203,8 +203,9 @@ def _inside(x, gen, spec):
 #: How a program draws from a NumPy generator of its own (``gen``: captured, made in build).
 PRIVATE_RNG = {
     "rand": lambda x, gen, spec: x + sadl.rand(*x.shape, rng=gen, dtype=x.dtype),
-    "resolve": lambda x, gen, spec: x
-    + resolve_generator(gen).standard_normal(x.shape).astype(x.dtype),
+    "resolve": lambda x, gen, spec: (
+        x + resolve_generator(gen).standard_normal(x.shape).astype(x.dtype)
+    ),
     "dropout": lambda x, gen, spec: sadl.nn.Dropout(0.3, rng=gen)(x),  # built in the call
     "inside": _inside,
 }
@@ -293,8 +294,6 @@ class Expression:
                 pool[2] = pool[2] + sadl.rand(*spec.shape, rng=7, dtype=dtype)
             if spec.private_rng != "none":
                 pool[0] = PRIVATE_RNG[spec.private_rng](pool[0], state.get("gen"), spec)
-            if spec.numpy_only:  # no tensor in np.exp(...): recomputed from the array's contents
-                pool[2] = pool[2] * np.exp(np.tanh(state["table"]))
             if spec.backward_rule:  # arctan2's gradient reads table * table + b * b
                 pool[1] = np.arctan2(state["table"], pool[1])
 
@@ -317,9 +316,12 @@ class Expression:
                 last = sadl.checkpoint(body, *pool)
             else:
                 last = body(*pool)
+            if spec.numpy_only:  # no tensor in np.exp(...): recomputed from the array's contents
+                last = last * np.exp(np.tanh(state["table"]))
             loss = REDUCE[spec.reduce](last) + last.sum() * 0.01
             if spec.grad and loss.requires_grad and spec.seed_grad:
-                last[last.argmax(0)].backward(state["seed"])  # the seed reaches a scatter
+                picked = last + pool[1]  # pool[1] reads the parameter: its .grad shows the seed
+                picked[picked.argmax(0)].backward(state["seed"])  # the seed reaches a scatter
             elif spec.grad and loss.requires_grad:
                 loss.backward()
             return WRAP[spec.wrap](loss.detach(), last.detach())

@@ -8,26 +8,49 @@ again on every replay, relative to that call's draws, never as the numbers the t
   (``set_rng_state(get_rng_state())`` around draws, activation checkpointing's replay of
   dropout) becomes an ``rng_restore`` effect that puts the generator back to the state the
   replay saved at that draw;
+* a NumPy generator held outside the call (``resolve_generator(g)`` of a captured ``g``) is a
+  stream that outlives the call: a replay draws on from it (``held_outside``);
 * any other change of a generator's state inside the call (a state made elsewhere, a draw
   behind sadl's back) is refused with a ``CompileError``: a replay could not follow it.
 """
 
 from __future__ import annotations
 
+import gc
+import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from sadl import CompileError
 from sadl.random import default_generator
 
 from sadl_compile.ir import Node
 
-__all__ = ["Streams", "state_key"]
+__all__ = ["Streams", "held_outside", "state_key"]
 
 
 def state_key(generator: Any) -> str:
     """The state of ``generator``'s bit generator, exactly (a dict of ints, as text)."""
     return repr(generator.bit_generator.state)
+
+
+def held_outside(generator: Any) -> bool:
+    """Whether ``generator`` draws from the bit generator of a NumPy ``Generator`` that
+    something outside the running frames holds (a global, a closure, an attribute, an argument:
+    ``resolve_generator(g)`` of a captured ``g``): that stream outlives the call, and a replay
+    draws on from it. A bit generator made with ``generator`` (``rng=7``), or one of a
+    ``numpy.random.default_rng(7)`` made in the call and held only by its locals, starts anew
+    on every call, as eager makes it anew.
+    """
+    found = gc.get_referrers(generator.bit_generator)
+    owners = [g for g in found if g is not generator and isinstance(g, np.random.Generator)]
+    internal = {id(found), id(owners)}
+    for owner in owners:
+        for holder in gc.get_referrers(owner):
+            if id(holder) not in internal and not isinstance(holder, types.FrameType):
+                return True
+    return False
 
 
 def _stream(generator: Any) -> int:

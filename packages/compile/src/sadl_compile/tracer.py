@@ -15,9 +15,7 @@ results out). A storage records the device its memory lives on (None: the host).
 
 from __future__ import annotations
 
-import gc
 import sys
-import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -428,7 +426,7 @@ class Tracer:
         made anew on every replay, as every eager call makes it.
         """
         seed = _seed_of(generator)
-        if seed is not None and not _held_outside(generator):
+        if seed is not None and not streams.held_outside(generator):
             self._fresh[id(generator)] = (generator, seed)
 
     def reseeded(self, generator: Any) -> None:
@@ -526,24 +524,6 @@ def _sized_by_values(node: Node, reads: list[Value]) -> list[Value]:
         return list(node.outputs)
     shapes = {v.shape for v in reads}
     return [v for v in node.outputs if v.shape not in shapes]
-
-
-def _held_outside(generator: Any) -> bool:
-    """Whether ``generator`` draws from the bit generator of a NumPy ``Generator`` that
-    something outside the running frames holds (a global, a closure, an attribute, an argument:
-    ``resolve_generator(g)`` of a captured ``g``): that stream outlives the call, and a replay
-    draws on from it. A bit generator made with ``generator`` (``rng=7``), or one of a
-    ``numpy.random.default_rng(7)`` made in the call and held only by its locals, starts anew
-    on every call, as eager makes it anew.
-    """
-    found = gc.get_referrers(generator.bit_generator)
-    owners = [g for g in found if g is not generator and isinstance(g, np.random.Generator)]
-    internal = {id(found), id(owners)}
-    for owner in owners:
-        for holder in gc.get_referrers(owner):
-            if id(holder) not in internal and not isinstance(holder, types.FrameType):
-                return True
-    return False
 
 
 def _has_shape(array: Any, shape: tuple[int, ...]) -> bool:
