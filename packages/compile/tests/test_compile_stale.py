@@ -190,3 +190,16 @@ def test_the_first_compiled_function_of_a_process_clipping_gradients_traces_once
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert run.stdout.split()[0] == "1", run.stdout
+
+
+def test_a_global_array_also_passed_as_the_argument_is_read_per_call():
+    first, second = np.arange(3.0), np.arange(3.0) + 10.0
+    holder = {"a": first}
+
+    def f(x):
+        return x * 2.0 + holder["a"].sum()  # holder["a"] is the argument on the first call
+
+    compiled = sadl.compile(f, fusion=False)
+    assert compiled(first).tobytes() == f(first).tobytes()
+    holder["a"] = first
+    assert compiled(second).tobytes() == f(second).tobytes()

@@ -188,9 +188,9 @@ class CompiledFunction:
                 # installed: sadl's own tracer slots (sadl.backends) then hold what every later
                 # call finds there, so they never look rebound.
                 names = name_guards(self.fn)
-                capture.adopt_names(names)
                 traced_args = capture.adopt_arguments(args)
                 traced_kwargs = capture.adopt_arguments(kwargs)
+                capture.adopt_names(names)  # after the arguments: an argument stays one
                 result = self.fn(*traced_args, **traced_kwargs)
                 graph, first = capture.finish(result)
             finally:

@@ -68,6 +68,9 @@ class Capture(Tracer):
         self._training_set: set[int] = set()
         self._optimizer_bumps: dict[int, int] = {}
         self._bound: list[tuple[str, Any, Any, Any, Any]] = []  # names holding traced views
+        #: (argument index, array): an argument that is also an array read through a name; a
+        #: replay is only valid while that argument is still that array (the graph has one value)
+        self.captured_args: list[tuple[int, Any]] = []
         #: id(tensor) -> (the NumPy scalar its .data held, the 0-d array traced in its place)
         self._scalars: dict[int, tuple[Any, Any]] = {}
 
@@ -82,7 +85,10 @@ class Capture(Tracer):
         for kind, holder, key, obj in names:
             if type(obj) is not np.ndarray or not obj.flags.writeable or kind == "self":
                 continue
-            traced = self.traced_of(self.external(obj, ("const", obj)), obj)
+            value = self.external(obj, ("const", obj))
+            if value.entry is not None and value.entry[0] == "arg":  # passed in as well
+                self.captured_args.append((value.entry[1], obj))
+            traced = self.traced_of(value, obj)
             if _bind(kind, holder, key, obj, traced):
                 self._bound.append((kind, holder, key, obj, traced))
 
@@ -324,6 +330,7 @@ class Capture(Tracer):
         graph.meta.update(
             data_guards=[(t, a) for t, a in self.data_guards if t() is not None],
             grad_guards=self.grad_guards,
+            captured_args=self.captured_args,
             training_guards=[g for g in self.training_guards.values() if g[0]() is not None],
             requires_grad_guards=[
                 (r.ref, r.requires_grad)

@@ -239,6 +239,11 @@ def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
         if tensor is not None:
             t, a = em.ref(tensor, "t"), em.ref(array, "e")
             body.append(f"if {t}.data is not {a}: raise Stale('the data of a tensor was replaced')")
+    for i, array in graph.meta.get("captured_args", ()):
+        body.append(
+            f"if A[{i}] is not {em.ref(array, 'e')}: "
+            "raise Stale('an argument is no longer the array a name holds')"
+        )
     for ref, value in graph.meta.get("grad_guards", ()):
         holder = f"T[{ref[1]}]" if isinstance(ref, tuple) else em.ref(ref(), "t")
         if value is None:
