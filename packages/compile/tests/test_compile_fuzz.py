@@ -26,6 +26,7 @@ import pytest
 import sadl
 from compile_models import MLP
 from sadl import CompileError, CompileWarning
+from sadl.random import resolve_generator
 
 PROGRAMS = int(os.environ.get("SADL_FUZZ_PROGRAMS", "40"))
 SEEDS = [int(s) for s in os.environ.get("SADL_FUZZ_SEEDS", "0,1").split(",")]
@@ -194,6 +195,22 @@ WRAP = {
 }
 
 
+def _inside(x, gen, spec):
+    made = np.random.default_rng(spec.seed % 97)  # made anew by every call, as in eager
+    return x + sadl.rand(*x.shape, rng=made, dtype=x.dtype)
+
+
+#: How a program draws from a NumPy generator of its own (``gen``: captured, made in build).
+PRIVATE_RNG = {
+    "rand": lambda x, gen, spec: x + sadl.rand(*x.shape, rng=gen, dtype=x.dtype),
+    "resolve": lambda x, gen, spec: (
+        x + resolve_generator(gen).standard_normal(x.shape).astype(x.dtype)
+    ),
+    "dropout": lambda x, gen, spec: sadl.nn.Dropout(0.3, rng=gen)(x),  # built in the call
+    "inside": _inside,
+}
+
+
 class Expression:
     """A random expression over inputs, captured parameters and random draws."""
 
@@ -225,6 +242,16 @@ class Expression:
         self.checkpoint = rng.random() < 0.15
         self.inner_draw = rng.random() < 0.3  # a dropout-like draw inside the body
         self.reseed = rng.random() < 0.1  # sadl.manual_seed inside the call
+        # Drawn from a stream of their own, so every earlier program of a seed is unchanged.
+        extra = np.random.default_rng([seed, 1])
+        #: a NumPy generator the function uses: captured (through sadl.rand, resolve_generator,
+        #: a Dropout built in the call) or made in the call
+        self.private_rng = str(extra.choice(["none"] * 5 + list(PRIVATE_RNG)))
+        if self.private_rng == "dropout" and not HAVE_LAYERS:
+            self.private_rng = "rand"
+        self.numpy_only = extra.random() < 0.2  # NumPy work on a captured array alone
+        self.backward_rule = extra.random() < 0.2  # a backward rule reading a captured array
+        self.seed_grad = self.grad and extra.random() < 0.2  # a captured seed, through a scatter
         self.features = {f"unary:{s[1]}" if s[0] == "u" else f"binary:{s[1]}" for s in self.steps}
         self.features.add(f"reduce:{self.reduce}")
         self.features.add(f"result:{self.wrap}")
@@ -232,6 +259,11 @@ class Expression:
         for flag in (*flags, "accumulate", "no_grad_call", "checkpoint", "inner_draw", "reseed"):
             if getattr(self, flag):
                 self.features.add(flag)
+        for flag in ("numpy_only", "backward_rule", "seed_grad"):
+            if getattr(self, flag):
+                self.features.add(flag)
+        if self.private_rng != "none":
+            self.features.add(f"private_rng:{self.private_rng}")
 
     def build(self):
         """Fresh state and the step function (called twice: identical state)."""
@@ -244,6 +276,12 @@ class Expression:
             "table": rng.standard_normal(self.shape[-1]).astype(dtype),
             "g": sadl.tensor(rng.standard_normal(self.shape).astype(dtype)),
         }
+        if self.private_rng != "none":
+            state["gen"] = np.random.default_rng(self.seed + 2)
+        if self.seed_grad:
+            n = self.shape[-1]
+            state["seed"] = np.random.default_rng(self.seed + 3).standard_normal((n, n))
+            state["seed"] = state["seed"].astype(dtype)
         spec = self
 
         def step(x, s):
@@ -254,6 +292,10 @@ class Expression:
                 pool[1] = pool[1] + sadl.randn(*spec.shape, dtype=dtype)
             if spec.rng_int:
                 pool[2] = pool[2] + sadl.rand(*spec.shape, rng=7, dtype=dtype)
+            if spec.private_rng != "none":
+                pool[0] = PRIVATE_RNG[spec.private_rng](pool[0], state.get("gen"), spec)
+            if spec.backward_rule:  # arctan2's gradient reads table * table + b * b
+                pool[1] = np.arctan2(state["table"], pool[1])
 
             def body(*pool):
                 pool = list(pool)
@@ -274,16 +316,23 @@ class Expression:
                 last = sadl.checkpoint(body, *pool)
             else:
                 last = body(*pool)
+            if spec.numpy_only:  # no tensor in np.exp(...): recomputed from the array's contents
+                last = last * np.exp(np.tanh(state["table"]))
             loss = REDUCE[spec.reduce](last) + last.sum() * 0.01
-            if spec.grad and loss.requires_grad:
+            if spec.grad and loss.requires_grad and spec.seed_grad:
+                picked = last + pool[1]  # pool[1] reads the parameter: its .grad shows the seed
+                picked[picked.argmax(0)].backward(state["seed"])  # the seed reaches a scatter
+            elif spec.grad and loss.requires_grad:
                 loss.backward()
             return WRAP[spec.wrap](loss.detach(), last.detach())
 
         def between(i):
             """The same change between calls on both sides."""
             r = np.random.default_rng((self.seed, i))
-            if self.closure_array:
+            if self.closure_array or self.numpy_only or self.backward_rule:
                 state["table"][...] = r.standard_normal(self.shape[-1])
+            if self.seed_grad:
+                state["seed"] += r.standard_normal(state["seed"].shape).astype(dtype)
             if self.rebind and i % 2:
                 state["g"] = state["g"] * 0.5
             if self.flip:
@@ -316,6 +365,23 @@ LAYERS = (
         "batchnorm": lambda r, c: (sadl.nn.BatchNorm1d(c), c),
         "dropout": lambda r, c: (sadl.nn.Dropout(0.25), c),
         "dropout_rng": lambda r, c: (sadl.nn.Dropout(0.25, rng=3), c),
+    }
+)
+
+#: What feeds a 1x1 convolution (its window is a view of that layer's output), on (n, 2, 6).
+CONV_MID = (
+    {}
+    if not HAVE_LAYERS
+    else {
+        "conv": lambda: [],  # straight after the 3-wide convolution
+        "conv1x1": lambda: [sadl.nn.Conv1d(2, 2, 1)],
+        "silu": lambda: [sadl.nn.SiLU()],
+        "gelu": lambda: [sadl.nn.GELU()],
+        "tanh": lambda: [sadl.nn.Tanh()],
+        "groupnorm": lambda: [sadl.nn.GroupNorm(1, 2)],
+        "batchnorm": lambda: [sadl.nn.BatchNorm1d(2)],
+        "dropout": lambda: [sadl.nn.Dropout(0.25)],
+        "padded_conv": lambda: [sadl.nn.Conv1d(2, 2, 3, padding=1)],
     }
 )
 
@@ -376,7 +442,13 @@ class Training:
         self.batch_switch = rng.random() < 0.25
         self.replace_param = rng.random() < 0.1
         self.flip = rng.random() < 0.15
+        extra = np.random.default_rng([seed, 1])  # new choices: earlier programs unchanged
+        self.conv1x1 = HAVE_LAYERS and extra.random() < 0.3  # a 1x1 conv after another layer
+        self.conv = self.conv or self.conv1x1
+        self.conv_mid = str(extra.choice(list(CONV_MID))) if self.conv1x1 else ""
         self.features = {f"layer:{n}" for n in self.layers}
+        if self.conv1x1:
+            self.features.add(f"conv1x1_after:{self.conv_mid}")
         self.features |= {f"optimizer:{self.optimizer}", f"schedule:{self.schedule}"}
         self.features |= {f"zero_grad:{self.zero}:{self.set_to_none}"}
         for flag in ("conv", "eval_switch", "batch_switch", "replace_param", "flip", "dropout"):
@@ -388,7 +460,10 @@ class Training:
         c = 6
         mods = []
         if self.conv:
-            mods += [sadl.nn.Conv1d(2, 2, 3, padding=1), sadl.nn.MaxPool1d(2), sadl.nn.Flatten()]
+            mods.append(sadl.nn.Conv1d(2, 2, 3, padding=1))
+            if self.conv1x1:
+                mods += [*CONV_MID[self.conv_mid](), sadl.nn.Conv1d(2, 2, 1)]
+            mods += [sadl.nn.MaxPool1d(2), sadl.nn.Flatten()]
         r = np.random.default_rng(self.seed)
         for name in self.layers:
             mods.append(LAYERS[name](r, c)[0])
@@ -448,7 +523,7 @@ class Training:
 
 
 # ---------------------------------------------------------------------------- comparison
-def _snapshot(out, params, holders):
+def _snapshot(out, params, holders, state):
     """Copies of everything a user can see after a call."""
 
     def arr(x):
@@ -473,6 +548,8 @@ def _snapshot(out, params, holders):
     }
     for k, h in enumerate(holders):
         seen[f"state{k}"] = arr(h.state_dict())
+    if "gen" in state:  # a NumPy generator of the program's own
+        seen["private_generator"] = state["gen"].bit_generator.state["state"]
     return seen
 
 
@@ -518,7 +595,8 @@ def run_program(program, fusion):
         params_e = _current_params(program, state_e, params_e)
         try:
             with np.errstate(all="ignore"):
-                seen_e.append(_snapshot(_call(program, eager, i, args), params_e, holders_e))
+                out = _call(program, eager, i, args)
+                seen_e.append(_snapshot(out, params_e, holders_e, state_e))
         except (ValueError, RuntimeError, TypeError):  # a program eager rejects: not compile's
             return "skipped"
     state_c, step, between_c, params_c, holders_c = program.build()
@@ -532,7 +610,7 @@ def run_program(program, fusion):
                 out = _call(program, compiled, i, args)
         except CompileError:
             return "refused"
-        seen = _snapshot(out, params_c, holders_c)
+        seen = _snapshot(out, params_c, holders_c, state_c)
         if fusion:
             _loosen_null_gradient_params(program, seen_e[: i + 1], seen)
         _compare(seen_e[i], seen, exact=not fusion, where=f"call {i}")

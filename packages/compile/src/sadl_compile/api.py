@@ -182,11 +182,15 @@ class CompiledFunction:
                 stacklevel=3,
             )
         capture = Capture(getattr(self.fn, "__name__", "fn"))
-        names = name_guards(self.fn)  # what the names the function reads hold at entry
         with tracing(capture):
             try:
+                # What the names the function reads hold at entry, read with the tracer
+                # installed: sadl's own tracer slots (sadl.backends) then hold what every later
+                # call finds there, so they never look rebound.
+                names = name_guards(self.fn)
                 traced_args = capture.adopt_arguments(args)
                 traced_kwargs = capture.adopt_arguments(kwargs)
+                capture.adopt_names(names)  # after the arguments: an argument stays one
                 result = self.fn(*traced_args, **traced_kwargs)
                 graph, first = capture.finish(result)
             finally:
@@ -260,7 +264,7 @@ def name_guards(fn: Any, depth: int = 3) -> list[tuple[str, Any, Any, Any]]:
                 seen.add(id(obj))
                 for module in obj.modules():
                     for name, value in vars(module).items():
-                        if isinstance(value, Tensor | Function):
+                        if isinstance(value, Tensor | Function | np.ndarray):
                             found.append(("attr", module, name, value))
         elif isinstance(obj, dict | list) and level and id(obj) not in seen:
             seen.add(id(obj))  # a container the function reads from: its items are names too

@@ -67,6 +67,30 @@ class Capture(Tracer):
         self.training_guards: dict[int, tuple[Any, bool]] = {}
         self._training_set: set[int] = set()
         self._optimizer_bumps: dict[int, int] = {}
+        self._bound: list[tuple[str, Any, Any, Any, Any]] = []  # names holding traced views
+        #: (argument index, array): an argument that is also an array read through a name; a
+        #: replay is only valid while that argument is still that array (the graph has one value)
+        self.captured_args: list[tuple[int, Any]] = []
+        #: id(tensor) -> (the NumPy scalar its .data held, the 0-d array traced in its place)
+        self._scalars: dict[int, tuple[Any, Any]] = {}
+
+    # ------------------------------------------------------------------ captured arrays
+    def adopt_names(self, names: list[tuple[str, Any, Any, Any]]) -> None:
+        """A writable array the function reads through a name (a global, a closure cell, an
+        item of a container it reads, a module's attribute) holds a traced view of it while
+        tracing: NumPy work on it alone (``np.exp(c)``, ``c * c`` in a backward rule) is then
+        recorded and recomputed from its contents of the moment on every replay, instead of
+        running once. Read-only arrays stay constants.
+        """
+        for kind, holder, key, obj in names:
+            if type(obj) is not np.ndarray or not obj.flags.writeable or kind == "self":
+                continue
+            value = self.external(obj, ("const", obj))
+            if value.entry is not None and value.entry[0] == "arg":  # passed in as well
+                self.captured_args.append((value.entry[1], obj))
+            traced = self.traced_of(value, obj)
+            if _bind(kind, holder, key, obj, traced):
+                self._bound.append((kind, holder, key, obj, traced))
 
     # ------------------------------------------------------------------ arguments
     def adopt_arguments(self, tree: Any) -> Any:
@@ -132,14 +156,16 @@ class Capture(Tracer):
     # ------------------------------------------------------------------ tensor attributes
     def read_data(self, tensor: Tensor, array: Any) -> Any:
         """``tensor.data`` holds a plain array: adopt it (captured by identity), trace it."""
+        held = array
         if isinstance(array, np.generic):  # a NumPy scalar (a 0-d update's result): as 0-d array
             array = _asarray(array)  # NumPy's own (its constructors are recorded while tracing)
             DATA.__set__(tensor, array)
+            self._scalars[id(tensor)] = (held, array)  # put back when the trace ends
         if not isinstance(array, np.ndarray) and not _device_array(array):
             return array
         self._adopt(tensor, None)
         value = self.external(array, ("data", array))
-        self.data_guards.append((weakref.ref(tensor), array))
+        self.data_guards.append((weakref.ref(tensor), held))
         traced = self.traced_of(value, array)
         DATA.__set__(tensor, traced)
         return traced
@@ -304,6 +330,7 @@ class Capture(Tracer):
         graph.meta.update(
             data_guards=[(t, a) for t, a in self.data_guards if t() is not None],
             grad_guards=self.grad_guards,
+            captured_args=self.captured_args,
             training_guards=[g for g in self.training_guards.values() if g[0]() is not None],
             requires_grad_guards=[
                 (r.ref, r.requires_grad)
@@ -337,11 +364,27 @@ class Capture(Tracer):
         for tensor in self._tensors:
             data = DATA.__get__(tensor, Tensor)
             if is_traced(data):
-                DATA.__set__(tensor, plain(data))
+                DATA.__set__(tensor, self._held_scalar(tensor, data))
             grad = GRAD.__get__(tensor, Tensor)
             if is_traced(grad):
-                GRAD.__set__(tensor, plain(grad))
+                GRAD.__set__(tensor, _untraced(grad))
         self._tensors.clear()
+        for kind, holder, key, obj, traced in reversed(self._bound):
+            _bind(kind, holder, key, traced, obj)
+        self._bound.clear()
+
+    def _held_scalar(self, tensor: Tensor, data: Any) -> Any:
+        """What an adopted tensor's ``.data`` holds after the trace: a NumPy scalar it held
+        before stays that scalar (as in eager: the trace read it as a 0-d array), with the
+        values of the writes the call made into it; otherwise the plain array.
+        """
+        found = self._scalars.get(id(tensor))
+        if found is None or plain(data) is not found[1]:
+            return _untraced(data)
+        scalar, array = found
+        storage = data._v.storage
+        written = any(w.storage is storage for node in self.nodes for w in node.writes)
+        return array[()] if written else scalar
 
     def _output_template(self, tree: Any) -> Any:
         if isinstance(tree, Tensor):
@@ -366,6 +409,32 @@ class Capture(Tracer):
         if fields is not None:  # a dataclass or plain object: rebuilt with fresh values
             return ObjectResult(tree, {k: self._output_template(v) for k, v in fields.items()})
         return tree
+
+
+def _bind(kind: str, holder: Any, key: Any, old: Any, new: Any) -> bool:
+    """Make the name ``(kind, holder, key)`` hold ``new`` if it still holds ``old``."""
+    if kind == "cell":
+        if holder.cell_contents is not old:
+            return False
+        holder.cell_contents = new
+        return True
+    scope = vars(holder) if kind == "attr" else holder
+    if kind == "item" and isinstance(holder, list):
+        if not (0 <= key < len(holder)) or holder[key] is not old:
+            return False
+    elif scope.get(key) is not old:
+        return False
+    scope[key] = new
+    return True
+
+
+def _untraced(array: Any) -> Any:
+    """The plain array behind a traced one; a NumPy scalar where the traced call returned one
+    (``p.data = p.data * 1.25`` on a 0-d parameter holds a scalar in eager too).
+    """
+    value = getattr(array, "_v", None)
+    found = plain(array)
+    return found[()] if value is not None and value.scalar else found
 
 
 def _plain_result(tree: Any) -> Any:

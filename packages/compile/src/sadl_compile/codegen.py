@@ -239,6 +239,11 @@ def checks(graph: Graph, em: Emitter, body: list[str]) -> None:
         if tensor is not None:
             t, a = em.ref(tensor, "t"), em.ref(array, "e")
             body.append(f"if {t}.data is not {a}: raise Stale('the data of a tensor was replaced')")
+    for i, array in graph.meta.get("captured_args", ()):
+        body.append(
+            f"if A[{i}] is not {em.ref(array, 'e')}: "
+            "raise Stale('an argument is no longer the array a name holds')"
+        )
     for ref, value in graph.meta.get("grad_guards", ()):
         holder = f"T[{ref[1]}]" if isinstance(ref, tuple) else em.ref(ref(), "t")
         if value is None:
@@ -332,6 +337,8 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
         value = _escaping(node.reads[0], names) if node.reads else "None"
         if kind == "set_data" and node.reads and node.reads[0].storage.kind != "temp":
             value = names[node.reads[0].index]  # t.data += 1: the same array, as in eager
+        elif node.reads and node.reads[0].scalar:
+            value = f"{value}[()]"  # the call returned a NumPy scalar in eager: handed out as one
         return [f"{holder}.{attr} = {value}"]
     if kind == "set_training":
         module = node.meta["module"]

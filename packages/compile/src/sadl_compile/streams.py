@@ -8,26 +8,54 @@ again on every replay, relative to that call's draws, never as the numbers the t
   (``set_rng_state(get_rng_state())`` around draws, activation checkpointing's replay of
   dropout) becomes an ``rng_restore`` effect that puts the generator back to the state the
   replay saved at that draw;
+* a NumPy generator held outside the call (``resolve_generator(g)`` of a captured ``g``) is a
+  stream that outlives the call: a replay draws on from it (``held_outside``);
 * any other change of a generator's state inside the call (a state made elsewhere, a draw
   behind sadl's back) is refused with a ``CompileError``: a replay could not follow it.
 """
 
 from __future__ import annotations
 
+import gc
+import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from sadl import CompileError
 from sadl.random import default_generator
 
 from sadl_compile.ir import Node
 
-__all__ = ["Streams", "state_key"]
+__all__ = ["Streams", "held_outside", "state_key"]
 
 
 def state_key(generator: Any) -> str:
     """The state of ``generator``'s bit generator, exactly (a dict of ints, as text)."""
     return repr(generator.bit_generator.state)
+
+
+def held_outside(generator: Any) -> bool:
+    """Whether ``generator`` draws from the bit generator of a NumPy ``Generator`` that
+    something outside the running frames holds (a global, a closure, an attribute, an argument:
+    ``resolve_generator(g)`` of a captured ``g``): that stream outlives the call, and a replay
+    draws on from it. A bit generator made with ``generator`` (``rng=7``), or one of a
+    ``numpy.random.default_rng(7)`` made in the call and held only by its locals, starts anew
+    on every call, as eager makes it anew.
+    """
+    found = gc.get_referrers(generator.bit_generator)
+    owners = [g for g in found if g is not generator and isinstance(g, np.random.Generator)]
+    internal = {id(found), id(owners)}
+    for owner in owners:
+        for holder in gc.get_referrers(owner):
+            if id(holder) not in internal and not isinstance(holder, types.FrameType):
+                return True
+    return False
+
+
+def _stream(generator: Any) -> int:
+    """Which stream ``generator`` draws from: its bit generator's identity."""
+    return id(generator.bit_generator)
 
 
 class Streams:
@@ -37,24 +65,26 @@ class Streams:
         #: a generator's state (``state_key``, run where the tracer records nothing)
         self.key = key
         default = default_generator()
-        #: id(generator) -> (generator, its state now, as the graph left it)
-        self.last: dict[int, tuple[Any, str]] = {id(default): (default, key(default))}
-        #: (id(generator), state) -> (draw node, "before" or "after") where the call had it
+        # Streams are told apart by their bit generator: two sadl Generators wrapping one
+        # (resolve_generator(g) called twice on a NumPy g) are one stream.
+        #: id(bit generator) -> (a generator on it, its state now, as the graph left it)
+        self.last: dict[int, tuple[Any, str]] = {_stream(default): (default, key(default))}
+        #: (id(bit generator), state) -> (draw node, "before" or "after") where the call had it
         self.marks: dict[tuple[int, str], tuple[Node, str]] = {}
 
     def reseeded(self, generator: Any) -> None:
         """``manual_seed`` made ``generator`` the default: its stream starts here."""
-        self.last[id(generator)] = (generator, self.key(generator))
+        self.last[_stream(generator)] = (generator, self.key(generator))
 
     def jump(self, generator: Any, where: str) -> tuple[Node, str] | None:
         """The draw whose saved state ``generator`` was set back to since the graph last left
         it (None when it was not moved); raises CompileError when no draw of the call had it.
         """
         now = self.key(generator)
-        seen = self.last.get(id(generator))
+        seen = self.last.get(_stream(generator))
         if seen is None or seen[1] == now:
             return None
-        mark = self.marks.get((id(generator), now))
+        mark = self.marks.get((_stream(generator), now))
         if mark is None:
             raise CompileError(
                 f"sadl.compile: the state of a sadl generator was set inside the call (found at "
@@ -69,7 +99,7 @@ class Streams:
         call had ``state`` (a state from outside the call is not set again by a replay).
         """
         cpu = {k: v for k, v in state.items() if k != "devices"}
-        if (id(default_generator()), repr(cpu)) not in self.marks:
+        if (_stream(default_generator()), repr(cpu)) not in self.marks:
             raise CompileError(
                 f"sadl.compile: set_rng_state(...) at {where} sets a state that no draw of the "
                 "call had (taken outside the call); a replay could not set it again. Set it "
@@ -78,7 +108,7 @@ class Streams:
 
     def drew(self, generator: Any, node: Node, before: str) -> None:
         """``node`` drew from ``generator``, which stood at ``before``."""
-        key = id(generator)
+        key = _stream(generator)
         self.marks.setdefault((key, before), (node, "before"))
         after = self.key(generator)
         self.marks.setdefault((key, after), (node, "after"))

@@ -36,11 +36,20 @@ _asarray = np.asarray  # the original: NumPy's constructors are wrapped while tr
 
 
 def root_of(array: Any) -> Any:
-    """The array that owns ``array``'s memory (following ``.base`` through views)."""
+    """The array that owns ``array``'s memory (following ``.base`` through views).
+
+    A view made through the array interface (``as_strided``, and so ``sliding_window_view``)
+    has for base a plain object that holds the viewed array as its own ``base``: followed too,
+    so such a view shares the storage of what it views.
+    """
     if isinstance(array, _ndarray):
-        while isinstance(array.base, _ndarray):
-            array = array.base
-        return array
+        while True:
+            base = array.base
+            if not isinstance(base, _ndarray) and hasattr(base, "__array_interface__"):
+                base = getattr(base, "base", None)
+            if not isinstance(base, _ndarray):
+                return array
+            array = base
     kind = type(array)  # a device array: its base is a device array of its class, or None
     while type(array.base) is kind:
         array = array.base
@@ -321,12 +330,32 @@ class Tracer:
             if array is p:
                 return self.traced_of(v, p)  # the call returned one of its inputs
         dynamic = node.meta.get("dynamic") or any(v.storage.dynamic for v in reads)
-        storage, new = self._storage(array, "temp", node.const)
+        storage = self._aliased(array, plains, reads)
+        aliased, new = storage is not None, False
+        if storage is None:
+            storage, new = self._storage(array, "temp", node.const)
         if new:
             storage.dynamic = bool(dynamic)
         value = self._value(array, storage, node, None)
+        if aliased and storage.root is value:
+            storage.root = None  # a view of the input's memory, not its owner
         node.outputs = (*node.outputs, value)
         return self.wrap(array, value)
+
+    def _aliased(self, array: Any, plains: list[Any], reads: list[Value]) -> Storage | None:
+        """The storage of an input whose memory a result overlaps though no ``.base`` chain
+        leads there (a view made behind NumPy's back): a result can only alias what its call
+        was given, and memory the trace knows must be one storage whatever made the view.
+        """
+        if not isinstance(array, _ndarray):
+            return None
+        hit = self._roots.get(id(root_of(array)))
+        if hit is not None and hit[0]() is root_of(array):
+            return None  # found by its owner: the ordinary case
+        for p, v in zip(plains, reads):
+            if isinstance(p, _ndarray) and np.may_share_memory(array, p):
+                return v.storage
+        return None
 
     def _python_value(self, result: Any, node: Node) -> Any:
         """A call returned a Python value computed from the inputs (``np.count_nonzero``)."""
@@ -397,7 +426,7 @@ class Tracer:
         made anew on every replay, as every eager call makes it.
         """
         seed = _seed_of(generator)
-        if seed is not None:
+        if seed is not None and not streams.held_outside(generator):
             self._fresh[id(generator)] = (generator, seed)
 
     def reseeded(self, generator: Any) -> None:
