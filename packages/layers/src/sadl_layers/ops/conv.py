@@ -7,8 +7,9 @@ most, at least one image), never for the whole batch at once: the unrolled input
 512 28x28 images through a 5x5 convolution of 32 channels is 650 MB, a block of it stays in
 the cache between its copy and its GEMM. Each image's GEMM is the same in every blocking, so
 the forward and the input gradient do not depend on the block size (the weight gradient sums
-the blocks' partial sums). Its two gradients are ops of their own, and the three form a closed family
-(each one's gradient is another one of them), so second derivatives need no extra code:
+the blocks' partial sums). Its two gradients are ops of their own, and the three form a
+closed family (each one's gradient is another one of them), so second derivatives need no
+extra code:
 
 * ``conv2d(x, w)``                      -> y
 * ``conv2d_input_grad(g, w)``  = d<y, g>/dx (a transposed convolution, col2im by a small loop
