@@ -388,6 +388,8 @@ class Tracer:
         guard = Node("guard", None, None, (), {}, reads=source.reads)
         guard.label, guard.where = f"guard {label} is {expected}", caller()
         guard.meta.update(source=source, expected=expected)
+        if self.irreversible is not None and self._hoist(guard):
+            return expected
         if self.irreversible is not None:
             raise CompileError(
                 f"sadl.compile: a value-dependent branch ({source_line(guard.where)}) comes after "
@@ -398,6 +400,39 @@ class Tracer:
             )
         self.nodes.append(guard)
         return expected
+
+    def _hoist(self, guard: Node) -> bool:
+        """Move ``guard`` and what it is computed from to the start of the replay, if it can be.
+
+        A condition computed by pure calls from the call's arguments alone (a loss checking its
+        class ids, after a BatchNorm counted the batch) reads nothing the function changes:
+        tested before anything runs, a failing replay falls back to running eagerly from the
+        very state an eager call starts from. An argument written in place by then, a random
+        draw, a captured array or a parameter among its sources keeps it where it is (refused).
+        """
+        chain: dict[int, Node] = {}
+        pending = [v for v in guard.reads]
+        leaves: set[int] = set()
+        while pending:
+            value = pending.pop()
+            node = value.producer
+            if node is None:
+                if value.storage.kind != "input" and not value.storage.const:
+                    return False
+                leaves.add(value.storage.index)
+                continue
+            if node.kind != "call" or node.writes:
+                return False
+            if id(node) not in chain:
+                chain[id(node)] = node
+                pending.extend(node.reads)
+        for node in self.nodes:
+            if id(node) not in chain and any(w.storage.index in leaves for w in node.writes):
+                return False  # an argument changed in place before the test
+        moved = [n for n in self.nodes if id(n) in chain]
+        self.nodes[:] = [*moved, guard, *(n for n in self.nodes if id(n) not in chain)]
+        guard.meta["hoisted"] = True
+        return True
 
     def note_irreversible(self, node: Node) -> None:
         """``node`` changed state outside the call: a later guard could not fall back."""

@@ -106,6 +106,12 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
         ),
     )
     arg = p.add_argument
+    arg(
+        "--config",
+        metavar="FILE",
+        help="a TOML file of settings (block_size = 64, ...; names as the flags without their "
+        "dashes); the flags given beside it take precedence",
+    )
     arg("--text", metavar="FILE", help="UTF-8 text file to train on (default: built-in corpus)")
     arg("--tokenizer", choices=("char", "byte"), help=f"tokens (default: {d.tokenizer})")
     arg("--steps", type=POSITIVE, metavar="N", help=f"optimizer steps (default: {d.steps})")
@@ -117,6 +123,13 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
     arg("--n-head", type=POSITIVE, metavar="H", help=f"default: {d.n_head}")
     arg("--n-embd", type=POSITIVE, metavar="C", help=f"default: {d.n_embd}")
     arg("--dropout", type=NON_NEGATIVE_FLOAT, metavar="P", help=f"default: {d.dropout}")
+    arg(
+        "--bias",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="biases in the Linear and LayerNorm layers (nanoGPT: --no-bias; default: "
+        f"{'--bias' if d.bias else '--no-bias'})",
+    )
     arg("--lr", type=POSITIVE_FLOAT, metavar="LR", help=f"peak learning rate (default: {d.lr})")
     arg(
         "--min-lr",
@@ -139,7 +152,7 @@ def _add_train_gpt(sub: Any) -> argparse.ArgumentParser:
     arg("--device", metavar="DEV", help=f"cpu, cuda or cuda:N (default: {d.device})")
     arg(
         "--checkpoint-activations",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="recompute each transformer block during backward instead of keeping its "
         "activations (sadl.checkpoint): less memory, about one more forward of time",
@@ -189,8 +202,8 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
     prog = "sadl train gpt"
     keep_freed_memory()
     _set_threads(args.threads)
-    given = _given(args)
     try:
+        given = _given(args)
         config = TrainConfig(**given)
         if not args.resume:
             config.validate()
@@ -223,11 +236,17 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings of ``TrainConfig`` that the command line gave."""
+    """The settings of ``TrainConfig`` that the command line gave: ``--config FILE``'s, then
+    the flags' (a flag beside ``--config`` overrides the file).
+    """
     from sadl_models.train import TrainConfig
+    from sadl_models.train.config import read_config_file
 
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    flags = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    if getattr(args, "config", None) is None:
+        return flags
+    return {**read_config_file(args.config), **flags}
 
 
 def _train_flags(args: argparse.Namespace) -> list[str]:
@@ -237,8 +256,11 @@ def _train_flags(args: argparse.Namespace) -> list[str]:
     from sadl_models.train.config import flag
 
     flags = ["--out", str(args.out)]
-    for name, value in sorted(_given(args).items()):  # a switch (store_true) takes no value
-        flags += [flag(name)] if value is True else [flag(name), str(value)]
+    for name, value in sorted(_given(args).items()):  # a switch takes no value
+        if isinstance(value, bool):
+            flags.append(flag(name) if value else "--no-" + flag(name)[2:])
+        else:
+            flags += [flag(name), str(value)]
     for switch in ("resume", "overwrite", "compile"):
         if getattr(args, switch):
             flags.append(flag(switch))

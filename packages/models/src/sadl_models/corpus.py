@@ -80,12 +80,14 @@ def split_tokens(
     """Contiguous split: the first ``1 - val_fraction`` of the tokens train, the rest validate.
 
     A contiguous split (not a shuffled one) keeps validation text unseen: no window of the
-    validation part overlaps a training window.
+    validation part overlaps a training window. The cut is nanoGPT's (its ``prepare.py``:
+    ``int(n * 0.9)`` training tokens), so the same text splits into the same two parts; at
+    least one token validates.
     """
     if not 0.0 < val_fraction < 1.0:
         raise CorpusError(f"the validation fraction must be in (0, 1), got {val_fraction}")
-    n_val = max(1, round(len(tokens) * val_fraction))
-    return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val :]
+    n_train = min(int(len(tokens) * (1.0 - val_fraction)), len(tokens) - 1)
+    return tokens[:n_train], tokens[n_train:]
 
 
 def unigram_cross_entropy(

@@ -133,13 +133,12 @@ def check_class_ids(
         )
     if targets.size == 0:
         return
-    # Boolean tests, not the targets' values read into Python: under sadl.compile each is a
-    # guard that every replay checks again.
+    # One boolean test, not the targets' values read into Python: under sadl.compile it is a
+    # guard that every replay checks again, computed from the targets alone, so the replay
+    # tests it before anything else runs (even after a BatchNorm counted the batch).
     bad = (targets < 0) | (targets >= num_classes)
-    if not bad.any():
-        return
     if ignore_index is not None:
-        bad &= targets != ignore_index
+        bad = bad & (targets != ignore_index)
     if bad.any():
         value = int(targets[bad].flat[0])
         raise ValueError(

@@ -1,9 +1,15 @@
 """Convolutions (NCHW and NCL): conv2d, its transpose, and their 1-D forms.
 
 ``conv2d`` is im2col + GEMM: a read-only window view of the padded input
-(``sliding_window_view``) is copied once into columns and multiplied by the weight, one GEMM per
-image and group. Its two gradients are ops of their own, and the three form a closed family
-(each one's gradient is another one of them), so second derivatives need no extra code:
+(``sliding_window_view``) is copied into columns and multiplied by the weight, one GEMM per
+image and group. The columns are made a block of images at a time (:data:`COLUMN_BYTES` at
+most, at least one image), never for the whole batch at once: the unrolled input of a batch of
+512 28x28 images through a 5x5 convolution of 32 channels is 650 MB, a block of it stays in
+the cache between its copy and its GEMM. Each image's GEMM is the same in every blocking, so
+the forward and the input gradient do not depend on the block size (the weight gradient sums
+the blocks' partial sums). Its two gradients are ops of their own, and the three form a
+closed family (each one's gradient is another one of them), so second derivatives need no
+extra code:
 
 * ``conv2d(x, w)``                      -> y
 * ``conv2d_input_grad(g, w)``  = d<y, g>/dx (a transposed convolution, col2im by a small loop
@@ -57,10 +63,29 @@ def _conv_setup(fn, x_shape, w_shape, stride, padding, dilation, groups):
     return geo, groups
 
 
-def _im2col(x, geo, groups):
-    """(N, G, C/G * kh * kw, Ho * Wo) columns of x (one copy)."""
+#: The most bytes of im2col columns made at once (a block of images; at least one image).
+COLUMN_BYTES = 8 * 1024 * 1024
+
+
+def _blocks(n, image_bytes):
+    """Slices of the batch axis whose columns take at most :data:`COLUMN_BYTES` each."""
+    per = max(1, COLUMN_BYTES // max(1, image_bytes))
+    return [slice(start, min(start + per, n)) for start in range(0, max(n, 1), per)]
+
+
+def _column_blocks(x, geo, groups, dtype):
+    """(block, columns): the (n, G, C/G * kh * kw, Ho * Wo) columns of each block of images."""
     N, C = x.shape[:2]
-    return geo.windows(x).reshape(N, groups, C // groups * geo.kh * geo.kw, geo.Ho * geo.Wo)
+    K = C // groups * geo.kh * geo.kw
+    L = geo.Ho * geo.Wo
+    windows = geo.windows(x)  # a view: nothing is copied until a block is reshaped
+    for block in _blocks(N, C * geo.kh * geo.kw * L * np.dtype(dtype).itemsize):
+        yield block, windows[block].reshape(-1, groups, K, L)
+
+
+def _joined(parts):
+    """The blocks' results as one array along the batch axis (no copy for a single block)."""
+    return parts[0] if len(parts) == 1 else array_module(parts[0]).concatenate(parts, axis=0)
 
 
 def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):
@@ -72,8 +97,9 @@ def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):
     if bias is not None and shape_of(bias) != (Co,):
         raise ValueError(f"conv2d: bias has shape {shape_of(bias)}, expected ({Co},)")
     N = x.shape[0]
-    out = matmul(weight.reshape(G, Co // G, -1), _im2col(x, geo, G))  # (N, G, Co/G, L)
-    out = out.reshape(N, Co, geo.Ho, geo.Wo)
+    w2 = weight.reshape(G, Co // G, -1)
+    out = _joined([matmul(w2, cols) for _, cols in _column_blocks(x, geo, G, x.dtype)])
+    out = out.reshape(N, Co, geo.Ho, geo.Wo)  # from (N, G, Co/G, L)
     if bias is not None:
         out += bias.reshape(Co, 1, 1)
     return out
@@ -86,11 +112,16 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
     Co = weight.shape[0]
     w2 = weight.reshape(G, Co // G, -1)
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
-    cols = matmul(np.swapaxes(w2, -1, -2), g2)  # (N, G, K, L)
-    cols = cols.reshape(N, C, geo.kh, geo.kw, geo.Ho, geo.Wo)
-    gxp = array_module(cols).zeros(geo.padded_shape(x_shape), dtype=cols.dtype)
-    for i, j, rows, cols_ in geo.offsets():
-        gxp[:, :, rows, cols_] += cols[:, :, i, j]
+    wt = np.swapaxes(w2, -1, -2)
+    dtype = np.result_type(g.dtype, weight.dtype)
+    gxp = array_module(g).zeros(geo.padded_shape(x_shape), dtype=dtype)
+    image_bytes = C * geo.kh * geo.kw * geo.Ho * geo.Wo * dtype.itemsize
+    for block in _blocks(N, image_bytes):  # the columns of a block of images at a time
+        cols = matmul(wt, g2[block])  # (n, G, K, L)
+        cols = cols.reshape(-1, C, geo.kh, geo.kw, geo.Ho, geo.Wo)
+        part = gxp[block]
+        for i, j, rows, cols_ in geo.offsets():
+            part[:, :, rows, cols_] += cols[:, :, i, j]
     return geo.crop(gxp, (H, W))
 
 
@@ -100,8 +131,10 @@ def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, group
     N = x.shape[0]
     Co = w_shape[0]
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
-    cols = _im2col(x, geo, G)
-    gw = matmul(g2, np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
+    gw = None
+    for block, cols in _column_blocks(x, geo, G, x.dtype):
+        part = matmul(g2[block], np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
+        gw = part if gw is None else gw + part
     return gw.reshape(w_shape)
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sadl
 
-__all__ = ["TrainConfig", "TrainError", "check_device", "flag"]
+__all__ = ["TrainConfig", "TrainError", "check_device", "flag", "read_config_file"]
 
 
 class TrainError(ValueError):
@@ -124,6 +127,38 @@ class TrainConfig:
         if unknown:
             raise TrainError(f"checkpoint has unknown training settings {unknown}")
         return cls(**dict(data))
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings of a TOML file for ``sadl train gpt --config FILE``.
+
+    Its keys are :class:`TrainConfig`'s fields (``block_size = 64``: a flag's name without its
+    dashes, ``-`` or ``_`` alike); the flags given beside ``--config`` take precedence. The
+    values are checked by :meth:`TrainConfig.validate` like the flags' are; an unknown key, a
+    table or a file that is not TOML is a TrainError naming the file.
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise TrainError(f"--config {p}: no such file") from None
+    except OSError as exc:
+        raise TrainError(f"--config {p}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TrainError(f"--config {p}: not TOML: {exc}") from None
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    settings = {key.replace("-", "_"): value for key, value in data.items()}
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        raise TrainError(
+            f"--config {p}: unknown setting {unknown[0]!r}; the settings are "
+            + ", ".join(sorted(names))
+        )
+    for key, value in settings.items():
+        if isinstance(value, dict | list):
+            raise TrainError(f"--config {p}: {key} must be a number, a string or a boolean")
+    return settings
 
 
 def flag(name: str) -> str:

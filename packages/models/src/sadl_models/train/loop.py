@@ -212,7 +212,7 @@ def _run(
     elif ckpt_path.exists():
         print(f"note: --overwrite: {ckpt_path} will be replaced", file=out, flush=True)
     train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
-    n_tokens = len(train_tokens) + len(val_tokens)
+    n_tokens = (len(train_tokens), len(val_tokens))
     _announce(config, gpt, device, tokenizer, n_tokens, unigram, out, compiled=compile)
     if par.world_size > 1:
         print(f"data parallel: {par.world_size} processes", file=out, flush=True)
@@ -465,7 +465,7 @@ def _announce(
     model: GPT,
     device: str,
     tokenizer: Tokenizer,
-    n_tokens: int,
+    n_tokens: tuple[int, int],
     unigram: float,
     out: TextIO,
     *,
@@ -481,8 +481,9 @@ def _announce(
         file=out,
     )
     print(
-        f"data: {source}, {n_tokens:,} tokens "
-        f"({tokenizer.kind} tokenizer, vocab {tokenizer.vocab_size}); "
+        f"data: {source}, {sum(n_tokens):,} tokens "
+        f"({tokenizer.kind} tokenizer, vocab {tokenizer.vocab_size}), "
+        f"{n_tokens[0]:,} train / {n_tokens[1]:,} val; "
         f"unigram baseline {unigram:.4f} nats/token",
         file=out,
         flush=True,

@@ -1,0 +1,89 @@
+"""conv2d makes its im2col columns a block of images at a time, never for the whole batch.
+
+With a column budget of a few bytes every image is its own block: the forward and the input
+gradient are bit-identical to one block (each image's GEMM is the same), the weight gradient
+equal to rounding, float64 gradients (second order too) pass gradcheck, and torch agrees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sadl
+from sadl.testing import gradcheck
+from sadl_layers.ops import conv as conv_module
+
+CASES = [  # (x shape, w shape, params)
+    ((5, 3, 7, 6), (4, 3, 3, 3), {}),
+    ((4, 4, 8, 8), (6, 2, 3, 2), {"stride": 2, "padding": 1, "groups": 2}),
+    ((3, 2, 9, 9), (2, 2, 3, 3), {"dilation": 2, "padding": "same"}),
+]
+
+
+def _run(x, w, b, params):
+    xt, wt, bt = (sadl.tensor(a, requires_grad=True) for a in (x, w, b))
+    out = sadl.ops.conv2d(xt, wt, bt, **params)
+    g = np.random.default_rng(3).standard_normal(out.shape)
+    (out * sadl.tensor(g)).sum().backward()
+    return out.numpy(), xt.grad, wt.grad, bt.grad
+
+
+def _inputs(x_shape, w_shape, dtype=np.float64):
+    rng = np.random.default_rng(0)
+    return (
+        rng.standard_normal(x_shape).astype(dtype),
+        rng.standard_normal(w_shape).astype(dtype),
+        rng.standard_normal(w_shape[0]).astype(dtype),
+    )
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "params"), CASES)
+def test_blocks_of_one_image_equal_one_block(monkeypatch, x_shape, w_shape, params) -> None:
+    x, w, b = _inputs(x_shape, w_shape)
+    whole = _run(x, w, b, params)
+    monkeypatch.setattr(conv_module, "COLUMN_BYTES", 1)  # one image per block
+    assert len(conv_module._blocks(x_shape[0], 1000)) == x_shape[0]
+    blocked = _run(x, w, b, params)
+    np.testing.assert_array_equal(blocked[0], whole[0])  # forward
+    np.testing.assert_array_equal(blocked[1], whole[1])  # input gradient
+    np.testing.assert_allclose(blocked[2], whole[2], rtol=1e-13, atol=1e-13)  # weight gradient
+    np.testing.assert_array_equal(blocked[3], whole[3])
+
+
+def test_the_blocks_cover_the_batch_within_the_budget(monkeypatch) -> None:
+    monkeypatch.setattr(conv_module, "COLUMN_BYTES", 3000)
+    blocks = conv_module._blocks(10, 1000)
+    assert [(s.start, s.stop) for s in blocks] == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert [(s.start, s.stop) for s in conv_module._blocks(0, 1000)] == [(0, 0)]
+    assert len(conv_module._blocks(4, 10**9)) == 4  # an image larger than the budget: one each
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "params"), CASES[:2])
+def test_blocked_conv2d_passes_float64_gradcheck_to_second_order(
+    monkeypatch, x_shape, w_shape, params
+) -> None:
+    monkeypatch.setattr(conv_module, "COLUMN_BYTES", 1)
+    small = (2, *x_shape[1:3], 5)
+    x, w, b = _inputs(small, w_shape)
+    assert gradcheck(lambda x, w, b: sadl.ops.conv2d(x, w, b, **params), x, w, b)
+
+    def grad_of_input(x, w):  # the input gradient's own gradients (conv2d's family)
+        xt = x if isinstance(x, sadl.Tensor) else sadl.tensor(x)
+        out = sadl.ops.conv2d(xt, w, None, **params)
+        (gx,) = sadl.grad((out * out).sum(), [xt], create_graph=True)
+        return gx
+
+    assert gradcheck(grad_of_input, x, w)
+
+
+def test_blocked_conv2d_matches_torch(monkeypatch) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(conv_module, "COLUMN_BYTES", 5000)  # a few images per block
+    x, w, b = _inputs((9, 3, 10, 10), (5, 3, 5, 5))
+    ours = _run(x, w, b, {"padding": 1})
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    out = torch.nn.functional.conv2d(xt, wt, bt, padding=1)
+    g = np.random.default_rng(3).standard_normal(tuple(out.shape))
+    (out * torch.tensor(g)).sum().backward()
+    for mine, theirs in zip(ours, (out, xt.grad, wt.grad, bt.grad), strict=True):
+        np.testing.assert_allclose(mine, theirs.detach().numpy(), rtol=1e-10, atol=1e-10)
