@@ -165,11 +165,18 @@ def _check_preferences(
     # already served (the built-ins; in the commands pass, every record too).
     registered = {name for info, _ in offers for names in info.conflicts.values() for name in names}
     registered.update(_key(claim) for claim in core)
+    # Built-ins keep their names: preferring a plugin for one chooses nothing (judged in the
+    # pass that settles that kind, so once).
+    builtin = {
+        _key(c) for c, e in core.items() if e[0].builtin and (c[0] == "commands") == commands_pass
+    }
     for key, plugin in sorted((key, p) for key, chosen in prefer.items() for p in chosen):
         offered_by = providers.get(key, set())
-        if plugin in offered_by or (commands_pass and not key):
+        if key in builtin:
+            why = f"{key!r} is sadl-core's built-in, which no plugin can replace"
+        elif plugin in offered_by or (commands_pass and not key):
             continue  # it chooses (a lone PLUGIN: every plugin was judged in the records pass)
-        if offered_by or not key:
+        elif offered_by or not key:
             what = f"{key!r} is provided by" if key else "the loaded plugins are"
             why = f"{what} {', '.join(sorted(offered_by)) or 'none'}, not {plugin!r}"
         elif key in registered or key.startswith(("np.", ".")) == commands_pass:

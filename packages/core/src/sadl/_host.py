@@ -83,6 +83,8 @@ class PluginInfo:
     builtin: bool = False
     provides: dict[str, list[str]] = field(default_factory=dict)
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # by hook: names not served
+    #: kind -> name -> (this plugin's record that lost a clash, why): what ``check-plugins`` checks
+    set_aside: dict[str, dict[str, tuple[Any, PluginConflictError]]] = field(default_factory=dict)
     module: ModuleType | None = None
 
     @property
@@ -119,6 +121,7 @@ class Registry:
         self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = {
             kind: {} for kind in NAME_KINDS
         }
+        self._contested_funcs: dict[Any, PluginConflictError] = {}
 
     def _add_kind(self, spec: RecordKind) -> None:
         """A record kind a plugin declared (``records_hookspec``) joins this registry's."""
@@ -398,10 +401,20 @@ class Registry:
                         served[kind].append(record)
                         continue
                     self._unserved[kind][name_of(record)] = (record, why)
+                    info.set_aside.setdefault(kind, {})[name_of(record)] = (record, why)
                     info.conflicts.setdefault(hook_of(kind), []).append(name_of(record))
                     if str(why) not in info.error:
                         info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
             self._commit(info, served, provides=collected)
+        served_funcs = {f for op in self._records["ops"].values() for f in op.numpy_funcs}
+        for op, why in self._unserved["ops"].values():
+            for func in op.numpy_funcs:
+                if func not in served_funcs:
+                    self._contested_funcs.setdefault(func, why)
+
+    def contested_function(self, func: Any) -> PluginConflictError | None:
+        """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None."""
+        return self._contested_funcs.get(func)
 
     def _commit(
         self,

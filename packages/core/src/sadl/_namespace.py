@@ -48,7 +48,9 @@ def served(owner: str, distribution: str, module: str, names: Container[str]) ->
         if name not in names:
             raise AttributeError(f"module {owner!r} has no attribute {name!r}")
         reg = registry()
-        if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
+        # A plugin in ``conflict`` lost only its contested names: it serves everything else.
+        loaded = ("ok", "conflict")
+        if any(p.distribution == distribution and p.status in loaded for p in reg.plugins):
             return getattr(importlib.import_module(module), name)
         raise UnknownNameError(reg.provider_status(distribution, f"{owner}.{name}"))
 

@@ -65,6 +65,7 @@ __all__ = [
     "plugins",
     "records",
     "served",
+    "set_aside",
     "records_hookspec",
     "recording_hook",
     "reload_plugins",
@@ -134,6 +135,19 @@ def served(kind: str, name: str) -> Any:
     """
     records(kind)  # an unknown kind says so
     return registry().lookup(kind, name)
+
+
+def set_aside(plugin: str) -> dict[str, dict[str, tuple[Any, PluginConflictError]]]:
+    """``kind -> name -> (record, why)``: the records of ``plugin`` that lost a clash, which
+    nobody serves from it (``sadl check-plugins`` checks them and reports why); a copy.
+    """
+    reg = registry()
+    reg.settle_commands()
+    for info in reg.plugins:
+        if info.name == plugin:
+            return {kind: dict(names) for kind, names in info.set_aside.items()}
+    names = ", ".join(p.name for p in reg.plugins)
+    raise UnknownNameError(f"no plugin named {plugin!r} is installed; installed: {names}")
 
 
 def tensor_from_array(data: Any) -> Tensor:
