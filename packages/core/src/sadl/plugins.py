@@ -21,6 +21,7 @@ Everything whose name starts with an underscore is internal, as ``_pytest`` is t
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
@@ -171,5 +172,12 @@ def version_counter(tensor: Tensor) -> list[int]:
 
 
 def command_registrations() -> dict[str, Any]:
-    """Each loaded plugin's ``register_commands`` implementation, by plugin name."""
-    return {plugin.name: function for plugin, function in registry().command_impls()}
+    """Each loaded plugin's ``register_commands`` hook, alone, by plugin name: call it with
+    ``subparsers=`` to see what it adds.
+    """
+    reg = registry()
+    return {
+        p.name: functools.partial(reg.call, "register_commands", p)
+        for p in reg.loaded()
+        if hasattr(reg.pluginmanager.get_plugin(p.name), "register_commands")
+    }
