@@ -23,21 +23,15 @@ KERNEL_BUDGET = 1000
 KERNEL_FILES = ("_tensor_base.py", "_records.py", "_engine.py", "_backward.py", "_tensor.py")
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
 
-#: The plugin host: discovery, the registries and the clash rule, the records and hooks a plugin
-#: sees, core's own plugin, the served names and the command line the plugins extend.
+#: The plugin host: discovery and the registries (``_host``), the clash rule (``_clashes``), the
+#: hooks it calls (``_hookspecs``), the plugin-author API over it (``plugins``) and the serving
+#: of registered names (``_namespace``). Not counted here: the records a plugin returns
+#: (``_plugin_records``, plain data like the kernel's ``_records``), the table of first-party
+#: names and install commands (``_known``, data that io, threads and dispatch cite too), core's
+#: own plugin (``_builtin``, the list of core's ops, which grows with the op tables) and the
+#: command line (``cli``, ``_commands``), a program on top of the host.
 HOST_BUDGET = 700
-HOST_FILES = (
-    "_host.py",
-    "_clashes.py",
-    "_plugin_records.py",
-    "plugins.py",
-    "_hookspecs.py",
-    "_known.py",
-    "_namespace.py",
-    "_builtin.py",
-    "_commands.py",
-    "cli.py",
-)
+HOST_FILES = ("_host.py", "_clashes.py", "_hookspecs.py", "plugins.py", "_namespace.py")
 #: The most code lines one function (or method) of core may have.
 FUNCTION_BUDGET = 60
 
@@ -136,7 +130,7 @@ def main(argv: list[str]) -> int:
                 "shorter, or move what a tensor does not need to a plugin (docs/architecture.md)"
             )
     for path in sorted(core):
-        for name, line, n in long_functions(path):
+        for name, line, n in long_functions(path, FUNCTION_BUDGET):
             failures.append(
                 f"{path.relative_to(ROOT)}:{line}: {name} has {n} code lines, over the "
                 f"{FUNCTION_BUDGET} a function of core may have: split it"

@@ -31,6 +31,7 @@ import sys
 import threading
 import traceback
 import warnings
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,18 +103,13 @@ class Registry:
         self.pluginmanager = pluggy.PluginManager("sadl")
         self.pluginmanager.add_hookspecs(_hookspecs)
         self.kinds: dict[str, RecordKind] = dict(KINDS)  # and those plugins declare
-        self._records: dict[str, dict[str, Any]] = {}
-        self._providers: dict[str, dict[str, PluginInfo]] = {}
-        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = {}
+        # kind -> name -> record, the plugin serving it, and (record, why) of those set aside
+        self._records: dict[str, dict[str, Any]] = defaultdict(dict)
+        self._providers: dict[str, dict[str, PluginInfo]] = defaultdict(dict)
+        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = defaultdict(dict)
         self._contested_funcs: dict[Any, PluginConflictError] = {}
         self._commands_settled = False  # see settle_commands
         self._parsers: dict[str, Any] = {}  # plugin name -> the subparsers its commands are on
-        for kind in (*self.kinds, "commands"):
-            self._add_kind(kind)
-
-    def _add_kind(self, kind: str) -> None:
-        for table in (self._records, self._providers, self._unserved):
-            table.setdefault(kind, {})
 
     # ------------------------------------------------------------------ queries
     def records(self, kind: str) -> dict[str, Any]:
@@ -227,8 +223,9 @@ class Registry:
                 pm.set_blocked(name.strip())
         found = metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else None
         for ep in sorted(found or entry_points or (), key=lambda ep: ep.name):
-            dist = getattr(ep, "dist", None)
-            info = PluginInfo(ep.name, *_distribution(dist))
+            dist = getattr(ep, "dist", None)  # None: an entry point given by a test
+            name, version = (dist.metadata["Name"], dist.version) if dist else ("(unknown)", "?")
+            info = PluginInfo(ep.name, name or "(unknown)", version or "?")
             self.plugins.append(info)
             if pm.is_blocked(ep.name):
                 info.status = "blocked"
@@ -241,7 +238,6 @@ class Registry:
             kind = getattr(spec, "sadl_records", None)
             if isinstance(kind, RecordKind):
                 self.kinds[kind.kind] = kind
-                self._add_kind(kind.kind)
         self._check_hooks()
         offers = []
         for info in self.loaded(builtin=False):
@@ -251,11 +247,7 @@ class Registry:
 
     def loaded(self, builtin: bool | None = None) -> list[PluginInfo]:
         """The plugins that loaded (status ok or conflict), built-in ones first."""
-        return [
-            p
-            for p in self.plugins
-            if p.status in LOADED and (builtin is None or p.builtin == builtin)
-        ]
+        return [p for p in self.plugins if p.status in LOADED and builtin in (None, p.builtin)]
 
     @contextlib.contextmanager
     def _isolated(self, info: PluginInfo) -> Any:
@@ -295,7 +287,7 @@ class Registry:
                 pm.check_pending()
                 break
             except pluggy.PluginValidationError as exc:
-                info = self._info(pm.get_name(exc.plugin))
+                info = next(p for p in self.plugins if p.name == pm.get_name(exc.plugin))
                 unknown = [c.name for c in pm.get_hookcallers(exc.plugin) or () if not c.has_spec()]
                 close = difflib.get_close_matches(unknown[0], known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -312,9 +304,6 @@ class Registry:
                     )
                     self._fail(info, "error", str(error), error)
                     break
-
-    def _info(self, name: str | None) -> PluginInfo:
-        return next(p for p in self.plugins if p.name == name)
 
     def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
         """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""
@@ -428,15 +417,12 @@ class Registry:
                 self._providers[kind][getattr(record, "name", record)] = info
 
 
-def _distribution(dist: Any) -> tuple[str, str]:
-    if dist is None:
-        return ("(unknown)", "?")
-    return (dist.metadata["Name"] or "(unknown)", dist.version or "?")
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # sadl's, not sadl_layers/ and such
 
 
 def _first_frame_outside_sadl() -> int:
     """The ``stacklevel`` that makes a warning point at the user's line, not at sadl's."""
-    here = (os.path.dirname(os.path.abspath(__file__)) + os.sep, contextlib.__file__)
+    here = (_HERE, contextlib.__file__)
     frame = sys._getframe(1)
     level = 1
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
@@ -447,12 +433,8 @@ def _first_frame_outside_sadl() -> int:
 
 def _describe(exc: BaseException) -> str:
     """``Type: message (at file:line)``, the line in the plugin's code where it failed."""
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep  # not sadl_layers/ and the like
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith((here, "<frozen ", os.path.dirname(pluggy.__file__)))
-    ]
+    skip = (_HERE, "<frozen ", os.path.dirname(pluggy.__file__))  # sadl, imports, pluggy
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
 
