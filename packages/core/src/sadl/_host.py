@@ -5,7 +5,11 @@ recorded, status ``error`` / ``incompatible``, and warned about once while every
 works), ``SADL_DISABLE_PLUGINS=a,b`` is ``PluginManager.set_blocked``, a misspelled hook is found
 by ``check_pending``, and every hook is called as a pluggy hook, per plugin
 (``subset_hook_caller``), so each record is attributed to the plugin that returned it.
-``SADL_PLUGINS_STRICT=1`` turns a load failure into an exception. Core's own records and
+``SADL_PLUGINS_STRICT=1`` turns a load failure into an exception. (pluggy's
+``load_setuptools_entrypoints`` and ``list_plugin_distinfo`` are not used: the first loads every
+entry point in one call, so one failing plugin stops the rest, and the second lists only what
+loaded, while ``sadl plugins`` names the distribution of blocked and failed plugins too, read
+from each entry point's ``dist``.) Core's own records and
 commands come through the same hooks, from built-in plugins imported by name
 (``BUILTIN_PLUGINS``, as pytest loads its own), which cannot be blocked.
 
@@ -43,7 +47,7 @@ from sadl._clashes import claims_of, settle
 from sadl._errors import IncompatiblePluginError as Incompatible
 from sadl._errors import PluginConflictError, PluginError, SadlPluginWarning, UnknownNameError
 from sadl._hookspecs import KINDS, ArgumentParser, RecordKind
-from sadl._known import KNOWN_COMMANDS, install_command, known_provider
+from sadl._known import install_command, known_provider
 from sadl._version import __version__
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginInfo", "Registry", "registry"]
@@ -83,10 +87,7 @@ class PluginInfo:
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape printed by ``sadl plugins --json``."""
         return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "status": self.status,
+            **{key: getattr(self, key) for key in ("name", "distribution", "version", "status")},
             "error": self.error or None,
             "builtin": self.builtin,
             "provides": {hook: sorted(names) for hook, names in self.provides.items() if names},
@@ -190,14 +191,6 @@ class Registry:
             if kind is not None and other != kind and name in self._records[other]:
                 return f"{what} as a {spec.label}, not as a {self.kinds[kind].label}"
         return f"{what} {info.version}, which is installed and loaded but does not register it"
-
-    def command_hint(self, command: str) -> str:
-        """Why the subcommand ``command`` is missing (empty when no known package provides it)."""
-        distribution = KNOWN_COMMANDS.get(command)
-        if distribution is None:
-            return ""
-        what = f"'sadl {command}' is a command of {distribution}"
-        return self.provider_status(distribution, command, what=what)
 
     # ------------------------------------------------------------------ loading
     def load(self, entry_points: Iterable[Any] | None = None) -> None:

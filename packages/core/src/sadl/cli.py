@@ -29,6 +29,7 @@ from typing import Any
 from sadl._errors import CommandError
 from sadl._hookspecs import ArgumentParser
 from sadl._host import registry
+from sadl._known import KNOWN_COMMANDS
 from sadl._version import API_VERSION, __version__
 
 __all__ = [
@@ -147,7 +148,11 @@ def _missing_command(parser: ArgumentParser, argv: list[str]) -> str:
     conflict = registry().conflict("commands", words[0])
     if conflict is not None:
         return f"{type(conflict).__name__}: {conflict}"
-    return registry().command_hint(words[0])
+    distribution = KNOWN_COMMANDS.get(words[0])  # a first-party command that is not here
+    if distribution is None:
+        return ""
+    what = f"'sadl {words[0]}' is a command of {distribution}"
+    return registry().provider_status(distribution, words[0], what=what)
 
 
 def _report_unexpected(prog: str, exc: BaseException, verbose: bool) -> int:
