@@ -89,6 +89,10 @@ def ecosystem(session: nox.Session) -> None:
     session.run("pytest", "tests", "--ignore=tests/thirdparty", *session.posargs, env=STRICT)
 
 
+#: What the third party of the ``first-party-clash`` suite clashes with, and what uses it.
+FIRST_PARTY_CLASH = ["layers", "optim", "serialize", "compile", "models"]
+
+
 @nox.session
 def thirdparty(session: nox.Session) -> None:
     """Build wheels, pip-install core and fixture plugins into fresh venvs, test from outside."""
@@ -107,14 +111,24 @@ def thirdparty(session: nox.Session) -> None:
         str(dist),
         "packages/core",
         "packages/check",  # the strict CuPy stand-in depends on it
+        *(f"packages/{p}" for p in FIRST_PARTY_CLASH),
         *fixtures,
     )
     wheels = {Path(w).name.split("-")[0]: w for w in glob.glob(str(dist / "*.whl"))}
+    first_party = [f"sadl_{p}" for p in FIRST_PARTY_CLASH]
     suites = {
         # Only sadl-core and the sample plugin, as a user who pip-installs one plugin would have.
         "sample-only": (["sadl_core", "sadl_sample"], "tests/thirdparty/test_sample_plugin.py"),
         # Every fixture: broken, conflicting, incompatible and misspelled plugins beside it.
-        "all-fixtures": (sorted(wheels), "tests/thirdparty/test_fixture_plugins.py"),
+        "all-fixtures": (
+            sorted(set(wheels) - {*first_party, "sadl_linclash"}),
+            "tests/thirdparty/test_fixture_plugins.py",
+        ),
+        # The first-party plugins and a third party whose Linear clashes with sadl-layers'.
+        "first-party-clash": (
+            ["sadl_core", "sadl_check", *first_party, "sadl_linclash"],
+            "tests/thirdparty/test_clash_with_first_party.py",
+        ),
     }
     for name, (dists, test_file) in suites.items():
         venv = tmp / name

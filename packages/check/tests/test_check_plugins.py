@@ -117,7 +117,9 @@ def test_check_plugins_fails_on_a_name_two_plugins_claim(plugins, capsys):
     plugins(ep("conflict"), ep("good"))
     assert main(["check-plugins", "--plugin", "conflict"]) == 1
     out = capsys.readouterr().out
-    assert ["op", "fake_cube", "conflict", "1", "FAILED:", "served", "(1)"] in rows(out)
+    # its own (set-aside) record is checked too, and the check fails saying why it is not served
+    row = next(r for r in rows(out) if r[:3] == ["op", "fake_cube", "conflict"])
+    assert row[4:7] == ["FAILED:", "served", "(1),"]
     assert "registered by 2 plugins" in out
 
 
@@ -132,10 +134,33 @@ def test_check_plugins_fails_each_contested_record_and_passes_the_rest(
     )
     assert main(["check-plugins", "--plugin", "alpha"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    served = {line.split()[-6] for line in lines if line.endswith("FAILED: served (1)")}
+    served = {line.split()[1] for line in lines if "FAILED: served (1)" in line}
     assert served == {
         "clash_op", "a_sinc", "ClashLayer", "ClashOpt", "clash_model", "clash_fmt", "clashdev",
         "clash-cmd",
     }  # fmt: skip
     assert not any("FAILED: served" in line for line in lines if " a_op " in line)
     assert any(line.split()[:2] == ["command", "a-cmd"] and line.endswith("ok") for line in lines)
+
+
+def test_check_plugins_checks_a_plugins_own_record_of_a_built_in_name_and_fails_it(
+    plugins, monkeypatch, capsys
+):
+    # core_names registers core's tanh, SGD, cuda and info: its own records are set aside
+    monkeypatch.delenv("SADL_PREFER", raising=False)
+    plugins(ep("core_names"))
+    assert main(["check-plugins", "--plugin", "core_names"]) == 1
+    out = capsys.readouterr().out
+    table = [r for r in rows(out) if r[2:3] == ["core_names"]]
+    by_name = {}
+    for row in table:
+        by_name.setdefault((row[0], row[1]), []).append(row)
+    for kind, name in (("op", "tanh"), ("optimizer", "SGD"), ("backend", "cuda")):
+        (row,) = by_name[kind, name]
+        assert row[4:6] == ["FAILED:", "served"], row  # never core's tanh, reported ok
+    # a contested command is listed once, failed, not also as a command whose --help works
+    assert by_name["command", "info"] == [
+        ["command", "info", "core_names", "1", "FAILED:", "served", "(1)"]
+    ]
+    assert by_name["command", "core-names-cmd"][0][-1] == "ok"
+    assert "the op 'tanh' is sadl-core's built-in" in out

@@ -43,6 +43,26 @@ def test_from_sadl_import_of_a_missing_plugin_name_says_which_package_to_install
         from sadl import no_such_name  # noqa: F401
 
 
+def test_import_sadl_dot_a_missing_plugin_name_says_which_package_to_install(monkeypatch):
+    only_core(monkeypatch)
+    with pytest.raises(ImportError, match="'sadl.compile' is provided by sadl-compile"):
+        import sadl.compile
+    with pytest.raises(ModuleNotFoundError, match="No module named 'sadl.no_such_module'"):
+        import sadl.no_such_module  # noqa: F401
+
+
+def test_the_sadl_namespace_holds_its_public_names_and_underscored_ones_only():
+    # (a submodule imported later, such as sadl.cli, becomes an attribute too)
+    extra = {
+        name
+        for name, value in vars(sadl).items()
+        if not name.startswith("_")
+        and name not in sadl.__all__
+        and getattr(value, "__name__", None) != f"sadl.{name}"
+    }
+    assert not extra, sorted(extra)
+
+
 def test_install_command_names_the_checkout_path_never_an_unpublished_pypi_name():
     command = _known.install_command("sadl-optim")
     root = _known.checkout_root()

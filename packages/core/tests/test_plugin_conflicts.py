@@ -244,3 +244,24 @@ def test_library_use_never_runs_register_commands():
     assert not reg._commands_settled
     sadl.ops.get("tanh")
     assert not reg._commands_settled and reg.provider("commands", "plugins").builtin
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_contested_numpy_function_raises_the_conflict_not_a_missing_op(order):
+    load(*ORDERS[order])
+    for x in (sadl.tensor([0.5]), sadl.tensor([0.5], requires_grad=True)):
+        with pytest.raises(PluginConflictError, match="np.sinc is implemented by 2 plugins"):
+            np.sinc(x)
+    assert np.sin(sadl.tensor([0.5])).shape == (1,)  # every other NumPy function still works
+
+
+def test_sadl_prefer_of_a_built_in_name_warns_that_it_chooses_nothing(monkeypatch):
+    monkeypatch.setenv("SADL_PREFER", "tanh:core_names,info:core_names,SGD:alpha")
+    reg, caught = load(("core_names", "core_names"), ("alpha", "clash_a"))
+    said = [str(w.message) for w in caught if "SADL_PREFER" in str(w.message)]
+    assert sorted(said) == [
+        f"SADL_PREFER entry '{key}:{plugin}' chooses nothing: '{key}' is sadl-core's built-in, "
+        "which no plugin can replace"
+        for key, plugin in (("SGD", "alpha"), ("info", "core_names"), ("tanh", "core_names"))
+    ]
+    assert reg.provider("ops", "tanh").builtin and reg.provider("commands", "info").builtin

@@ -12,7 +12,7 @@ import io
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
 
 import sadl.plugins
@@ -119,38 +119,38 @@ def _reports(plugin: dict[str, Any], device: Any = None) -> Iterator[tuple[str, 
         "layers": check_layer,
         "optimizers": check_optimizer,
     }
+    # What the plugin lost in a clash: its own record is checked (never the winner's, such as
+    # core's built-in of that name), and the check fails saying why it is not served.
+    set_aside = sadl.plugins.set_aside(str(plugin["name"]))
     for kind, check in checkers.items():
         for name in plugin["provides"].get(KINDS[kind].hook, []):
-            try:
-                record = sadl.plugins.served(kind, name)
-            except Exception as exc:  # registered, but not served: another plugin claims it too
-                report = OpReport(name, kind=KINDS[kind].label)
-                report.results.append(CheckResult("served", "", False, str(exc)))
-                yield KINDS[kind].label, name, report
-                continue
+            lost = set_aside.get(kind, {}).get(name)
+            record = lost[0] if lost is not None else sadl.plugins.served(kind, name)
             extra = {"device": device} if kind == "ops" and device is not None else {}
-            yield KINDS[kind].label, name, check(record, raise_exception=False, **extra)
+            report = check(record, raise_exception=False, **extra)
+            if lost is not None:
+                report.results.insert(0, CheckResult("served", "", False, str(lost[1])))
+            yield KINDS[kind].label, name, report
     register = sadl.plugins.command_registrations().get(str(plugin["name"]))
     if register is not None:
-        yield from _check_commands(register)
-    for hook, names in plugin["conflicts"].items():  # other kinds' names it lost in a clash
-        kind = hook.removeprefix("register_")
+        yield from _check_commands(register, set(set_aside.get("commands", {})))
+    for kind, names in set_aside.items():  # other kinds' names it lost in a clash
         if kind in checkers:
             continue
         label = KINDS[kind].label if kind in KINDS else kind.removesuffix("s")
-        for name in names:
-            try:
-                sadl.plugins.served(kind, name)
-                why = f"{name!r} is served from another plugin (`sadl plugins` shows the clash)"
-            except Exception as exc:
-                why = str(exc)
+        for name, (_, why) in names.items():
             report = OpReport(name, kind=label)
-            report.results.append(CheckResult("served", "", False, why))
+            report.results.append(CheckResult("served", "", False, str(why)))
             yield label, name, report
 
 
-def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:
-    """The command list and each subcommand the plugin adds must print ``--help``, exit 0."""
+def _check_commands(
+    register: Any, lost: Container[str] = ()
+) -> Iterator[tuple[str, str, OpReport]]:
+    """The command list and each subcommand the plugin adds must print ``--help``, exit 0.
+
+    The commands in ``lost`` (set aside by a clash) are reported with the other lost names.
+    """
     parser = ArgumentParser(prog="sadl")
     sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
     try:
@@ -164,7 +164,8 @@ def _check_commands(register: Any) -> Iterator[tuple[str, str, OpReport]]:
     if not listing.ok:  # a subcommand's help= text that cannot be formatted
         yield "command", "(sadl --help)", listing
     for name, subparser in _subcommands(sub, "sadl"):
-        yield "command", name, _help_report(name, subparser)
+        if name.split()[0] not in lost:
+            yield "command", name, _help_report(name, subparser)
 
 
 def _help_report(name: str, parser: argparse.ArgumentParser) -> OpReport:

@@ -6,10 +6,11 @@ devices and the namespaces over the plugin registries (``sadl.ops``, ``sadl.nn``
 use of a registry.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` and no bare ``typing`` names here: each would be
+# an attribute of ``sadl`` (``vars(sadl)`` holds the public surface and underscored names only).
+import importlib.abc as _importlib_abc
 import sys as _sys
-from typing import Any
+from typing import Any as _Any
 
 # Bottom to top (docs/architecture.md): importing the engine's upper half installs it below.
 from sadl import (  # noqa: F401
@@ -106,6 +107,7 @@ __all__ = [
     "get_default_dtype",
     "get_num_threads",
     "grad",
+    "io",
     "is_global_grad_mode_enabled",
     "is_grad_enabled",
     "linspace",
@@ -138,7 +140,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """``sadl.<Name>``: a registered layer or optimizer (``sadl.Linear``, ``sadl.AdamW``), or a
     name a plugin package serves (``sadl.compile`` from sadl-compile), imported on first use.
     """
@@ -147,13 +149,7 @@ def __getattr__(name: str) -> Any:
         return torch_name
     if name in _KNOWN_ATTRIBUTES:
         distribution, module = _KNOWN_ATTRIBUTES[name]
-        try:
-            return _namespace.served("sadl", distribution, module, {name})(name)
-        except UnknownNameError as missing:
-            # ``from sadl import compile``: importlib's fromlist check (a hasattr) would swallow
-            # the AttributeError into a bare "cannot import name"; raise its text as ImportError.
-            fromlist = _sys._getframe(1).f_code.co_name == "_handle_fromlist"
-            raise (ImportError(str(missing), name=module) if fromlist else missing) from None
+        return _namespace.served("sadl", distribution, module, {name})(name)
     if name.startswith("_") or not name[:1].isupper() or _torch.missing(name):
         raise AttributeError(_torch.missing(name) or f"module 'sadl' has no attribute {name!r}")
     reg = _registry()
@@ -176,3 +172,28 @@ def __dir__() -> list[str]:
         | {*_torch.__all__, *_torch.DTYPES}
     )
     return sorted(set(globals()) | served)
+
+
+class _ServedNameFinder(_importlib_abc.MetaPathFinder):
+    """Why ``from sadl import compile`` fails when no plugin serves ``sadl.compile``.
+
+    ``from sadl import NAME`` looks the attribute up, and when that raises (an AttributeError,
+    which says which package to install) imports the submodule ``sadl.NAME`` instead, and then
+    reports a bare "cannot import name". This finder, last on ``sys.meta_path`` (asked only
+    when no other finder has the module), answers for the names a plugin serves with the
+    lookup's reason, as an ImportError.
+    """
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        """Raise the reason ``sadl.NAME`` is missing; None for every other module."""
+        package, _, name = fullname.partition(".")
+        if package == "sadl" and name in _KNOWN_ATTRIBUTES:
+            try:
+                __getattr__(name)
+            except UnknownNameError as missing:
+                raise ImportError(str(missing), name=_KNOWN_ATTRIBUTES[name][1]) from None
+        return None
+
+
+if not any(type(f).__module__ == __name__ for f in _sys.meta_path):  # once, across reloads
+    _sys.meta_path.append(_ServedNameFinder())

@@ -16,36 +16,21 @@ from collections.abc import Callable
 from typing import Any
 
 from sadl._errors import PluginConflictError, SadlPluginWarning
-from sadl._hookspecs import KINDS
 
-__all__ = ["DECLARED_LABELS", "NAME_KINDS", "claims_of", "hook_of", "name_of", "settle"]
-
-#: What a plugin provides, by kind: the record kinds, and the subcommands of ``sadl``.
-NAME_KINDS = (*KINDS, "commands")
+__all__ = ["claims_of", "settle"]
 
 Claim = tuple[str, Any]  # (kind, name), ("numpy", function) or ("suffix", ".ext")
 Offer = tuple[Any, str, Any]  # (PluginInfo, kind, record)
+Lost = dict[tuple[str, str, str], PluginConflictError]  # (plugin name, kind, name) -> why
 
 
-def name_of(record: Any) -> str:
-    return record if isinstance(record, str) else str(record.name)
-
-
-#: What messages call one record of a kind a plugin declared (``records_hookspec``).
-DECLARED_LABELS: dict[str, str] = {}
-
-
-def hook_of(kind: str) -> str:
-    return f"register_{kind}"  # as ``RecordKind.kind`` is defined
-
-
-def _label(kind: str) -> str:
-    return KINDS[kind].label if kind in KINDS else DECLARED_LABELS.get(kind, "command")
+def _name(record: Any) -> str:
+    return record if isinstance(record, str) else str(record.name)  # a command is its name
 
 
 def claims_of(kind: str, record: Any) -> list[Claim]:
     """What serving ``record`` takes: its name, and the NumPy functions or suffixes it claims."""
-    claims: list[Claim] = [(kind, name_of(record))]
+    claims: list[Claim] = [(kind, _name(record))]
     if kind == "ops":
         claims += [("numpy", func) for func in record.numpy_funcs]
     elif kind == "formats":
@@ -59,43 +44,51 @@ def _key(claim: Claim) -> str:
     return f"np.{getattr(what, '__name__', what)}" if kind == "numpy" else str(what)
 
 
-def _what(claim: Claim, entry: Offer) -> str:
-    info, kind, record = entry
-    if claim[0] not in ("numpy", "suffix"):
-        return str(info.label)
-    return f"{_label(kind)} {name_of(record)!r} of plugin {info.label}"
+class _Messages:
+    """The errors of a lost claim; ``labels`` names one record of each kind (``"op"``)."""
 
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
 
-def _contested(claim: Claim, offered: list[Offer]) -> PluginConflictError:
-    kind, key = claim[0], _key(claim)
-    what = f"the {_label(kind)} {key!r}" if kind not in ("numpy", "suffix") else key
-    verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
-    names = [entry[0].name for entry in offered]
-    return PluginConflictError(
-        f"{what} is {verb} by {len(offered)} plugins: "
-        f"{', '.join(_what(claim, entry) for entry in offered)}; "
-        f"{'neither' if len(offered) == 2 else 'none'} is served (everything else of theirs "
-        f"works) until you choose one: SADL_PREFER={key}:{names[0]}, say, or block the others "
-        f"(SADL_DISABLE_PLUGINS={','.join(names[1:])})"
-    )
+    def label(self, kind: str) -> str:
+        return self.labels.get(kind, "command")
 
+    def what(self, claim: Claim, entry: Offer) -> str:
+        info, kind, record = entry
+        if claim[0] not in ("numpy", "suffix"):
+            return str(info.label)
+        return f"{self.label(kind)} {_name(record)!r} of plugin {info.label}"
 
-def _core_clash(claim: Claim, offered: list[Offer], core: Offer) -> PluginConflictError:
-    kind, key = claim[0], _key(claim)
-    whose = ", ".join(_what(claim, entry) for entry in offered)
-    if kind not in ("numpy", "suffix"):
-        plugins = "plugin" if len(offered) == 1 else "plugins"
-        head = f"the {_label(kind)} {key!r} is sadl-core's built-in; {plugins} {whose} has it too"
-    else:
-        verb = "implemented" if kind == "numpy" else "claimed"
-        head = (
-            f"{key} is {verb} by sadl-core's built-in {_label(core[1])} {name_of(core[2])!r}; "
-            f"{whose} claims it too"
+    def contested(self, claim: Claim, offered: list[Offer]) -> PluginConflictError:
+        kind, key = claim[0], _key(claim)
+        what = f"the {self.label(kind)} {key!r}" if kind not in ("numpy", "suffix") else key
+        verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
+        names = [entry[0].name for entry in offered]
+        return PluginConflictError(
+            f"{what} is {verb} by {len(offered)} plugins: "
+            f"{', '.join(self.what(claim, entry) for entry in offered)}; "
+            f"{'neither' if len(offered) == 2 else 'none'} is served (everything else of theirs "
+            f"works) until you choose one: SADL_PREFER={key}:{names[0]}, say, or block the "
+            f"others (SADL_DISABLE_PLUGINS={','.join(names[1:])})"
         )
-    return PluginConflictError(
-        f"{head}: the built-in is kept and the plugin's {_label(offered[0][1])} is not served (a "
-        "built-in cannot be replaced; rename it in the plugin)"
-    )
+
+    def core_clash(self, claim: Claim, offered: list[Offer], core: Offer) -> PluginConflictError:
+        kind, key = claim[0], _key(claim)
+        whose = ", ".join(self.what(claim, entry) for entry in offered)
+        if kind not in ("numpy", "suffix"):
+            plugins = "plugin" if len(offered) == 1 else "plugins"
+            head = f"the {self.label(kind)} {key!r} is sadl-core's built-in; {plugins} {whose}"
+            head += " has it too"
+        else:
+            verb = "implemented" if kind == "numpy" else "claimed"
+            head = (
+                f"{key} is {verb} by sadl-core's built-in {self.label(core[1])} "
+                f"{_name(core[2])!r}; {whose} claims it too"
+            )
+        return PluginConflictError(
+            f"{head}: the built-in is kept and the plugin's {self.label(offered[0][1])} is not "
+            "served (a built-in cannot be replaced; rename it in the plugin)"
+        )
 
 
 def _preferences() -> dict[str, set[str]]:
@@ -109,13 +102,16 @@ def _preferences() -> dict[str, set[str]]:
 
 
 def settle(
-    core: dict[Claim, Offer], offers: list[tuple[Any, dict[str, list[Any]]]], stacklevel: Any
-) -> dict[tuple[int, str, str], PluginConflictError]:
-    """``(id(plugin), kind, name) -> why`` for every offered record that is not served.
+    core: dict[Claim, Offer],
+    offers: list[tuple[Any, dict[str, list[Any]]]],
+    labels: dict[str, str],
+    stacklevel: Callable[[], int],
+) -> Lost:
+    """``(plugin name, kind, name) -> why`` for every offered record that is not served.
 
-    ``core`` holds the built-ins' claims; ``offers`` is ``(plugin, kind -> records)`` for every
-    loaded plugin. Each claim nobody settles (no built-in, no ``SADL_PREFER``) is warned about
-    once; ``stacklevel()`` points the warning at the user's line.
+    ``core`` holds the claims already served (the built-ins'); ``offers`` is ``(plugin, kind ->
+    records)`` for every loaded plugin. Each claim nobody settles (no built-in, no
+    ``SADL_PREFER``) is warned about once; ``stacklevel()`` points the warning at the user's line.
     """
     claims: dict[Claim, list[Offer]] = {}
     for info, collected in offers:
@@ -123,23 +119,23 @@ def settle(
             for record in records:
                 for claim in claims_of(kind, record):
                     claims.setdefault(claim, []).append((info, kind, record))
-    prefer = _preferences()
+    prefer, messages = _preferences(), _Messages(labels)
     _check_preferences(prefer, claims, core, offers, stacklevel)
-    lost: dict[tuple[int, str, str], PluginConflictError] = {}
+    lost: Lost = {}
     for claim, offered in claims.items():
         if claim in core:
-            losers, error = offered, _core_clash(claim, offered, core[claim])
+            losers, error = offered, messages.core_clash(claim, offered, core[claim])
         elif len(offered) > 1:
             chosen = prefer.get(_key(claim)) or prefer.get("", set())
             winners = [entry for entry in offered if entry[0].name in chosen]
             losers = [entry for entry in offered if winners != [entry]]
-            error = _contested(claim, offered)
+            error = messages.contested(claim, offered)
         else:
             continue
         if losers == offered:
             warnings.warn(str(error), SadlPluginWarning, stacklevel=stacklevel())
         for info, kind, record in losers:
-            lost.setdefault((id(info), kind, name_of(record)), error)
+            lost.setdefault((info.name, kind, _name(record)), error)
     return lost
 
 
@@ -150,9 +146,9 @@ def _check_preferences(
     offers: list[tuple[Any, dict[str, list[Any]]]],
     stacklevel: Callable[[], int],
 ) -> None:
-    """Warn about each ``SADL_PREFER`` entry that chooses nothing: its plugin is not loaded or
-    does not provide the name, or no plugin registers it (a name is looked for among the records,
-    then, if the command line settles them, among the commands).
+    """Warn about each ``SADL_PREFER`` entry that chooses nothing: it names a built-in, its
+    plugin is not loaded or does not provide the name, or no plugin registers it (a name is
+    looked for among the records, then, if the command line settles them, among the commands).
     """
     # settle() runs once for the records (at discovery) and, when the command line first needs
     # them, once more for the commands alone. Each entry is judged in the one pass that knows
@@ -163,13 +159,18 @@ def _check_preferences(
         providers.setdefault(_key(claim), set()).update(info.name for info, _, _ in offered)
     # Names that exist though no plugin offers them in this pass: set aside by a clash, or
     # already served (the built-ins; in the commands pass, every record too).
-    registered = {name for info, _ in offers for names in info.conflicts.values() for name in names}
-    registered.update(_key(claim) for claim in core)
+    registered = {_key(claim) for claim in core}
+    registered.update(n for info, _ in offers for names in info.set_aside.values() for n in names)
+    builtin = {
+        _key(c) for c, e in core.items() if e[0].builtin and (c[0] == "commands") == commands_pass
+    }
     for key, plugin in sorted((key, p) for key, chosen in prefer.items() for p in chosen):
         offered_by = providers.get(key, set())
-        if plugin in offered_by or (commands_pass and not key):
+        if key in builtin:
+            why = f"{key!r} is sadl-core's built-in, which no plugin can replace"
+        elif plugin in offered_by or (commands_pass and not key):
             continue  # it chooses (a lone PLUGIN: every plugin was judged in the records pass)
-        if offered_by or not key:
+        elif offered_by or not key:
             what = f"{key!r} is provided by" if key else "the loaded plugins are"
             why = f"{what} {', '.join(sorted(offered_by)) or 'none'}, not {plugin!r}"
         elif key in registered or key.startswith(("np.", ".")) == commands_pass:

@@ -314,6 +314,9 @@ def _fallback(func: Any, args: Any, kwargs: dict[str, Any], label: str, op: str)
 
     ``op`` is the name of the op that would implement it (a plugin's, maybe not installed).
     """
+    contested = plugin_registry().contested_function(func)
+    if contested is not None:  # plugins' ops claim it and none serves it: never NumPy's silently
+        raise contested
     needs_grad = is_grad_enabled() and _any_requires_grad(args, kwargs)
     written = _tensors_in(kwargs.get("out"))
     if needs_grad and written:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "CommandError",
     "CompileError",
     "CompileWarning",
     "IncompatiblePluginError",
@@ -40,6 +41,19 @@ class UnknownNameError(AttributeError):
 
 class SadlPluginWarning(UserWarning):
     """A plugin was skipped because it failed to load (once per discovery)."""
+
+
+class CommandError(Exception):
+    """Raised by a command to stop with one line on stderr and an exit status (2 by default).
+
+    ``raise CommandError(f"{path}: no such file")`` prints ``sadl <command>: error: <path>: no
+    such file`` and exits with status 2 (``sadl.cli.EXIT_USAGE``); pass ``status=1``
+    (``EXIT_FAILURE``) for a failure that is not the user's input.
+    """
+
+    def __init__(self, message: str, status: int = 2, prog: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.status, self.prog = message, status, prog
 
 
 class CompileError(RuntimeError):

@@ -1,31 +1,31 @@
 """Plugin discovery and the registries: who provides which op, layer, optimizer, model, format.
 
-Discovery is lazy (the first registry use, never ``import sadl``), isolated and attributed: each
-plugin is imported, registered and asked for its records on its own, so one broken plugin is
-recorded (status ``error`` / ``incompatible``) and warned about once while everything else works.
-``SADL_PLUGINS_STRICT=1`` turns every such problem into an exception; ``SADL_DISABLE_PLUGINS=a,b``
-blocks plugins by entry-point name. Core's own records and commands come through the same hooks,
-from built-in plugins imported by name (``BUILTIN_PLUGINS``, as pytest loads its own), which
-cannot be blocked.
+Built on pluggy's own machinery: entry points are loaded one by one (so one broken plugin is
+recorded, status ``error`` / ``incompatible``, and warned about once while everything else
+works), ``SADL_DISABLE_PLUGINS=a,b`` is ``PluginManager.set_blocked``, a misspelled hook is found
+by ``check_pending``, and every hook is called as a pluggy hook, per plugin
+(``subset_hook_caller``), so each record is attributed to the plugin that returned it.
+``SADL_PLUGINS_STRICT=1`` turns a load failure into an exception. (pluggy's
+``load_setuptools_entrypoints`` and ``list_plugin_distinfo`` are not used: the first loads every
+entry point in one call, so one failing plugin stops the rest, and the second lists only what
+loaded, while ``sadl plugins`` names the distribution of blocked and failed plugins too, read
+from each entry point's ``dist``.) Core's own records and
+commands come through the same hooks, from built-in plugins imported by name
+(``BUILTIN_PLUGINS``, as pytest loads its own), which cannot be blocked.
 
-A name two plugins register (or a NumPy function two ops implement, a suffix two formats claim)
-is settled by one rule, whatever the discovery order: core's built-in keeps its own; otherwise
-the plugin that ``SADL_PREFER=NAME:PLUGIN`` (or ``SADL_PREFER=PLUGIN``) names serves it; otherwise
-nobody does, and using the name raises :class:`PluginConflictError` naming every provider. Only
-the contested records are set aside: both plugins get status ``conflict`` and serve the rest.
-A conflict is not a failure to load, so ``SADL_PLUGINS_STRICT=1`` leaves it as it is (a warning
-at discovery; the contested name raises wherever it is used).
+A name two plugins register is settled by one rule, whatever the discovery order
+(``sadl._clashes``): only the contested records are set aside; both plugins get status
+``conflict`` and serve the rest. Strict mode leaves a conflict as it is.
 
-Discovery runs once, under a lock: other threads wait, and only a fully loaded registry is ever
-published. The host hands the array layer itself (``sadl.backends.install_plugin_loader``): the
-array layer reads its device backends there (again after a reload, when ``generation`` changed),
-triggers discovery when it meets a device type it does not know yet, and the NumPy dispatch
-reads its op table there.
+Discovery is lazy (the first registry use, never ``import sadl``) and runs once, under a lock:
+other threads wait, and only a fully loaded registry is published. The array layer reads its
+device backends and the NumPy dispatch its op table here (``backends.install_plugin_loader``).
+Subcommands are settled only when the command line or a listing needs them, since that runs
+every plugin's ``register_commands``, which library use never needs.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import difflib
 import importlib
@@ -35,40 +35,28 @@ import sys
 import threading
 import traceback
 import warnings
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import pluggy
 
 from sadl import _hookspecs, backends
-from sadl._clashes import DECLARED_LABELS, NAME_KINDS, claims_of, hook_of, name_of, settle
-from sadl._errors import (
-    IncompatiblePluginError,
-    PluginConflictError,
-    PluginError,
-    SadlPluginWarning,
-    UnknownNameError,
-)
-from sadl._hookspecs import KINDS, RecordKind
-from sadl._known import KNOWN_COMMANDS, install_command, known_provider
+from sadl._clashes import claims_of, settle
+from sadl._errors import IncompatiblePluginError as Incompatible
+from sadl._errors import PluginConflictError, PluginError, SadlPluginWarning, UnknownNameError
+from sadl._hookspecs import KINDS, ArgumentParser, RecordKind
+from sadl._known import install_command, known_provider
 from sadl._version import __version__
 
-__all__ = [
-    "BUILTIN_PLUGINS",
-    "ENTRY_POINT_GROUP",
-    "PluginInfo",
-    "Registry",
-    "registry",
-    "reload_plugins",
-]
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginInfo", "Registry", "registry"]
 
 ENTRY_POINT_GROUP = "sadl.plugins"
-
-#: Core's own plugins, imported by name: (plugin name, module). ``sadl`` registers the ops and
-#: optimizers, ``sadl.cli`` the core subcommands of the ``sadl`` command line.
+#: Core's own plugins, imported by name: (plugin name, module). ``sadl`` registers the ops,
+#: optimizers and backends, ``sadl.cli`` the core subcommands of the ``sadl`` command line.
 BUILTIN_PLUGINS = (("sadl", "sadl._builtin"), ("sadl.cli", "sadl._commands"))
+LOADED = ("ok", "conflict")  # a plugin in conflict serves everything but its contested names
 
 
 @dataclass
@@ -81,22 +69,25 @@ class PluginInfo:
     status: str = "ok"  # ok | conflict | blocked | error | incompatible
     error: str = ""
     builtin: bool = False
-    provides: dict[str, list[str]] = field(default_factory=dict)
-    conflicts: dict[str, list[str]] = field(default_factory=dict)  # by hook: names not served
-    module: ModuleType | None = None
+    provides: dict[str, list[str]] = field(default_factory=dict)  # by hook: every name offered
+    #: kind -> name -> (this plugin's record that lost a clash, why); nobody serves it from here
+    set_aside: dict[str, dict[str, tuple[Any, PluginConflictError]]] = field(default_factory=dict)
+    command_error: str = ""  # why its register_commands failed (the command line warns)
 
     @property
     def label(self) -> str:
         """``name (distribution version)``, for messages."""
         return f"{self.name!r} ({self.distribution} {self.version})"
 
+    @property
+    def conflicts(self) -> dict[str, list[str]]:
+        """Hook -> the names set aside by a clash."""
+        return {f"register_{kind}": list(names) for kind, names in self.set_aside.items()}
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape printed by ``sadl plugins --json``."""
         return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "status": self.status,
+            **{key: getattr(self, key) for key in ("name", "distribution", "version", "status")},
             "error": self.error or None,
             "builtin": self.builtin,
             "provides": {hook: sorted(names) for hook, names in self.provides.items() if names},
@@ -110,22 +101,16 @@ class Registry:
     def __init__(self) -> None:
         self.generation = 0
         self.plugins: list[PluginInfo] = []
-        self.pluginmanager = _new_pluginmanager()
-        self._commands_settled = False  # see settle_commands
+        self.pluginmanager = pluggy.PluginManager("sadl")
+        self.pluginmanager.add_hookspecs(_hookspecs)
         self.kinds: dict[str, RecordKind] = dict(KINDS)  # and those plugins declare
-        self._records: dict[str, dict[str, Any]] = {kind: {} for kind in NAME_KINDS}
-        self._providers: dict[str, dict[str, PluginInfo]] = {kind: {} for kind in NAME_KINDS}
-        #: kind -> name -> (the record set aside, why): records that lost a clash
-        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = {
-            kind: {} for kind in NAME_KINDS
-        }
-
-    def _add_kind(self, spec: RecordKind) -> None:
-        """A record kind a plugin declared (``records_hookspec``) joins this registry's."""
-        self.kinds[spec.kind] = spec
-        DECLARED_LABELS[spec.kind] = spec.label
-        for table in (self._records, self._providers, self._unserved):
-            table.setdefault(spec.kind, {})
+        # kind -> name -> record, the plugin serving it, and (record, why) of those set aside
+        self._records: dict[str, dict[str, Any]] = defaultdict(dict)
+        self._providers: dict[str, dict[str, PluginInfo]] = defaultdict(dict)
+        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = defaultdict(dict)
+        self._contested_funcs: dict[Any, PluginConflictError] = {}
+        self._commands_settled = False  # see settle_commands
+        self._parsers: dict[str, Any] = {}  # plugin name -> the subparsers its commands are on
 
     # ------------------------------------------------------------------ queries
     def records(self, kind: str) -> dict[str, Any]:
@@ -149,6 +134,10 @@ class Registry:
             self.settle_commands()
         return self._unserved[kind]
 
+    def contested_function(self, func: Any) -> PluginConflictError | None:
+        """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None."""
+        return self._contested_funcs.get(func)
+
     def lookup(self, kind: str, name: str) -> Any:
         """The record called ``name``; a missing or contested name raises with a useful hint."""
         found = self._records[kind].get(name)
@@ -157,21 +146,18 @@ class Registry:
         conflict = self.conflict(kind, name)
         if conflict is not None:
             raise conflict
-        raise UnknownNameError(
-            f"no {self.kinds[kind].label} named {name!r} is registered{self.hint(kind, name)}"
-        )
+        label = self.kinds[kind].label
+        raise UnknownNameError(f"no {label} named {name!r} is registered{self.hint(kind, name)}")
 
     def hint(self, kind: str, name: str) -> str:
         """Where ``name`` would come from and how to get it, or which plugins failed to load."""
         known = known_provider(kind, name)
-        if known is not None:
-            distribution, exact = known
-            if exact != name and exact in self._records[kind]:
-                return f"; did you mean {exact!r}? (names are case-sensitive)"
-            return "; " + self.provider_status(distribution, exact, kind)
+        if known is not None and (known[1] == name or known[1] not in self._records[kind]):
+            return "; " + self.provider_status(known[0], known[1], kind)
         same = [n for n in self._records[kind] if n.casefold() == name.casefold()]
-        if same:
-            return f"; did you mean {same[0]!r}? (names are case-sensitive)"
+        if known is not None or same:
+            exact = known[1] if known is not None else same[0]
+            return f"; did you mean {exact!r}? (names are case-sensitive)"
         failed = [p for p in self.plugins if p.status in ("error", "incompatible")]
         if failed:
             names = ", ".join(f"{p.label} [{p.status}]" for p in failed)
@@ -196,24 +182,15 @@ class Registry:
                 f"{what}, whose plugin {info.name!r} is blocked by "
                 f"SADL_DISABLE_PLUGINS={blocked} (remove {info.name!r} from it)"
             )
-        if info.status not in ("ok", "conflict"):
+        if info.status not in LOADED:
             return (
                 f"{what}, which failed to load ({info.status}): {info.error} "
                 "(`sadl plugins` shows every plugin's status)"
             )
-        if kind is not None:
-            for other, spec in self.kinds.items():
-                if other != kind and name in self._records[other]:
-                    return f"{what} as a {spec.label}, not as a {self.kinds[kind].label}"
+        for other, spec in self.kinds.items():
+            if kind is not None and other != kind and name in self._records[other]:
+                return f"{what} as a {spec.label}, not as a {self.kinds[kind].label}"
         return f"{what} {info.version}, which is installed and loaded but does not register it"
-
-    def command_hint(self, command: str) -> str:
-        """Why the subcommand ``command`` is missing (empty when no known package provides it)."""
-        distribution = KNOWN_COMMANDS.get(command)
-        if distribution is None:
-            return ""
-        what = f"'sadl {command}' is a command of {distribution}"
-        return self.provider_status(distribution, command, what=what)
 
     # ------------------------------------------------------------------ loading
     def load(self, entry_points: Iterable[Any] | None = None) -> None:
@@ -227,64 +204,60 @@ class Registry:
         self.generation += 1
 
     def _load(self, entry_points: Iterable[Any] | None) -> None:
-        strict = os.environ.get("SADL_PLUGINS_STRICT", "") not in ("", "0")
-        blocked = {
-            n.strip() for n in os.environ.get("SADL_DISABLE_PLUGINS", "").split(",") if n.strip()
-        }
         pm = self.pluginmanager
         for name, module_name in BUILTIN_PLUGINS:
-            module = importlib.import_module(module_name)
-            core = PluginInfo(name, "sadl-core", __version__, builtin=True, module=module)
-            pm.register(module, name=name)
+            pm.register(importlib.import_module(module_name), name=name)
+            core = PluginInfo(name, "sadl-core", __version__, builtin=True)
             self.plugins.append(core)
             # Core's records go in first, so plugin code may use any core op while it is imported.
             self._commit(core, self._collect(core))
-        loaded = []
-
-        eps = sorted(
-            _entry_points() if entry_points is None else entry_points, key=lambda ep: ep.name
-        )
-        for ep in eps:
-            info = PluginInfo(ep.name, *_distribution(ep))
+        for name in os.environ.get("SADL_DISABLE_PLUGINS", "").split(","):
+            if name.strip() and not pm.has_plugin(name.strip()):  # a built-in cannot be blocked
+                pm.set_blocked(name.strip())
+        found = metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else None
+        for ep in sorted(found or entry_points or (), key=lambda ep: ep.name):
+            dist = getattr(ep, "dist", None)  # None: an entry point given by a test
+            name, version = (dist.metadata["Name"], dist.version) if dist else ("(unknown)", "?")
+            info = PluginInfo(ep.name, name or "(unknown)", version or "?")
             self.plugins.append(info)
-            if ep.name in blocked:
+            if pm.is_blocked(ep.name):
                 info.status = "blocked"
                 continue
-            try:
-                module = ep.load()
-                pm.register(module, name=ep.name)
-            except IncompatiblePluginError as exc:
-                self._fail(info, "incompatible", str(exc), exc, strict)
-                continue
-            except (Exception, SystemExit) as exc:
-                self._fail(info, "error", _describe(exc), exc, strict)
-                continue
-            info.module = module
-            loaded.append(info)
-
+            with self._isolated(info):
+                pm.register(ep.load(), name=ep.name)
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
-        for name in _hook_names(pm):  # record kinds that plugins declared (records_hookspec)
-            spec = getattr(getattr(pm.hook, name).spec.function, "sadl_records", None)
-            if isinstance(spec, RecordKind):
-                self._add_kind(spec)
+        for hook in vars(pm.hook).values():  # record kinds plugins declared (records_hookspec)
+            spec = getattr(getattr(hook, "spec", None), "function", None)
+            kind = getattr(spec, "sadl_records", None)
+            if isinstance(kind, RecordKind):
+                self.kinds[kind.kind] = kind
+        self._check_hooks()
         offers = []
-        for info in loaded:
-            try:
-                self._check_hook_names(info)
+        for info in self.loaded(builtin=False):
+            with self._isolated(info):
                 offers.append((info, self._collect(info)))
-            except (Exception, SystemExit) as exc:
-                self._fail(info, "error", _describe(exc), exc, strict)
         self._settle(offers)
 
-    def _fail(
-        self, info: PluginInfo, status: str, message: str, exc: BaseException, strict: bool
-    ) -> None:
-        info.status = status
-        info.error = message
-        if info.module is not None:
-            self.pluginmanager.unregister(info.module)
-            info.module = None
-        if strict:
+    def loaded(self, builtin: bool | None = None) -> list[PluginInfo]:
+        """The plugins that loaded (status ok or conflict), built-in ones first."""
+        return [p for p in self.plugins if p.status in LOADED and builtin in (None, p.builtin)]
+
+    @contextlib.contextmanager
+    def _isolated(self, info: PluginInfo) -> Any:
+        """Record whatever the plugin raises as its status (strict mode: raise it)."""
+        try:
+            yield
+        except Incompatible as exc:
+            self._fail(info, "incompatible", str(exc), exc)
+        except (Exception, SystemExit) as exc:
+            self._fail(info, "error", _describe(exc), exc)
+
+    def _fail(self, info: PluginInfo, status: str, message: str, exc: BaseException) -> None:
+        info.status, info.error = status, message
+        plugin = self.pluginmanager.get_plugin(info.name)
+        if plugin is not None:
+            self.pluginmanager.unregister(plugin)
+        if os.environ.get("SADL_PLUGINS_STRICT", "") not in ("", "0"):
             if isinstance(exc, PluginError):
                 raise exc
             raise PluginError(f"sadl plugin {info.label} failed to load: {message}") from exc
@@ -296,166 +269,153 @@ class Registry:
             stacklevel=_first_frame_outside_sadl(),
         )
 
-    def _check_hook_names(self, info: PluginInfo) -> None:
-        """Report hook implementations that match no hook (a misspelled name does nothing)."""
+    def _check_hooks(self) -> None:
+        """A hook implementation no hook specifies (``check_pending``), or a function named
+        after a hook but not decorated: sadl would never call it, so the plugin is an error.
+        """
         pm = self.pluginmanager
-        module = info.module
-        known = _hook_names(pm)
-        for caller in pm.get_hookcallers(module) or []:
-            if caller.spec is None:
-                close = difflib.get_close_matches(caller.name, known, n=1)
+        known = [name for name, hook in vars(pm.hook).items() if hook.has_spec()]
+        while True:
+            try:
+                pm.check_pending()
+                break
+            except pluggy.PluginValidationError as exc:
+                info = next(p for p in self.plugins if p.name == pm.get_name(exc.plugin))
+                unknown = [c.name for c in pm.get_hookcallers(exc.plugin) or () if not c.has_spec()]
+                close = difflib.get_close_matches(unknown[0], known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise PluginError(
-                    f"plugin {info.label} implements unknown hook {caller.name!r}{hint} "
-                    f"(known hooks: {', '.join(sorted(known))})"
-                )
-        marker = f"{pm.project_name}_impl"
-        for attr in dir(module):
-            value = getattr(module, attr, None)
-            if attr in known and callable(value) and not hasattr(value, marker):
-                raise PluginError(
-                    f"plugin {info.label} defines {attr}() without @hookimpl, so sadl would never "
-                    "call it; decorate it with sadl.plugins.hookimpl"
-                )
+                message = f"plugin {info.label} implements unknown hook {unknown[0]!r}{hint} "
+                error = PluginError(message + f"(known hooks: {', '.join(sorted(known))})")
+                self._fail(info, "error", str(error), error)
+        for info in self.loaded(builtin=False):
+            mod = pm.get_plugin(info.name)
+            for attr in known:
+                if callable(getattr(mod, attr, None)) and not pm.parse_hookimpl_opts(mod, attr):
+                    error = PluginError(
+                        f"plugin {info.label} defines {attr}() without @hookimpl, so sadl would "
+                        "never call it; decorate it with sadl.plugins.hookimpl"
+                    )
+                    self._fail(info, "error", str(error), error)
+                    break
+
+    def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
+        """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""
+        pm = self.pluginmanager
+        mine = pm.get_plugin(info.name)
+        others = [p for p in pm.get_plugins() if p is not mine]
+        return pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)  # type: ignore[no-any-return]
 
     def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
         """Call this plugin's ``register_*`` hooks and validate what they return."""
         collected: dict[str, list[Any]] = {}
         for kind, spec in self.kinds.items():
-            hook_name = spec.hook
             records: list[Any] = []
-            for impl in getattr(self.pluginmanager.hook, hook_name).get_hookimpls():
-                if impl.plugin is not info.module:
-                    continue
-                result = impl.function()
-                if result is None:
-                    continue
+            for result in self.call(spec.hook, info):
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
                     raise PluginError(
-                        f"{hook_name}() of plugin {info.label} must return an iterable of "
+                        f"{spec.hook}() of plugin {info.label} must return an iterable of "
                         f"{spec.record_type.__name__} records, got {type(result).__name__}"
                     )
                 for record in result:
                     if not isinstance(record, spec.record_type):
                         raise PluginError(
-                            f"{hook_name}() of plugin {info.label} returned "
+                            f"{spec.hook}() of plugin {info.label} returned "
                             f"{type(record).__name__} {record!r}; expected "
                             f"{spec.record_type.__name__}"
                         )
+                    name = getattr(record, "name", None)
+                    if any(r.name == name for r in records):
+                        raise PluginError(
+                            f"plugin {info.label} registers the {spec.label} {name!r} twice"
+                        )
                     records.append(record)
-            seen: set[str] = set()
-            for record in records:
-                if record.name in seen:
-                    raise PluginError(
-                        f"plugin {info.label} registers the {spec.label} {record.name!r} twice"
-                    )
-                seen.add(record.name)
             collected[kind] = records
         return collected
 
     def settle_commands(self) -> None:
-        """Settle the clashes of subcommands, once, when first needed (the command line, a
-        listing): it runs every plugin's ``register_commands``, which library use never needs.
+        """Run every plugin's ``register_commands`` once, on subparsers of its own, and settle
+        the clashes of the subcommands they add (the command line, a listing; never library use).
         """
         with _lock:
             if self._commands_settled:
                 return
             self._commands_settled = True
-            loaded = [p for p in self.plugins if p.module is not None]
+            offers = []
             with contextlib.redirect_stdout(sys.stderr):
-                for core in (p for p in loaded if p.builtin):
-                    self._commit(core, {"commands": self._command_names(core)})
-                self._settle(
-                    [(p, {"commands": self._command_names(p)}) for p in loaded if not p.builtin]
-                )
+                for info in self.loaded():
+                    sub = ArgumentParser(prog="sadl").add_subparsers(parser_class=ArgumentParser)
+                    self._parsers[info.name] = sub
+                    try:
+                        self.call("register_commands", info, subparsers=sub)
+                    except (Exception, SystemExit) as exc:  # the command line warns
+                        info.command_error = f"{type(exc).__name__}: {exc}"
+                    offers.append((info, {"commands": list(sub.choices)}))
+            for info, commands in offers:
+                if info.builtin:
+                    self._commit(info, commands)
+            self._settle([offer for offer in offers if not offer[0].builtin])
 
-    def _command_names(self, info: PluginInfo) -> list[str]:
-        """The subcommands (aliases included) the plugin's ``register_commands`` adds."""
-        sub = argparse.ArgumentParser(add_help=False).add_subparsers()
-        for impl in self.pluginmanager.hook.register_commands.get_hookimpls():
-            if impl.plugin is info.module:
-                # A failure is reported where the command line is built (``sadl: warning:``).
-                with contextlib.suppress(Exception, SystemExit):
-                    impl.function(subparsers=sub)
-        return list(sub.choices)
+    def commands(self) -> list[tuple[str, Any, Any]]:
+        """``(name, parser, help line)`` of every subcommand served; an alias has no help line
+        (the argparse pseudo-action its parser's name is listed with in ``sadl --help``).
+        """
+        self.settle_commands()
+        served = []
+        for info in self.loaded():
+            sub = self._parsers[info.name]
+            lines = {line.dest: line for line in sub._choices_actions}
+            for name, parser in sub.choices.items():
+                if self._providers["commands"].get(name) is info:
+                    served.append((name, parser, lines.get(name)))
+        return served
 
     def _settle(self, offers: list[tuple[PluginInfo, dict[str, list[Any]]]]) -> None:
-        """Commit every plugin's records but those that lost a clash (the rule above)."""
+        """Commit every plugin's records but those that lost a clash (``sadl._clashes``)."""
         core = {
             claim: (self._providers[kind][name], kind, record)
             for kind, records in self._records.items()
             for name, record in records.items()
             for claim in claims_of(kind, record)
         }
-        lost = settle(core, offers, _first_frame_outside_sadl)
+        labels = {kind: spec.label for kind, spec in self.kinds.items()}
+        lost = settle(core, offers, labels, _first_frame_outside_sadl)
         for info, collected in offers:
             served: dict[str, list[Any]] = {}
             for kind, records in collected.items():
                 served[kind] = []
                 for record in records:
-                    why = lost.get((id(info), kind, name_of(record)))
+                    name = getattr(record, "name", record)
+                    why = lost.get((info.name, kind, name))
                     if why is None:
                         served[kind].append(record)
                         continue
-                    self._unserved[kind][name_of(record)] = (record, why)
-                    info.conflicts.setdefault(hook_of(kind), []).append(name_of(record))
+                    self._unserved[kind][name] = (record, why)
+                    info.set_aside.setdefault(kind, {})[name] = (record, why)
                     if str(why) not in info.error:
                         info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
             self._commit(info, served, provides=collected)
+        served_funcs = {f for op in self._records["ops"].values() for f in op.numpy_funcs}
+        for op, why in self._unserved["ops"].values():
+            for func in set(op.numpy_funcs) - served_funcs:
+                self._contested_funcs.setdefault(func, why)
 
     def _commit(
-        self,
-        info: PluginInfo,
-        collected: dict[str, list[Any]],
-        provides: dict[str, list[Any]] | None = None,
+        self, info: PluginInfo, collected: dict[str, list[Any]], provides: Any = None
     ) -> None:
         for kind, records in (provides or collected).items():
-            info.provides[hook_of(kind)] = [name_of(r) for r in records]
+            info.provides[f"register_{kind}"] = [getattr(r, "name", r) for r in records]
         for kind, records in collected.items():
             for record in records:
-                self._records[kind][name_of(record)] = record
-                self._providers[kind][name_of(record)] = info
-
-    def command_impls(self) -> list[tuple[PluginInfo, Any]]:
-        """``(plugin, register_commands implementation)`` for every loaded plugin."""
-        self.settle_commands()
-        by_module = {id(p.module): p for p in self.plugins if p.module is not None}
-        return [
-            (by_module[id(impl.plugin)], impl.function)
-            for impl in self.pluginmanager.hook.register_commands.get_hookimpls()
-            if id(impl.plugin) in by_module
-            and by_module[id(impl.plugin)].status in ("ok", "conflict")
-        ]
+                self._records[kind][getattr(record, "name", record)] = record
+                self._providers[kind][getattr(record, "name", record)] = info
 
 
-def _new_pluginmanager() -> pluggy.PluginManager:
-    pm = pluggy.PluginManager("sadl")
-    pm.add_hookspecs(_hookspecs)
-    return pm
-
-
-def _hook_names(pm: pluggy.PluginManager) -> list[str]:
-    return [
-        name
-        for name in dir(pm.hook)
-        if not name.startswith("_") and getattr(getattr(pm.hook, name), "spec", None) is not None
-    ]
-
-
-def _entry_points() -> list[Any]:
-    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
-
-
-def _distribution(ep: Any) -> tuple[str, str]:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return ("(unknown)", "?")
-    return (dist.metadata["Name"] or "(unknown)", dist.version or "?")
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # sadl's, not sadl_layers/ and such
 
 
 def _first_frame_outside_sadl() -> int:
     """The ``stacklevel`` that makes a warning point at the user's line, not at sadl's."""
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep  # not sadl_layers/ and the like
+    here = (_HERE, contextlib.__file__)
     frame = sys._getframe(1)
     level = 1
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
@@ -466,12 +426,8 @@ def _first_frame_outside_sadl() -> int:
 
 def _describe(exc: BaseException) -> str:
     """``Type: message (at file:line)``, the line in the plugin's code where it failed."""
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep  # not sadl_layers/ and the like
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith((here, "<frozen "))  # sadl's own and the import system's
-    ]
+    skip = (_HERE, "<frozen ", os.path.dirname(pluggy.__file__))  # sadl, imports, pluggy
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
 
@@ -487,41 +443,28 @@ def registry() -> Registry:
     Other threads wait for discovery to finish; the loading thread itself (a plugin that looks a
     name up while it is imported) sees the registry as loaded so far.
     """
-    global _registry
     found = _registry
     if found is not None:
         return found
     with _lock:
-        if _registry is None:
-            if _loading is not None:
-                return _loading
-            _registry = _build(None, generation=0)
-        assert _registry is not None
-        return _registry
+        return _registry or _loading or reload_plugins(generation=0)
 
 
-def reload_plugins(entry_points: Iterable[Any] | None = None) -> Registry:
+def reload_plugins(entry_points: Iterable[Any] | None = None, generation: int = -1) -> Registry:
     """Forget every plugin and discover again (after changing the environment variables).
 
     ``entry_points`` replaces the installed entry points (tests use this to load fixtures).
     """
-    global _registry
+    global _registry, _loading
     with _lock:
-        old = _registry
-        _registry = _build(entry_points, generation=old.generation + 1 if old is not None else 0)
-        return _registry
-
-
-def _build(entry_points: Iterable[Any] | None, generation: int) -> Registry:
-    global _loading
-    reg = Registry()
-    reg.generation = generation
-    _loading = reg
-    try:
-        reg.load(entry_points)
-    finally:
-        _loading = None
-    return reg
+        reg = _loading = Registry()
+        reg.generation = generation if generation >= 0 else (_registry or reg).generation + 1
+        try:
+            reg.load(entry_points)
+        finally:
+            _loading = None
+        _registry = reg
+        return reg
 
 
 backends.install_plugin_loader(registry)

@@ -12,7 +12,7 @@ from collections.abc import Container
 from typing import Any
 
 from sadl._errors import UnknownNameError
-from sadl._host import registry
+from sadl._host import LOADED, registry
 
 
 class RegistryNamespace:
@@ -49,7 +49,8 @@ def served(owner: str, distribution: str, module: str, names: Container[str] | N
         if name.startswith("__") or (names is not None and name not in names):
             raise AttributeError(f"module {owner!r} has no attribute {name!r}")
         reg = registry()
-        if any(p.distribution == distribution and p.status == "ok" for p in reg.plugins):
+        # A plugin in ``conflict`` lost only its contested names: it serves everything else.
+        if any(p.distribution == distribution and p.status in LOADED for p in reg.plugins):
             return getattr(importlib.import_module(module), name)
         raise UnknownNameError(reg.provider_status(distribution, f"{owner}.{name}"))
 

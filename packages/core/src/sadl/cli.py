@@ -19,15 +19,18 @@ One error format and one exit status scheme for every command, core's and plugin
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
+from sadl._errors import CommandError
+from sadl._hookspecs import ArgumentParser
 from sadl._host import registry
+from sadl._known import KNOWN_COMMANDS
+from sadl._version import API_VERSION, __version__
 
 __all__ = [
     "EXIT_FAILURE",
@@ -46,70 +49,25 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-class CommandError(Exception):
-    """Raised by a command to stop with one line on stderr and an exit status (2 by default).
-
-    ``raise CommandError(f"{path}: no such file")`` prints ``sadl <command>: error: <path>: no
-    such file`` and exits with ``EXIT_USAGE``; pass ``status=EXIT_FAILURE`` for a failure that is
-    not the user's input.
-    """
-
-    def __init__(self, message: str, status: int = EXIT_USAGE, prog: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.prog = prog
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with usage errors as one line (``<prog>: error: <message>``, exit status 2).
-
-    Subparsers made from it are of this class too, so every plugin's subcommands report usage
-    errors in the same format; an unknown option is reported by the subcommand that got it.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        """Stop with one line naming this (sub)command; never the usage block."""
-        raise CommandError(message, EXIT_USAGE, prog=self.prog)
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        """As argparse, but a subcommand reports options it does not know itself."""
-        result, extras = super().parse_known_args(args, namespace)
-        if extras and self.prog != "sadl":
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return result, extras
-
-
-class _VersionAction(argparse.Action):
-    """``sadl --version``: core's version and every plugin's (discovering them)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, help=kwargs.get("help"))
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
-        print(version_text())
-        parser.exit(EXIT_OK)
-
-
 def version_text() -> str:
     """What ``sadl --version`` prints: sadl-core, then one line per plugin."""
-    from sadl._version import API_VERSION, __version__
-
     lines = [f"sadl-core {__version__} (plugin API {API_VERSION})"]
     for p in registry().plugins:
-        if p.builtin:
-            continue
-        status = "" if p.status == "ok" else f" [{p.status}]"
-        lines.append(f"  {p.distribution} {p.version} (plugin {p.name!r}){status}")
+        if not p.builtin:
+            status = "" if p.status == "ok" else f" [{p.status}]"
+            lines.append(f"  {p.distribution} {p.version} (plugin {p.name!r}){status}")
     return "\n".join(lines)
 
 
 def build_parser() -> ArgumentParser:
     """The argument parser, with every plugin's subcommands added."""
-    parser = ArgumentParser(prog="sadl", description="sadl: deep learning on NumPy")
-    parser.add_argument(
-        "--version", action=_VersionAction, help="versions of sadl-core and every plugin"
+    parser = ArgumentParser(
+        prog="sadl",
+        description="sadl: deep learning on NumPy",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # --version: one line per plugin
     )
+    reg = registry()
+    parser.add_argument("--version", action="version", version=version_text())
     parser.add_argument(
         "-v",
         "--verbose",
@@ -117,40 +75,19 @@ def build_parser() -> ArgumentParser:
         help="full messages: untruncated check results, tracebacks of unexpected errors",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
-    reg = registry()
-    for info, register in reg.command_impls():
-        try:
-            # What a plugin prints here goes to stderr: `sadl plugins --json` stays parseable.
-            with contextlib.redirect_stdout(sys.stderr):
-                register(subparsers=_ServedCommands(sub, reg, info))
-        except (Exception, SystemExit) as exc:
+    # Each plugin's commands were built once, on subparsers of its own, when they were settled;
+    # the ones it serves join the command line here, with their line of ``sadl --help``.
+    for name, command, line in reg.commands():
+        sub.choices[name] = command
+        if line is not None:
+            sub._choices_actions.append(line)
+    for info in reg.loaded():
+        if info.command_error:
             _warn_line(
-                f"plugin {info.label} failed to add its commands ({type(exc).__name__}: {exc}); "
+                f"plugin {info.label} failed to add its commands ({info.command_error}); "
                 "the other commands work"
             )
     return parser
-
-
-class _ServedCommands:
-    """The subparsers a plugin's ``register_commands`` gets: a command it lost a clash for
-    (``sadl plugins`` says which) is built on a parser of its own, off the command line.
-    """
-
-    def __init__(self, sub: Any, reg: Any, info: Any) -> None:
-        self._sub, self._reg, self._info = sub, reg, info
-
-    def _serves(self, name: str) -> bool:
-        return bool(self._reg.provider("commands", name) is self._info)
-
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        """``subparsers.add_parser``, for the commands this plugin serves."""
-        if not self._serves(name):
-            return ArgumentParser(prog=f"sadl {name}")
-        kwargs["aliases"] = [a for a in kwargs.get("aliases", ()) if self._serves(a)]
-        return self._sub.add_parser(name, **kwargs)  # type: ignore[no-any-return]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sub, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,7 +148,11 @@ def _missing_command(parser: ArgumentParser, argv: list[str]) -> str:
     conflict = registry().conflict("commands", words[0])
     if conflict is not None:
         return f"{type(conflict).__name__}: {conflict}"
-    return registry().command_hint(words[0])
+    distribution = KNOWN_COMMANDS.get(words[0])  # a first-party command that is not here
+    if distribution is None:
+        return ""
+    what = f"'sadl {words[0]}' is a command of {distribution}"
+    return registry().provider_status(distribution, words[0], what=what)
 
 
 def _report_unexpected(prog: str, exc: BaseException, verbose: bool) -> int:

@@ -21,6 +21,7 @@ Everything whose name starts with an underscore is internal, as ``_pytest`` is t
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
@@ -65,6 +66,7 @@ __all__ = [
     "plugins",
     "records",
     "served",
+    "set_aside",
     "records_hookspec",
     "recording_hook",
     "reload_plugins",
@@ -136,6 +138,19 @@ def served(kind: str, name: str) -> Any:
     return registry().lookup(kind, name)
 
 
+def set_aside(plugin: str) -> dict[str, dict[str, tuple[Any, PluginConflictError]]]:
+    """``kind -> name -> (record, why)``: the records of ``plugin`` that lost a clash, which
+    nobody serves from it (``sadl check-plugins`` checks them and reports why); a copy.
+    """
+    reg = registry()
+    reg.settle_commands()
+    for info in reg.plugins:
+        if info.name == plugin:
+            return {kind: dict(names) for kind, names in info.set_aside.items()}
+    names = ", ".join(p.name for p in reg.plugins)
+    raise UnknownNameError(f"no plugin named {plugin!r} is installed; installed: {names}")
+
+
 def tensor_from_array(data: Any) -> Tensor:
     """A leaf Tensor holding ``data`` itself: no copy, no conversion, no checks.
 
@@ -157,5 +172,12 @@ def version_counter(tensor: Tensor) -> list[int]:
 
 
 def command_registrations() -> dict[str, Any]:
-    """Each loaded plugin's ``register_commands`` implementation, by plugin name."""
-    return {plugin.name: function for plugin, function in registry().command_impls()}
+    """Each loaded plugin's ``register_commands`` hook, alone, by plugin name: call it with
+    ``subparsers=`` to see what it adds.
+    """
+    reg = registry()
+    return {
+        p.name: functools.partial(reg.call, "register_commands", p)
+        for p in reg.loaded()
+        if hasattr(reg.pluginmanager.get_plugin(p.name), "register_commands")
+    }
