@@ -54,6 +54,7 @@ def tampered(saved, tmp_path, edit):
         entries = ss.load(target)
         meta = json.loads(entries.pop("__meta__").numpy().tobytes())
         del meta["integrity"]  # a hostile writer leaves the checksums out: validation must hold
+        meta["version"] = 1  # (as an older writer's document, which has no record)
         edit(meta, entries)
         text = json.dumps(meta).encode()
         ss.save({"__meta__": np.frombuffer(text, np.uint8), **entries}, target)

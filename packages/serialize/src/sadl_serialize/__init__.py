@@ -11,8 +11,9 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
 from sadl_serialize.atomic import atomic_path, atomic_write
-from sadl_serialize.checkpoint import META_KEY, load_checkpoint, save_checkpoint
+from sadl_serialize.checkpoint import load_checkpoint, save_checkpoint
 from sadl_serialize.errors import SadlFormatError
+from sadl_serialize.metadata import META_KEY, OBJECT_KEY
 from sadl_serialize.sadl_format import (
     DTYPE_NAMES,
     MAGIC,
@@ -22,6 +23,7 @@ from sadl_serialize.sadl_format import (
     TensorInfo,
     dumps,
     load,
+    load_entries,
     loads,
     read_index,
     save,
@@ -41,6 +43,7 @@ __all__ = [
     "DTYPE_NAMES",
     "MAGIC",
     "META_KEY",
+    "OBJECT_KEY",
     "SINGLE_KEY",
     "SUPPORTED_VERSIONS",
     "VERSION",
@@ -51,6 +54,7 @@ __all__ = [
     "dumps",
     "load",
     "load_checkpoint",
+    "load_entries",
     "load_safetensors",
     "loads",
     "read_index",
