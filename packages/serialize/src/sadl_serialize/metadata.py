@@ -120,12 +120,16 @@ def read_document(
     name = os.fspath(path)
     data = entries.pop(key).numpy()
     if data.dtype != np.uint8 or data.ndim != 1:
-        raise SadlFormatError(name, None, f"{key!r} must be a 1-d uint8 tensor of JSON", format=what)
+        raise SadlFormatError(
+            name, None, f"{key!r} must be a 1-d uint8 tensor of JSON", format=what
+        )
     raw = data.tobytes()
     try:
         meta = loads_bounded(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise SadlFormatError(name, None, f"{key!r} is not valid JSON: {exc}", format=what) from None
+        raise SadlFormatError(
+            name, None, f"{key!r} is not valid JSON: {exc}", format=what
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != kind:
         raise SadlFormatError(name, None, f"{key!r} does not describe a {what}", format=what)
     version = meta.get("version")

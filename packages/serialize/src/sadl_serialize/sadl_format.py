@@ -7,12 +7,10 @@ Byte layout (DESIGN.md §6; all integers little-endian, no padding)::
                ndim u8 | ndim x dimension u64 | C-order little-endian raw data
 
 A single tensor is stored as a one-entry mapping under the key ``__single__`` and loads back as a
-bare tensor. Anything else that is not a flat mapping of str to tensors (nested dicts, lists,
-tuples, plain Python values: ``{"model": sd, "epoch": 3}``) is stored as its arrays plus a JSON
-document under ``__object__`` (see :mod:`sadl_serialize.metadata`) and loads back as it was
-saved. Reading happens in two passes: the whole index (every header field) is parsed and
-checked against the bytes that are really there first, and only then is any array allocated, so a
-lying header can never make the reader allocate more than the file holds.
+bare tensor (nested objects are built on this layout by :mod:`sadl_serialize.objects`). Reading
+happens in two passes: the whole index (every header field) is parsed and checked against the
+bytes that are really there first, and only then is any array allocated, so a lying header can
+never make the reader allocate more than the file holds.
 """
 
 from __future__ import annotations
@@ -58,7 +56,6 @@ VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 #: The key under which a single tensor is stored.
 SINGLE_KEY = "__single__"
-_OBJECT_KEY = "__object__"  # the JSON document of a nested object (sadl_serialize.metadata)
 #: The dtype names a file may contain, exactly as written (NumPy ``dtype.name``); nothing else.
 DTYPE_NAMES = (
     "bool",
@@ -107,11 +104,7 @@ class TensorInfo:
 def save(obj: Any, path: str | os.PathLike[str]) -> None:
     """Write a Tensor, an array, or a mapping of str to Tensors/arrays to ``path`` (``.sadl``).
 
-    The mapping's order is kept. Any other nesting of dicts, lists and tuples of Tensors,
-    arrays, NumPy scalars, None, bools, ints, floats and strings (a checkpoint dict such as
-    ``{"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 3}``) is saved too, with
-    an integrity record, and :func:`load` gives it back with its types (tuples stay tuples,
-    ints stay ints); anything else is a ``TypeError`` naming its key path. Arrays are written as C-order little-endian data whatever their
+    The mapping's order is kept. Arrays are written as C-order little-endian data whatever their
     layout or byte order; CuPy data is copied to the host first. The write is atomic (see
     :func:`sadl_serialize.atomic_write`): a crash mid-save leaves the previous file intact.
     Raises ``TypeError`` for an unsupported object or dtype and ``ValueError`` for a bad key,
@@ -134,32 +127,27 @@ def _prepare(obj: Any) -> list[tuple[bytes, Any, str]]:
     """Check every entry before anything is written: (key bytes, value, dtype name) each."""
     if _is_arraylike(obj):
         return [_entry(SINGLE_KEY, obj)]
-    if not _is_flat(obj):
-        from sadl_serialize.metadata import object_entries
-
-        return _prepare_mapping(object_entries(obj), document=True)
-    return _prepare_mapping(obj, document=False)
-
-
-def _is_flat(obj: Any) -> bool:
-    """A mapping of str to tensors: the layout py-sadl writes and reads."""
-    return isinstance(obj, Mapping) and all(
-        isinstance(k, str) and _is_arraylike(v) for k, v in obj.items()
+    if isinstance(obj, Mapping):
+        items = []
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"cannot save key {key!r}: keys must be strings, not {type(key).__name__}"
+                )
+            if key == SINGLE_KEY:
+                raise ValueError(
+                    f"cannot save a mapping with the key {SINGLE_KEY!r}: it is reserved for a "
+                    "single tensor (save the tensor itself instead of a mapping)"
+                )
+            items.append(_entry(key, value))
+        if len(items) > 0xFFFFFFFF:
+            raise ValueError(f"cannot save {len(items)} entries: the format allows 2**32 - 1")
+        return items
+    hint = "; save its state_dict() instead" if callable(getattr(obj, "state_dict", None)) else ""
+    raise TypeError(
+        "can only save a Tensor, a NumPy/CuPy array, or a mapping of str to those; got "
+        f"{type(obj).__name__}{hint}"
     )
-
-
-def _prepare_mapping(obj: Mapping[str, Any], document: bool) -> list[tuple[bytes, Any, str]]:
-    items = []
-    for i, (key, value) in enumerate(obj.items()):
-        if key == SINGLE_KEY or (key == _OBJECT_KEY and not (document and i == 0)):
-            raise ValueError(
-                f"cannot save a mapping with the key {key!r}: it is reserved (for a single "
-                "tensor, or the document of a nested object); rename it"
-            )
-        items.append(_entry(key, value))
-    if len(items) > 0xFFFFFFFF:
-        raise ValueError(f"cannot save {len(items)} entries: the format allows 2**32 - 1")
-    return items
 
 
 def _is_arraylike(value: Any) -> bool:
@@ -452,12 +440,8 @@ def read_index(path: str | os.PathLike[str]) -> list[TensorInfo]:
 
 def load(
     path: str | os.PathLike[str], device: str | Device | None = None, *, mmap: bool = False
-) -> Any:
+) -> Tensor | dict[str, Tensor]:
     """Read a ``.sadl`` file: a bare Tensor for a single tensor, else a dict in file order.
-
-    A nested object (see :func:`save`) comes back as it was saved, after its integrity record
-    is verified (unless ``mmap=True``: the check would read every page); a damaged one raises
-    :class:`SadlFormatError`.
 
     The file is untrusted input: every malformed byte string raises :class:`SadlFormatError`
     (a ``ValueError``) naming the file and the byte offset, and nothing is allocated before the
@@ -470,8 +454,7 @@ def load(
     never reach the file). Mapped arrays may be unaligned (the format has no padding); NumPy
     handles that, a little slower.
     """
-    entries = load_entries(path, device, mmap=mmap)
-    return _unwrap(entries, os.fspath(path), verify=False if mmap else None)
+    return _single(load_entries(path, device, mmap=mmap))
 
 
 def load_entries(
@@ -519,7 +502,7 @@ def _load_mapped(
 
 def loads(
     data: bytes | bytearray | memoryview, device: str | Device | None = None
-) -> Any:
+) -> Tensor | dict[str, Tensor]:
     """Read ``.sadl`` bytes from memory (what :func:`dumps` returns); same checks as :func:`load`.
 
     Errors name the file as ``<bytes>``. The arrays are copies: ``data`` can be reused after.
@@ -532,7 +515,7 @@ def loads(
         arrays = _read_arrays(source, index)
     finally:
         source.view.release()
-    return _unwrap(_wrap(index, arrays, device), "<bytes>", verify=None)
+    return _single(_wrap(index, arrays, device))
 
 
 def _wrap(
@@ -544,14 +527,10 @@ def _wrap(
     }
 
 
-def _unwrap(entries: dict[str, Tensor], name: str, verify: bool | None) -> Any:
-    """What was saved: a bare tensor for ``__single__``, the object of a document, else a dict."""
+def _single(entries: dict[str, Tensor]) -> Tensor | dict[str, Tensor]:
+    """A bare tensor for a file holding only ``__single__``, else the entries."""
     if len(entries) == 1 and SINGLE_KEY in entries:
         return entries[SINGLE_KEY]
-    if next(iter(entries), None) == _OBJECT_KEY:
-        from sadl_serialize.metadata import load_object
-
-        return load_object(name, entries, verify)
     return entries
 
 
