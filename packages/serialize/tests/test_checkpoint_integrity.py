@@ -210,3 +210,25 @@ def test_every_byte_value_of_the_version_and_the_record_key_is_refused(tmp_path)
             path.write_bytes(raw[:at] + bytes([value]) + raw[at + 1 :])
             with pytest.raises(SadlFormatError):
                 ss.load_checkpoint(path)
+
+
+def test_a_checkpoint_with_the_earlier_data_only_record_is_still_verified(tmp_path):
+    path, _, _ = saved(tmp_path)
+    entries = ss.load(path)
+    meta = json.loads(entries.pop("__meta__").numpy().tobytes())
+    del meta["integrity"]
+    meta["version"] = 1  # as the previous release wrote it: a CRC32 of each entry's data only
+    body = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode()
+    meta["integrity"] = {
+        "algorithm": "crc32",
+        "meta": zlib.crc32(body),
+        "entries": {
+            k: zlib.crc32(np.ascontiguousarray(v.numpy()).tobytes()) for k, v in entries.items()
+        },
+    }
+    document = json.dumps(meta, allow_nan=False, ensure_ascii=False).encode()
+    ss.save({"__meta__": np.frombuffer(document, np.uint8), **entries}, path)
+    assert ss.load_checkpoint(path, verify=True)["step"] == 3
+    overwrite(path, "model.w")
+    with pytest.raises(SadlFormatError, match="'model.w' fails its CRC32 check"):
+        ss.load_checkpoint(path)
