@@ -46,7 +46,7 @@ def describe(path: str | os.PathLike[str]) -> tuple[str, list[TensorInfo], list[
     if keys[:1] == [OBJECT_KEY]:  # verify its integrity record
         load_object(name, _wrap(index, arrays, None), verify=None)
         notes.append("sadl object (saved with sadl.save; sadl.load gives it back)")
-    if META_KEY in keys:
+    if keys[:1] == [META_KEY]:
         entries = _wrap(index, arrays, None)
         meta = read_document(path, META_KEY, _KIND, _FIELDS, entries, None, _WHAT)
         parts = [p for p in ("model", "optimizer", "scheduler", "rng", "extra") if p in meta]
