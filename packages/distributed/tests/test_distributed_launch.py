@@ -229,9 +229,9 @@ import pathlib, signal, subprocess, sys, time
 here = pathlib.Path(sys.argv[0]).parent
 if sys.argv[1] == "--version":
     raise SystemExit(0)
-children = [subprocess.Popen(sys.argv[3:]) for _ in range(int(sys.argv[2]))]
 got = []
 signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+children = [subprocess.Popen(sys.argv[3:]) for _ in range(int(sys.argv[2]))]
 while not got and any(child.poll() is None for child in children):
     time.sleep(0.05)
 if got:
@@ -252,8 +252,8 @@ def test_sigterm_or_sighup_to_the_launcher_ends_the_job_before_the_launcher(tmp_
     fake.chmod(0o755)
     script = tmp_path / "rank.py"
     script.write_text(
-        "import pathlib, sys, time\n"
-        f"pathlib.Path({str(tmp_path)!r}, 'up').touch()\n"
+        "import os, pathlib, sys, time\n"
+        f"pathlib.Path({str(tmp_path)!r}, f'up{{os.getpid()}}').touch()\n"
         "time.sleep(60)\n"
     )
     launcher = subprocess.Popen(
@@ -264,7 +264,7 @@ def test_sigterm_or_sighup_to_the_launcher_ends_the_job_before_the_launcher(tmp_
     )
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "up").exists() and time.monotonic() < deadline:
+        while len(list(tmp_path.glob("up*"))) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # the launcher is in its watch loop
         launcher.send_signal(signum)
