@@ -184,3 +184,94 @@ def test_after_the_launchers_signal_a_dying_neighbour_is_looked_for_again():
             peers.check("all_reduce")
     finally:
         exiting.wait()
+
+
+def _sadl(*args, env=None, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "sadl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nproc", "2"], "give a script to run (or -m MODULE)"),
+        (
+            ["--nproc", "2", "missing.py", "--lr", "1"],
+            "missing.py: no such file (the script to run in every rank)",
+        ),
+        (
+            ["--nproc", "2", "-m", "no_such_module_here"],
+            "-m no_such_module_here: no module named 'no_such_module_here'",
+        ),
+        (["--nproc", "0", "script.py"], "--nproc must be at least 1, got 0"),
+    ],
+)
+def test_sadl_launch_refuses_bad_usage_once_before_starting_anything(tmp_path, args, message):
+    # An mpiexec that would leave a mark: it must never be started.
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\ntouch {tmp_path / 'started'}\n")
+    fake.chmod(0o755)
+    result = _sadl("launch", *args, env={"SADL_MPIEXEC": str(fake)})
+    assert result.returncode == 2
+    assert result.stderr == f"sadl launch: error: {message}\n"
+    assert not (tmp_path / "started").exists()
+
+
+#: An mpiexec stand-in (of an unknown kind: no flags added): runs the command N times and, on
+#: SIGTERM, passes it on to them, waits, and only then ends, leaving ``ended`` behind.
+FAKE_MPIEXEC = """\
+import pathlib, signal, subprocess, sys, time
+here = pathlib.Path(sys.argv[0]).parent
+if sys.argv[1] == "--version":
+    raise SystemExit(0)
+got = []
+signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+children = [subprocess.Popen(sys.argv[3:]) for _ in range(int(sys.argv[2]))]
+while not got and any(child.poll() is None for child in children):
+    time.sleep(0.05)
+if got:
+    (here / "terminated").write_text(str(got[0]))
+    for child in children:
+        child.terminate()
+        child.wait()
+    time.sleep(0.5)  # slow to end: the launcher must wait for it
+    (here / "ended").write_text("")
+    raise SystemExit(128 + got[0])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_the_launcher_ends_the_job_before_the_launcher(tmp_path, signum):
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_MPIEXEC}")
+    fake.chmod(0o755)
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import os, pathlib, sys, time\n"
+        f"pathlib.Path({str(tmp_path)!r}, f'up{{os.getpid()}}').touch()\n"
+        "time.sleep(60)\n"
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "sadl", "launch", "--nproc", "2", str(script)],
+        env={**os.environ, "SADL_MPIEXEC": str(fake)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("up*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the launcher is in its watch loop
+        launcher.send_signal(signum)
+        _, stderr = launcher.communicate(timeout=30)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 128 + signum, stderr
+    assert (tmp_path / "terminated").read_text() == str(int(signal.SIGTERM))
+    assert (tmp_path / "ended").exists()  # mpiexec had ended before the launcher did
+    assert f"sadl launch: {signal.Signals(signum).name}: ending the job" in stderr

@@ -280,3 +280,61 @@ def test_a_kill_between_checkpoint_and_metrics_line_loses_no_line(tmp_path):
     assert status == 0, stderr
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]
+
+
+def _wait_gone(marker, seconds=15):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and _job_processes(marker):
+        time.sleep(0.1)
+    return [cmdline for _, cmdline, _ in _job_processes(marker)]
+
+
+def test_sigterm_to_sadl_train_gpt_nproc_2_ends_mpiexec_and_both_ranks(tmp_path):
+    out = tmp_path / "terminated"
+    command = [sys.executable, "-m", "sadl", "train", "gpt", "--nproc", "2",
+               "--steps", "100000", *TINY_GPT, "--out", str(out)]  # fmt: skip
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "checkpoint.sadl").exists():
+            time.sleep(0.1)  # both ranks are in the training loop once it is there
+        assert (out / "checkpoint.sadl").exists()
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=60)
+        left = _wait_gone(str(out), seconds=2)  # the launcher waited: nothing is left
+    finally:
+        job.kill()
+        _end_job(str(out))
+    assert job.returncode == 128 + signal.SIGTERM, stderr.decode()
+    assert left == [], left
+    assert "sadl launch: SIGTERM: ending the job (passed on to its 2 running ranks)" in (
+        stderr.decode()
+    )
+    metrics = (out / "metrics.jsonl").read_bytes()
+    time.sleep(1.0)
+    assert (out / "metrics.jsonl").read_bytes() == metrics  # nobody trains into --out any more
+
+
+def test_sighup_to_sadl_launch_ends_mpiexec_and_both_ranks(tmp_path):
+    script = tmp_path / "forever.py"
+    script.write_text(
+        "import pathlib, sys, time\n"
+        "import sadl_distributed as dist\n"
+        "dist.init()\n"
+        f"pathlib.Path({str(tmp_path)!r}, f'up{{dist.rank()}}').touch()\n"
+        "time.sleep(120)\n"
+    )
+    command = [sys.executable, "-m", "sadl", "launch", "--nproc", "2", str(script)]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(tmp_path.glob("up*"))) < 2:
+            time.sleep(0.1)
+        job.send_signal(signal.SIGHUP)
+        _, stderr = job.communicate(timeout=60)
+        left = _wait_gone(str(script), seconds=2)
+    finally:
+        job.kill()
+        _end_job(str(script))
+    assert job.returncode == 128 + signal.SIGHUP, stderr.decode()
+    assert left == [], left

@@ -54,6 +54,7 @@ def tampered(saved, tmp_path, edit):
         entries = ss.load(target)
         meta = json.loads(entries.pop("__meta__").numpy().tobytes())
         del meta["integrity"]  # a hostile writer leaves the checksums out: validation must hold
+        meta["version"] = 1  # (as an older writer's document, which has no record)
         edit(meta, entries)
         text = json.dumps(meta).encode()
         ss.save({"__meta__": np.frombuffer(text, np.uint8), **entries}, target)
@@ -255,3 +256,18 @@ def test_bytes_overwritten_in_the_weights_are_refused_everywhere(saved, tmp_path
         "sadl train gpt",
     )
     assert "fails its CRC32 check" in line
+
+
+def test_a_damaged_weight_behind_a_damaged_record_is_refused_on_resume(saved, tmp_path):
+    path = tampered(saved, tmp_path, None)
+    info = next(i for i in ss.read_index(path) if i.key == "model.transformer.wte.weight")
+    raw = bytearray(path.read_bytes())
+    raw[info.offset + 40 : info.offset + 44] = b"\x00\x00\x80\x7f"  # one weight becomes inf
+    at = raw.index(b'"integrity"')
+    raw[at + 5] ^= 0x01  # and one byte of the record's key: it must not pass for an old file
+    path.write_bytes(bytes(raw))
+    config = TrainConfig(text=str(saved[1]), **{**TINY, "steps": 8})
+    with pytest.raises(TrainError, match="damaged checkpoint|cannot read checkpoint"):
+        train(config, path.parent, resume=True, explicit={"steps"}, progress=False, plot=False)
+    with pytest.raises(TrainError, match="unknown keys"):
+        load_model(path)

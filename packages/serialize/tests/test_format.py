@@ -236,13 +236,13 @@ def test_unknown_load_options_are_refused(tmp_path):
         ({"x": np.zeros(2, dtype=np.longdouble)}, TypeError, "not supported"),
         ({"x": np.zeros(2, dtype=[("a", "f4")])}, TypeError, "not supported"),
         ({"x": np.array([1, 2], dtype=object)}, TypeError, "object"),
-        ({"x": [1, 2]}, TypeError, "'x': expected a Tensor or an array, got list"),
-        ({1: np.ones(2)}, TypeError, "keys must be strings"),
+        ({"x": [1, object()]}, TypeError, r"cannot store x.1 \(object\)"),
         ({"__single__": np.ones(2)}, ValueError, "reserved"),
+        ({"__object__": np.ones(2)}, ValueError, "reserved"),
         ({"bad\ud800": np.ones(2)}, ValueError, "not valid Unicode"),
-        ([np.ones(2)], TypeError, "got list"),
-        ("text", TypeError, "got str"),
-        (sadl.Module(), TypeError, "got Function; save its state_dict\\(\\) instead"),
+        ([np.ones(2), print], TypeError, r"cannot store 1 \(builtin_function_or_method\)"),
+        ({"a": {"x": np.array(["a"])}}, TypeError, r"'a.x'.*dtype <U1 is not supported"),
+        (sadl.Module(), TypeError, r"the object \(Function\).*save its state_dict\(\) instead"),
     ],
 )
 def test_unsupported_objects_are_refused_before_anything_is_written(tmp_path, obj, error, match):

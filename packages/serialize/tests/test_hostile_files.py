@@ -261,10 +261,12 @@ def saved_run(tmp_path, optimizer_class=sadl.optim.Adam, **kwargs):
 
 def tamper(path, edit):
     """Rewrite a checkpoint with ``edit(meta, entries)`` applied, as a hostile writer would:
-    without the checksum record (a file without one is only validated, never verified)."""
+    as an older version-1 document without the checksum record (a file without one is only
+    validated, never verified)."""
     entries = ss.load(path)
     meta = json.loads(entries.pop("__meta__").numpy().tobytes())
     del meta["integrity"]
+    meta["version"] = 1
     edit(meta, entries)
     text = json.dumps(meta).encode()
     ss.save({"__meta__": np.frombuffer(text, np.uint8), **entries}, path)

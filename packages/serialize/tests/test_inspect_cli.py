@@ -99,3 +99,20 @@ def test_format_size():
         "5.0 MiB",
         "3.0 GiB",
     ]
+
+
+def test_inspect_of_a_checkpoint_or_object_that_fails_its_check_fails(tmp_path):
+    path = tmp_path / "c.sadl"
+    ss.save_checkpoint(path, model={"w": np.arange(4.0)}, step=1)
+    obj = tmp_path / "o.sadl"
+    sadl.save({"w": np.arange(4.0), "epoch": 1}, obj)
+    for target, key in ((path, "model.w"), (obj, "w")):
+        assert _inspect(target).returncode == 0
+        info = next(i for i in ss.read_index(target) if i.key == key)
+        raw = bytearray(target.read_bytes())
+        raw[info.offset] ^= 0x40
+        target.write_bytes(bytes(raw))
+        out = _inspect(target)
+        assert out.returncode == 2 and out.stdout == ""
+        assert f"the data of entry {key!r} fails its CRC32 check" in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1

@@ -13,6 +13,9 @@ flags so that it also works on a bare machine:
 * Unless the environment sets them, each rank's BLAS gets ``cores // N`` threads
   (``OMP_NUM_THREADS`` and friends), so N ranks do not fight over the cores.
 * Ctrl-C goes to the ranks first (a training loop can stop cleanly), a second one to mpiexec.
+* SIGTERM or SIGHUP to the launcher (``kill``, a batch system, a closed terminal) goes to every
+  rank and to mpiexec; the launcher waits until the job has ended (killing what is left after
+  ``_STOP_GRACE_S``) and exits with 128 + the signal's number, as if that signal had ended it.
 * A job in which a rank failed ends: if the other ranks have not ended it themselves
   ``END_GRACE_S`` (10 s) later, or 2 s later for a rank that failed before
   ``sadl_distributed.init()`` (the others wait in MPI's start-up, where nothing can reach
@@ -30,9 +33,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 
 from sadl_distributed.faults import machine_id, process_alive
 from sadl_distributed.reports import REPORTS_VARIABLE, RankRecord, read_ranks
@@ -52,6 +57,8 @@ _POLL_S = 0.1
 END_GRACE_S = 10.0
 #: How long mpiexec gets to end its ranks after SIGTERM before it is killed.
 _STOP_GRACE_S = 5.0
+#: The signals that end a job: passed on to it, waited for, and the launcher's exit status.
+_ENDING = ("SIGTERM", "SIGHUP")
 #: The variables that set how many threads BLAS and OpenMP use in each rank.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -134,15 +141,19 @@ def run(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> int:
         # on to the ranks (see _interrupt) instead of letting mpiexec kill them mid-step.
         process = subprocess.Popen(command, env=env, start_new_session=True)
         interrupted = False
-        while True:
-            try:
-                deaths = _watch(process, Path(reports), interrupted)
-                break
-            except KeyboardInterrupt:
-                interrupted = _interrupt(process, Path(reports), again=interrupted)
-            except BaseException:
-                _stop(process)  # never leave the job behind
-                raise
+        with _ending_signals_raise():
+            while True:
+                try:
+                    deaths = _watch(process, Path(reports), interrupted)
+                    break
+                except KeyboardInterrupt:
+                    interrupted = _interrupt(process, Path(reports), again=interrupted)
+                except _JobEnded as ended:
+                    _end(process, Path(reports), ended.signum)
+                    return 128 + ended.signum
+                except BaseException:
+                    _stop(process)  # never leave the job behind
+                    raise
         status = process.returncode
         if status < 0:  # ended by a signal (here, by _watch)
             status = 128 - status
@@ -151,6 +162,68 @@ def run(nproc: int, argv: Sequence[str], *, mpiexec: str | None = None) -> int:
                 print(f"sadl launch: {line}", file=sys.stderr)
             print(f"sadl launch: the job failed (mpiexec exit status {status})", file=sys.stderr)
     return status
+
+
+class _JobEnded(Exception):  # noqa: N818 (a signal, not an error)
+    """SIGTERM or SIGHUP reached the launcher (raised by its handler, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _ending_signals_raise() -> Iterator[None]:
+    """While the job runs, SIGTERM and SIGHUP raise :class:`_JobEnded` here (instead of
+    ending this process at once and leaving mpiexec and the ranks behind, in their session).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; a launcher in a thread keeps Python's
+        return
+
+    def raise_ended(signum: int, frame: FrameType | None) -> None:
+        raise _JobEnded(signum)
+
+    numbers = [getattr(signal, name) for name in _ENDING if hasattr(signal, name)]
+    previous = {number: signal.signal(number, raise_ended) for number in numbers}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _end(process: subprocess.Popen[bytes], reports: Path, signum: int) -> None:
+    """Pass ``signum`` on to every rank on this machine and SIGTERM to mpiexec, then wait
+    until the job has ended (``_STOP_GRACE_S``, then SIGKILL for what is left).
+    """
+    for name in _ENDING:  # a repeated signal changes nothing now: the job is being ended
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda signum, frame: None)
+    here = machine_id()
+    ranks = [r for r in read_ranks(reports).values() if r.machine == here and not r.done]
+    print(
+        f"sadl launch: {signal.Signals(signum).name}: ending the job (passed on to its "
+        f"{len(ranks)} running ranks)",
+        file=sys.stderr,
+        flush=True,
+    )
+    for record in ranks:
+        with contextlib.suppress(OSError):
+            os.kill(record.pid, signum)
+    with contextlib.suppress(OSError):
+        process.terminate()
+    deadline = time.monotonic() + _STOP_GRACE_S
+    left = ranks
+    while time.monotonic() < deadline:
+        left = [r for r in left if process_alive(r.pid)]
+        if process.poll() is not None and not left:
+            return
+        time.sleep(_POLL_S)
+    for record in left:
+        with contextlib.suppress(OSError):
+            os.kill(record.pid, signal.SIGKILL)
+    _stop(process)
 
 
 def _interrupt(process: subprocess.Popen[bytes], reports: Path, *, again: bool) -> bool:

@@ -35,20 +35,33 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
 
 
 def _cmd_launch(args: Any) -> int:
+    """Check what can be checked here, once (every rank would say it), then start the ranks."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from sadl.cli import EXIT_FAILURE, CommandError
+
     from sadl_distributed.launch import run
 
+    if args.nproc < 1:
+        raise CommandError(f"--nproc must be at least 1, got {args.nproc}")
     if args.module:
+        try:
+            found = find_spec(args.module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise CommandError(f"-m {args.module}: no module named {args.module!r}")
         argv = [sys.executable, "-m", args.module, *args.args]
     elif args.args:
+        script = Path(args.args[0])
+        if not script.is_file():
+            what = "is a directory" if script.is_dir() else "no such file"
+            raise CommandError(f"{script}: {what} (the script to run in every rank)")
         argv = [sys.executable, *args.args]
     else:
-        print("sadl launch: give a script to run (or -m MODULE)", file=sys.stderr)
-        return 2
-    if args.nproc < 1:
-        print(f"sadl launch: --nproc must be at least 1, got {args.nproc}", file=sys.stderr)
-        return 2
+        raise CommandError("give a script to run (or -m MODULE)")
     try:
         return run(args.nproc, argv)
     except FileNotFoundError as exc:
-        print(f"sadl launch: {exc}", file=sys.stderr)
-        return 1
+        raise CommandError(str(exc), status=EXIT_FAILURE) from None

@@ -208,9 +208,18 @@ def _cmd_train_gpt(args: argparse.Namespace) -> int:
         if not args.resume:
             config.validate()
         if args.nproc is not None and args.nproc > 1:
+            from sadl_models.train.loop import preflight
             from sadl_models.train.parallel import COMPILE_IN_ONE_PROCESS, launch
 
-            if not args.resume and config.batch_size % args.nproc:
+            # Every refusal once, here, before any process starts (each rank would print it).
+            config = preflight(
+                config,
+                args.out,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                explicit=set(given),
+            )[0]
+            if config.batch_size % args.nproc:
                 raise TrainError(
                     f"--batch-size {config.batch_size} cannot be split evenly over "
                     f"{args.nproc} processes; use a multiple of {args.nproc}"

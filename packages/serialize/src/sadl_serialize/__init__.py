@@ -2,7 +2,8 @@
 training checkpoints, as a sadl plugin.
 
 Through core: ``sadl.save(obj, "w.sadl")`` / ``sadl.load("w.sadl", device=None, mmap=False)``
-dispatch here by suffix (``.sadl``, ``.safetensors``) or magic bytes. Directly::
+dispatch here by suffix (``.sadl``, ``.safetensors``) or magic bytes; a ``.sadl`` file holds
+nested checkpoint dicts too, never pickle. Directly::
 
     from sadl_serialize import save, load, save_checkpoint, load_checkpoint, atomic_write
 """
@@ -11,8 +12,10 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
 from sadl_serialize.atomic import atomic_path, atomic_write
-from sadl_serialize.checkpoint import META_KEY, load_checkpoint, save_checkpoint
+from sadl_serialize.checkpoint import load_checkpoint, save_checkpoint
 from sadl_serialize.errors import SadlFormatError
+from sadl_serialize.metadata import META_KEY, OBJECT_KEY
+from sadl_serialize.objects import dumps, load, loads, save
 from sadl_serialize.sadl_format import (
     DTYPE_NAMES,
     MAGIC,
@@ -20,11 +23,8 @@ from sadl_serialize.sadl_format import (
     SUPPORTED_VERSIONS,
     VERSION,
     TensorInfo,
-    dumps,
-    load,
-    loads,
+    load_entries,
     read_index,
-    save,
 )
 from sadl_serialize.safetensors_format import (
     load_safetensors,
@@ -41,6 +41,7 @@ __all__ = [
     "DTYPE_NAMES",
     "MAGIC",
     "META_KEY",
+    "OBJECT_KEY",
     "SINGLE_KEY",
     "SUPPORTED_VERSIONS",
     "VERSION",
@@ -51,6 +52,7 @@ __all__ = [
     "dumps",
     "load",
     "load_checkpoint",
+    "load_entries",
     "load_safetensors",
     "loads",
     "read_index",

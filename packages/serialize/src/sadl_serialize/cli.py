@@ -10,7 +10,7 @@ from typing import Any
 from sadl.cli import CommandError
 
 from sadl_serialize.errors import SadlFormatError
-from sadl_serialize.sadl_format import MAGIC, TensorInfo, _load_mapped
+from sadl_serialize.sadl_format import MAGIC, TensorInfo, _load_mapped, _wrap
 from sadl_serialize.safetensors_format import read_safetensors_index
 
 __all__ = ["add_inspect_command", "describe", "format_size"]
@@ -39,12 +39,16 @@ def describe(path: str | os.PathLike[str]) -> tuple[str, list[TensorInfo], list[
         return "safetensors", read_safetensors_index(path), []
     index, arrays = _load_mapped(path, name)  # full validation, bool bytes included
     notes = []
-    from sadl_serialize.checkpoint import META_KEY, _parse_meta
+    from sadl_serialize.checkpoint import _FIELDS, _KIND, _WHAT
+    from sadl_serialize.metadata import META_KEY, OBJECT_KEY, load_object, read_document
 
-    if index and index[0].key == META_KEY:
-        from sadl import Tensor
-
-        meta = _parse_meta(Tensor(arrays[0]), name)
+    keys = [info.key for info in index]
+    if keys[:1] == [OBJECT_KEY]:  # verify its integrity record
+        load_object(name, _wrap(index, arrays, None), verify=None)
+        notes.append("sadl object (saved with sadl.save; sadl.load gives it back)")
+    if keys[:1] == [META_KEY]:
+        entries = _wrap(index, arrays, None)
+        meta = read_document(path, META_KEY, _KIND, _FIELDS, entries, None, _WHAT)
         parts = [p for p in ("model", "optimizer", "scheduler", "rng", "extra") if p in meta]
         step = meta.get("step")
         notes.append(

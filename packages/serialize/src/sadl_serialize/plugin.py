@@ -17,7 +17,8 @@ require_api("1.0")
 @hookimpl
 def register_formats() -> Iterable[FormatDef]:
     """``.sadl`` (magic ``b"SADL"``) and ``.safetensors``."""
-    from sadl_serialize.sadl_format import MAGIC, load, save
+    from sadl_serialize.objects import load, save
+    from sadl_serialize.sadl_format import MAGIC
     from sadl_serialize.safetensors_format import load_safetensors, save_safetensors
 
     return [

@@ -7,9 +7,10 @@ Byte layout (DESIGN.md §6; all integers little-endian, no padding)::
                ndim u8 | ndim x dimension u64 | C-order little-endian raw data
 
 A single tensor is stored as a one-entry mapping under the key ``__single__`` and loads back as a
-bare tensor. Reading happens in two passes: the whole index (every header field) is parsed and
-checked against the bytes that are really there first, and only then is any array allocated, so a
-lying header can never make the reader allocate more than the file holds.
+bare tensor (nested objects are built on this layout by :mod:`sadl_serialize.objects`). Reading
+happens in two passes: the whole index (every header field) is parsed and checked against the
+bytes that are really there first, and only then is any array allocated, so a lying header can
+never make the reader allocate more than the file holds.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "TensorInfo",
     "dumps",
     "load",
+    "load_entries",
     "loads",
     "read_index",
     "save",
@@ -452,6 +454,17 @@ def load(
     never reach the file). Mapped arrays may be unaligned (the format has no padding); NumPy
     handles that, a little slower.
     """
+    return _single(load_entries(path, device, mmap=mmap))
+
+
+def load_entries(
+    path: str | os.PathLike[str], device: str | Device | None = None, *, mmap: bool = False
+) -> dict[str, Tensor]:
+    """Every entry of a ``.sadl`` file as a dict of Tensors in file order, as stored.
+
+    The same checks and options as :func:`load`, without turning a single tensor or a nested
+    object back into what was saved (the layout as py-sadl 2.0.0 reads it).
+    """
     if device is not None:
         sadl.device(device)  # reject a bad device before reading anything
     name = os.fspath(path)
@@ -502,19 +515,23 @@ def loads(
         arrays = _read_arrays(source, index)
     finally:
         source.view.release()
-    return _wrap(index, arrays, device)
+    return _single(_wrap(index, arrays, device))
 
 
 def _wrap(
     index: list[TensorInfo], arrays: list[np.ndarray[Any, Any]], device: str | Device | None
-) -> Tensor | dict[str, Tensor]:
-    tensors = {
+) -> dict[str, Tensor]:
+    return {
         info.key: Tensor(arr, device=device) if device is not None else Tensor(arr)
         for info, arr in zip(index, arrays)
     }
-    if len(index) == 1 and index[0].key == SINGLE_KEY:
-        return tensors[SINGLE_KEY]
-    return tensors
+
+
+def _single(entries: dict[str, Tensor]) -> Tensor | dict[str, Tensor]:
+    """A bare tensor for a file holding only ``__single__``, else the entries."""
+    if len(entries) == 1 and SINGLE_KEY in entries:
+        return entries[SINGLE_KEY]
+    return entries
 
 
 def _short(key: str, limit: int = 60) -> str:

@@ -30,7 +30,9 @@ __all__ = [
     "FORMAT_TAG",
     "History",
     "RunState",
+    "check_run_dir",
     "load_model",
+    "prepare_out_dir",
     "read_meta",
     "restore",
     "resume_config",
@@ -77,6 +79,31 @@ class RunState:
     optimizer: Optimizer
     scheduler: CosineWithWarmup
     rng: np.random.Generator
+
+
+def check_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse a run that would replace or misread the run in ``--out`` (nothing is created)."""
+    if resume and overwrite:
+        raise TrainError("--resume continues the run in --out, --overwrite replaces it: pass one")
+    if out.exists() and not out.is_dir():
+        raise TrainError(f"--out {out}: exists and is not a directory")
+    if not resume and not overwrite and (out / CHECKPOINT_NAME).exists():
+        raise TrainError(
+            f"--out {out} holds a checkpoint ({out / CHECKPOINT_NAME}); pass --resume to "
+            "continue it or --overwrite to replace it"
+        )
+
+
+def prepare_out_dir(path: Path) -> None:
+    """Create ``--out`` now, so an unusable directory fails before training, not after."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise TrainError(f"--out {path}: exists and is not a directory") from None
+    except OSError as exc:
+        raise TrainError(f"--out {path}: cannot create it: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise TrainError(f"--out {path}: the directory is not writable")
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -152,13 +179,28 @@ def resume_config(config: TrainConfig, meta: Mapping[str, Any], explicit: set[st
     saved = TrainConfig.from_dict(meta["extra"]["train"])  # validated by train() once merged
     for name in sorted(explicit):
         mine, theirs = getattr(config, name), getattr(saved, name)
+        if name == "text" and _same_text(mine, theirs, meta):
+            continue
         if name not in RESUMABLE_CHANGES and mine != theirs:
             raise TrainError(
                 f"--resume continues the saved run, but {flag(name)} {mine} differs from its "
                 f"{theirs}; drop the option or start a new run in another --out"
             )
-    updates = {name: getattr(config, name) for name in explicit if name in RESUMABLE_CHANGES}
+    changes = RESUMABLE_CHANGES | {"text"}
+    updates = {name: getattr(config, name) for name in explicit if name in changes}
     return dataclasses.replace(saved, **updates)
+
+
+def _same_text(mine: str | None, theirs: str | None, meta: Mapping[str, Any]) -> bool:
+    """Whether ``--text`` names the run's text: the same file (``./a.txt``, ``a.txt`` and its
+    absolute path alike), or a file whose content the caller checks against the checkpoint's
+    SHA-256 (a moved copy; the train loop refuses other content).
+    """
+    if mine is None or theirs is None:
+        return mine == theirs
+    if os.path.realpath(mine) == os.path.realpath(theirs):
+        return True
+    return isinstance(meta["extra"].get("corpus_sha256"), str)
 
 
 def save_run(

@@ -42,6 +42,8 @@ from sadl_models.train.checkpoint import (
     CHECKPOINT_NAME,
     History,
     RunState,
+    check_run_dir,
+    prepare_out_dir,
     read_meta,
     restore,
     resume_config,
@@ -58,7 +60,7 @@ from sadl_models.train.progress import (
     stop_on_sigint,
 )
 
-__all__ = ["TrainResult", "build_model", "default_prompt", "sample_text", "train"]
+__all__ = ["TrainResult", "build_model", "default_prompt", "preflight", "sample_text", "train"]
 
 
 @dataclass
@@ -155,28 +157,12 @@ def _run(
     if stop_after is not None and stop_after <= 0:
         raise TrainError(f"--stop-after must be a positive integer, got {stop_after}")
 
-    if resume and overwrite:
-        raise TrainError("--resume continues the run in --out, --overwrite replaces it: pass one")
-    if not resume and not overwrite and ckpt_path.exists():
-        raise TrainError(
-            f"--out {out_path} holds a checkpoint ({ckpt_path}); pass --resume to continue it "
-            "or --overwrite to replace it"
-        )
-    meta = read_meta(ckpt_path) if resume else None
-    if meta is not None:
-        config = resume_config(config, meta, explicit or set())
-    config.validate()
-    if meta is None:
-        config = dataclasses.replace(config, warmup_steps=config.warmup)  # saved explicitly
+    config, meta, text, digest = preflight(
+        config, out_path, resume=resume, overwrite=overwrite, explicit=explicit
+    )
+    if compile and par.world_size > 1:
+        raise TrainError(COMPILE_IN_ONE_PROCESS)
     device = par.device(check_device(config.device))
-    _prepare_out_dir(out_path)
-    text = _corpus(config)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-    if meta is not None and meta["extra"].get("corpus_sha256") not in (None, digest):
-        raise TrainError(
-            f"--resume: {_source(config)} is not the text the checkpoint was trained on (its "
-            "SHA-256 differs); resume with the same text or start a new run in another --out"
-        )
     tokenizer: Tokenizer
     if meta is not None:
         tokenizer = tokenizer_from_dict(meta["extra"]["tokenizer"])
@@ -197,6 +183,7 @@ def _run(
         "this run",
         "use a smaller --n-embd, --n-layer, --block-size or --batch-size",
     )
+    prepare_out_dir(out_path)  # only now: a run refused above leaves no --out behind
 
     rng = np.random.default_rng(config.seed)
     gpt = build_model(config, tokenizer.vocab_size, rng)
@@ -207,15 +194,6 @@ def _run(
     state = RunState(gpt, optimizer, scheduler, rng)
     history = History()
     step = 0
-    if meta is not None:
-        step, history = restore(ckpt_path, meta, config, state, out)
-    elif ckpt_path.exists():
-        print(f"note: --overwrite: {ckpt_path} will be replaced", file=out, flush=True)
-    train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
-    n_tokens = (len(train_tokens), len(val_tokens))
-    _announce(config, gpt, device, tokenizer, n_tokens, unigram, out, compiled=compile)
-    if par.world_size > 1:
-        print(f"data parallel: {par.world_size} processes", file=out, flush=True)
 
     def save(at: int) -> None:
         extra = {
@@ -228,8 +206,19 @@ def _run(
         }
         save_run(ckpt_path, at, state, extra, par.save_checkpoint)
 
-    if compile and par.world_size > 1:
-        raise TrainError(COMPILE_IN_ONE_PROCESS)
+    if meta is not None:
+        step, history = restore(ckpt_path, meta, config, state, out)
+    elif ckpt_path.exists():
+        # Replace the old run as a whole before its metrics are: a run killed before its
+        # first checkpoint then resumes as the new run, never as the old one.
+        print(f"note: --overwrite: {ckpt_path} is replaced", file=out, flush=True)
+        save(0)
+    train_batches, val_batches = _eval_batches(config, train_tokens, val_tokens, device)
+    n_tokens = (len(train_tokens), len(val_tokens))
+    _announce(config, gpt, device, tokenizer, n_tokens, unigram, out, compiled=compile)
+    if par.world_size > 1:
+        print(f"data parallel: {par.world_size} processes", file=out, flush=True)
+
     steps = _Steps(model, gpt, optimizer, scheduler, config.grad_clip, compile)
 
     def evaluate() -> tuple[float, float]:
@@ -247,7 +236,7 @@ def _run(
         if par.is_main
         else None
     )
-    saved_at = step if meta is not None else None  # the checkpoint on disk holds this step
+    saved_at = step if meta is not None or ckpt_path.exists() else None  # on disk: this step
     with stop_on_sigint(flag):  # Ctrl-C only sets a flag from here until the last file is written
         try:
             while step < config.steps:
@@ -350,6 +339,33 @@ def _run(
 
 
 # ------------------------------------------------------------------ set-up
+def preflight(
+    config: TrainConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    explicit: set[str] | None = None,
+) -> tuple[TrainConfig, dict[str, Any] | None, str, str]:
+    """Every refusal a run makes before it creates anything: the run's settings, checkpoint
+    metadata (None for a new run), text and the text's SHA-256. ``sadl train gpt --nproc``
+    calls it once before starting the processes, so that a refusal is printed once.
+    """
+    check_run_dir(Path(out_dir), resume, overwrite)
+    meta = read_meta(Path(out_dir) / CHECKPOINT_NAME) if resume else None
+    if meta is not None:
+        config = resume_config(config, meta, explicit or set())
+    config.validate()
+    if meta is None:
+        config = dataclasses.replace(config, warmup_steps=config.warmup)  # saved explicitly
+    text = _corpus(config)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    if meta is not None and meta["extra"].get("corpus_sha256") not in (None, digest):
+        raise TrainError(
+            f"--resume: {_source(config)} is not the text the checkpoint was trained on (its "
+            "SHA-256 differs); resume with the same text or start a new run in another --out"
+        )
+    return config, meta, text, digest
 
 
 def _source(config: TrainConfig) -> str:
@@ -424,18 +440,6 @@ def _optimizer(
         optimizer, warmup_steps=config.warmup, total_steps=config.steps, min_lr=config.final_lr
     )
     return optimizer, scheduler
-
-
-def _prepare_out_dir(path: Path) -> None:
-    """Create ``--out`` now, so an unusable directory fails before training, not after."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise TrainError(f"--out {path}: exists and is not a directory") from None
-    except OSError as exc:
-        raise TrainError(f"--out {path}: cannot create it: {exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise TrainError(f"--out {path}: the directory is not writable")
 
 
 def _eval_batches(
