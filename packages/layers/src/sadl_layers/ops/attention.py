@@ -217,6 +217,9 @@ def _transposed(a, lead, tail, contiguous=False):
 def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
     """Write softmax(q k^T scale + bias) (* dmask) v into ``out``, slab by slab (arrays)."""
     tq, tk = q.shape[-2], k.shape[-2]
+    if tk == 0:  # no keys: an empty weighted sum, zeros (as torch)
+        out[...] = 0
+        return out
     qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
     rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
@@ -232,6 +235,9 @@ def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
 def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask):
     """dq, dk, dv (broadcast leading shape) of the attention, slab by slab, in place."""
     tq, tk = q.shape[-2], k.shape[-2]
+    if tk == 0:  # no keys: the output is the constant 0 (dk and dv are empty)
+        dq[...] = 0
+        return
     qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
     gb, ob = _lead_view(g, lead), _lead_view(out, lead)
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
@@ -448,6 +454,8 @@ def _sdpa_backward_grad(
     gg, _, g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None
 ):
     uq, uk, uv = unpack(gg, *_grad_shapes(q, k, v))
+    if shape_of(k)[-2] == 0:  # no keys: every first derivative is a constant 0
+        return g * 0.0, out * 0.0, q * 0.0, k * 0.0, v * 0.0
     cq, ck, cv = const(q), const(k), const(v)
     _, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
     return _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask)

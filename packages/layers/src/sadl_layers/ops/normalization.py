@@ -360,16 +360,22 @@ def _check_batch_norm(x, weight, bias, running_mean, running_var, training):
         raise ValueError(
             "batch_norm: evaluation (training=False) needs running_mean and running_var"
         )
-    if training and x.size // C <= 1:
+    if training and _per_channel(x) == 1:  # none (an empty batch) is fine: nothing to normalize
         raise ValueError(
             f"batch_norm: training needs more than one value per channel, got input of shape "
             f"{shape_of(x)}"
         )
 
 
+def _per_channel(x):
+    """How many values each channel of an (N, C, ...) input holds (0 for an empty batch)."""
+    shape = shape_of(x)
+    return shape[0] * math.prod(shape[2:])
+
+
 def _batch_stats(x):
     """Per-channel mean and biased variance over every axis but the channel axis."""
-    n = x.size // x.shape[1]
+    n = _per_channel(x)
     sub = "abcdefgh"[: x.ndim]
     spec = f"{sub}->{sub[1]}"
     mean = np.einsum(spec, x) * (1.0 / n)
@@ -395,10 +401,12 @@ def _batch_norm(
     ``running_var`` are updated in place (unbiased variance), as torch does.
     """
     _check_batch_norm(x, weight, bias, running_mean, running_var, training)
+    if x.size == 0:  # an empty batch: an empty result; the running statistics stay (as torch)
+        return x.copy()
     if training:
         mean, var = _batch_stats(x)
         if running_mean is not None:
-            n = x.size // x.shape[1]
+            n = _per_channel(x)
             m = float(momentum)
             running_mean *= 1.0 - m
             running_mean += m * mean
@@ -432,6 +440,9 @@ def _batch_norm_grad(
 ):
     nd = len(shape_of(x))
     axes = (0, *range(2, nd))
+    if _per_channel(x) == 0 or shape_of(x)[1] == 0:  # an empty batch: zero gradients
+        zeros = np.sum(g, axis=axes)
+        return g, None if weight is None else zeros, None if bias is None else zeros
     if training:
         mean = np.mean(x, axis=axes, keepdims=True)
         xc = x - mean
