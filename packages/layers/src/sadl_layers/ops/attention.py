@@ -45,7 +45,14 @@ from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops import _gqa
-from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
+from sadl_layers.ops._common import (
+    check_float,
+    const,
+    in_float32,
+    packed_empty,
+    shape_of,
+    unpack,
+)
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
 
@@ -382,6 +389,7 @@ def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale,
             dv[..., keys, :] += dvh
 
 
+@in_float32
 def _sdpa(q, k, v, mask=None, *, causal=False, scale=None, dropout_mask=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op).
 
@@ -441,6 +449,7 @@ def _grads_with_mask(g, q, k, v, mask, *, causal=False, scale=None, dropout_mask
     return (ds @ k) * sc, (np.swapaxes(ds, -1, -2) @ q) * sc, np.swapaxes(pm, -1, -2) @ g, ds
 
 
+@in_float32
 def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
     lead = _check_qkv(q, k, v)
@@ -536,6 +545,7 @@ def _merge_heads(a):
     return np.reshape(np.transpose(a, (0, 2, 1, 3)), (B, T, H * d))
 
 
+@in_float32
 def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None):
     """Multi-head attention on a packed (B, T, 3C) q|k|v projection -> (B, T, C), heads merged."""
     q, k, v = _split_qkv(qkv, n_head)
@@ -546,6 +556,7 @@ def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_m
     return out
 
 
+@in_float32
 def _attention_qkv_backward(
     g, out, qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None
 ):

@@ -14,7 +14,14 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
+from sadl_layers.ops._common import (
+    check_float,
+    const,
+    in_float32,
+    packed_empty,
+    shape_of,
+    unpack,
+)
 
 __all__ = ["layer_norm", "rms_norm", "batch_norm"]
 
@@ -135,6 +142,7 @@ def _affine_into(xhat, weight, bias, out):
         out += bias
 
 
+@in_float32
 def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized axes."""
     _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
@@ -143,6 +151,7 @@ def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     return _normalized_rows(x.reshape(-1, D), eps, True, w, b).reshape(x.shape)
 
 
+@in_float32
 def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, centered=True):
     """The gradients of layer_norm (or, uncentered, rms_norm) for the upstream ``g``.
 
@@ -293,6 +302,7 @@ def _rms_eps(x, eps):
     return float(np.finfo(x.dtype).eps) if eps is None else float(eps)
 
 
+@in_float32
 def _rms_norm(x, weight, *, eps=None, normalized_shape=None):
     """RMS normalization: x / sqrt(mean(x**2) + eps) * weight over the trailing axes.
 
@@ -384,6 +394,7 @@ def _batch_stats(x):
     return mean, var
 
 
+@in_float32
 def _batch_norm(
     x,
     weight,
@@ -425,6 +436,7 @@ def _batch_norm(
     return out
 
 
+@in_float32
 def _batch_norm_grad(
     g,
     out,
