@@ -133,3 +133,19 @@ def test_layer_on_an_empty_batch_matches_torch(name, example, axis):
         tg = tparams[pname].grad
         want = np.zeros(p.shape) if tg is None else tg.numpy()
         np.testing.assert_array_equal(np.asarray(p.grad), want, err_msg=pname)
+
+
+def test_attention_over_no_keys_is_zero_with_zero_gradients_of_every_order_like_torch():
+    q = np.random.default_rng(0).standard_normal((2, 3, 4))
+    k, v = np.zeros((2, 0, 4)), np.zeros((2, 0, 5))
+    xs = [sadl.Tensor(a, requires_grad=True) for a in (q, k, v)]
+    txs = [torch.from_numpy(a).requires_grad_() for a in (q, k, v)]
+    out = sadl.ops.scaled_dot_product_attention(*xs)
+    tout = torch.nn.functional.scaled_dot_product_attention(*txs)
+    np.testing.assert_array_equal(out.data, tout.detach().numpy())
+    grads = sadl.grad(out.sum(), xs, create_graph=True)
+    tgrads = torch.autograd.grad(tout.sum(), txs)
+    for g, tg in zip(grads, tgrads):
+        np.testing.assert_array_equal(g.data, tg.numpy())
+    (second,) = sadl.grad(sum(g.sum() for g in grads), [xs[0]], allow_unused=True)
+    assert second is None or not np.asarray(second.data).any()

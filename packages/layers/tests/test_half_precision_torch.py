@@ -3,8 +3,9 @@ attention accumulate in float32 as torch's CPU kernels do, and return float16.
 
 With |x| of about 300 a float16 sum of squares overflows (65504 is the largest float16), so a
 norm computed in float16 divides by inf and returns zeros, and the tanh GELU's cubic makes its
-gradient 0 * inf = NaN. NumPy has no bfloat16, so there is nothing to compare there: an op given
-an array of a dtype NumPy does not know as floating point refuses it (``check_float``).
+gradient 0 * inf = NaN. NumPy has no bfloat16, so there is nothing to compare there: a bfloat16
+array (from ml_dtypes) cannot require grad in core, and an op given one refuses it with a hint to
+cast to float32 (``check_float``).
 """
 
 from __future__ import annotations
@@ -165,3 +166,12 @@ def test_attention_of_float16_matches_torch():
     _compare(
         sadl.ops.scaled_dot_product_attention, F.scaled_dot_product_attention, q, k, v, atol=1e-2
     )
+
+
+def test_a_bfloat16_array_is_refused_with_a_hint_to_cast():
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="bfloat16 arrays come from ml_dtypes")
+    x = np.ones((2, 4), dtype=ml_dtypes.bfloat16)
+    with pytest.raises(TypeError, match="no bfloat16.*cast to float32"):
+        sadl.ops.layer_norm(x, None, None)
+    with pytest.raises(TypeError, match="bfloat16"):
+        sadl.Tensor(x, requires_grad=True)  # core refuses to differentiate it at all

@@ -113,7 +113,10 @@ def check_float(fn: str, arg: str, value: Any) -> None:
     dtype = getattr(value, "dtype", None)
     if dtype is None or dtype.kind != "f":
         got = dtype if dtype is not None else type(value).__name__
-        raise TypeError(f"{fn}: {arg} must be a floating-point array, got {got}")
+        hint = ""
+        if getattr(dtype, "name", "") == "bfloat16":  # ml_dtypes' type: NumPy has no bfloat16
+            hint = "; NumPy has no bfloat16 arithmetic: cast to float32 (exact) or float16"
+        raise TypeError(f"{fn}: {arg} must be a floating-point array, got {got}{hint}")
 
 
 def check_real(fn: str, arg: str, value: Any) -> None:

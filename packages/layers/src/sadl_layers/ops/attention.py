@@ -18,9 +18,8 @@ of a slab stays in the CPU cache and the full (..., Tq, Tk) probability tensor i
 the backward recomputes each slab's probabilities from q and k (as flash attention does), which
 keeps peak memory at the size of q, k, v and the output. A causal self-attention (Tq == Tk, at
 least ``_CAUSAL_SPLIT`` queries, no ``mask``) runs as two halves of the queries: the first half
-sees only the first half of the keys, so the quarter of the scores that is all masked is never
-computed (the forward's results are the same bit for bit; the backward adds the two halves'
-dk and dv).
+sees only the first half of the keys, so the all-masked quarter of the scores is never computed
+(the same forward bit for bit; the backward adds the halves' dk and dv). No keys (Tk = 0): zeros.
 
 The backward is an op of its own (``scaled_dot_product_attention_backward``: dq, dk and dv in
 one pass, packed into one array), whose gradient :func:`_second_order` writes in NumPy
@@ -45,14 +44,7 @@ from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops import _gqa
-from sadl_layers.ops._common import (
-    check_float,
-    const,
-    in_float32,
-    packed_empty,
-    shape_of,
-    unpack,
-)
+from sadl_layers.ops._common import check_float, const, in_float32, packed_empty, shape_of, unpack
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
 
@@ -189,11 +181,12 @@ def _lead_view(a, lead, tail=None):
 
 
 def _softmax_keys_(st, bias_t, row_ok_t):
-    """In place: st <- softmax over the KEY axis -2 of transposed scores (.., Tk, Tq).
-
-    Scores are kept transposed (one column per query) because NumPy reduces over an outer axis
-    with vectorized row-by-row operations, noticeably faster than over the innermost axis.
+    """In place: st <- softmax over the KEY axis -2 of transposed scores (.., Tk, Tq), kept
+    transposed (one column per query) because NumPy reduces over an outer axis with vectorized
+    row-by-row operations, noticeably faster than over the innermost axis.
     """
+    if st.shape[-2] == 0:  # no keys: the weighted sums over none are 0 (as torch), dq too
+        return st
     if bias_t is not None:
         st += bias_t
     st -= np.max(st, axis=-2, keepdims=True)
@@ -224,9 +217,6 @@ def _transposed(a, lead, tail, contiguous=False):
 def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
     """Write softmax(q k^T scale + bias) (* dmask) v into ``out``, slab by slab (arrays)."""
     tq, tk = q.shape[-2], k.shape[-2]
-    if tk == 0:  # no keys: an empty weighted sum, zeros (as torch)
-        out[...] = 0
-        return out
     qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
     rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
@@ -242,9 +232,6 @@ def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
 def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dmask):
     """dq, dk, dv (broadcast leading shape) of the attention, slab by slab, in place."""
     tq, tk = q.shape[-2], k.shape[-2]
-    if tk == 0:  # no keys: the output is the constant 0 (dk and dv are empty)
-        dq[...] = 0
-        return
     qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
     gb, ob = _lead_view(g, lead), _lead_view(out, lead)
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
@@ -464,7 +451,7 @@ def _sdpa_backward_grad(
 ):
     uq, uk, uv = unpack(gg, *_grad_shapes(q, k, v))
     if shape_of(k)[-2] == 0:  # no keys: every first derivative is a constant 0
-        return g * 0.0, out * 0.0, q * 0.0, k * 0.0, v * 0.0
+        return tuple(a * 0.0 for a in (g, out, q, k, v))
     cq, ck, cv = const(q), const(k), const(v)
     _, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
     return _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask)
