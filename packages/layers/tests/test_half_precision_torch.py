@@ -175,3 +175,13 @@ def test_a_bfloat16_array_is_refused_with_a_hint_to_cast():
         sadl.ops.layer_norm(x, None, None)
     with pytest.raises(TypeError, match="bfloat16"):
         sadl.Tensor(x, requires_grad=True)  # core refuses to differentiate it at all
+
+
+def test_mixed_float16_and_float32_inputs_keep_the_promoted_dtype():
+    half, single = _half(4, 8, scale=1.0), _half(4, 8, scale=1.0, seed=1).astype(np.float32)
+    assert sadl.ops.mse_loss(sadl.tensor(half), sadl.tensor(single)).dtype == np.float32
+    q = sadl.tensor(_half(2, 3, 4, scale=1.0))
+    kv = sadl.tensor(_half(2, 3, 4, scale=1.0, seed=2).astype(np.float32))
+    assert sadl.ops.scaled_dot_product_attention(q, kv, kv).dtype == np.float32
+    w = sadl.tensor(np.ones(8, np.float32))  # a float32 LayerNorm on float16 rows: float16 out
+    assert sadl.ops.layer_norm(sadl.tensor(_half(4, 8)), w, None).dtype == np.float16

@@ -69,23 +69,28 @@ def _is_half(value: Any) -> bool:
     return is_array(value) and value.dtype == np.float16
 
 
-def in_float32(fn: Callable[..., Any]) -> Callable[..., Any]:
+def in_float32(fn: Callable[..., Any] | None = None, *, promote: bool = False) -> Any:
     """``fn`` run with its float16 array arguments widened to float32, its result cast back.
 
     As torch's CPU kernels do for half precision: a norm's sum of squares or a mean of squared
     errors overflows float16 (largest value 65504) from |x| of about 256, and the tanh GELU's
     cubic from 40. Arrays of other dtypes, and Tensors (``create_graph=True``), pass unchanged.
-    The result takes the dtype of the first float array argument (the input whose dtype the op's
-    output follows); a result that is a tuple (the gradients of a backward rule) is returned as
-    it is: the engine casts each gradient to its input's dtype.
+    The result takes the dtype of the first float array argument (the input whose dtype a norm's
+    output follows), or with ``promote`` (``@in_float32(promote=True)``) the promotion of all of
+    them, as the op's own arithmetic would give. A result that is a tuple (the gradients of a
+    backward rule) is returned as it is: the engine casts each gradient to its input's dtype.
     """
+    if fn is None:
+        return functools.partial(in_float32, promote=promote)
+    op = fn
 
-    @functools.wraps(fn)
+    @functools.wraps(op)
     def wrapped(*args: Any, **params: Any) -> Any:
         if not any(_is_half(a) for a in args):
-            return fn(*args, **params)
-        dtype = next(a.dtype for a in args if is_array(a) and a.dtype.kind == "f")
-        out = fn(*(a.astype(np.float32) if _is_half(a) else a for a in args), **params)
+            return op(*args, **params)
+        floats = [a.dtype for a in args if is_array(a) and a.dtype.kind == "f"]
+        dtype = np.result_type(*floats) if promote else floats[0]
+        out = op(*(a.astype(np.float32) if _is_half(a) else a for a in args), **params)
         return out if isinstance(out, tuple) else out.astype(dtype, copy=False)
 
     return wrapped

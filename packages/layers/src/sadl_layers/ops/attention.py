@@ -376,7 +376,7 @@ def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale,
             dv[..., keys, :] += dvh
 
 
-@in_float32
+@in_float32(promote=True)
 def _sdpa(q, k, v, mask=None, *, causal=False, scale=None, dropout_mask=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op).
 
@@ -436,7 +436,7 @@ def _grads_with_mask(g, q, k, v, mask, *, causal=False, scale=None, dropout_mask
     return (ds @ k) * sc, (np.swapaxes(ds, -1, -2) @ q) * sc, np.swapaxes(pm, -1, -2) @ g, ds
 
 
-@in_float32
+@in_float32(promote=True)
 def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
     lead = _check_qkv(q, k, v)
