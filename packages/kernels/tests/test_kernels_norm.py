@@ -103,11 +103,23 @@ def test_layer_norm_kernel_gradients_pass_a_numerical_gradcheck():
 
 
 def test_shapes_that_do_not_qualify_stay_numpy():
-    """float16 is not a dtype the kernels handle: the NumPy calls stay, results bit for bit."""
-    x, w, b, g = (a.astype(np.float16) for a in _data(8, 16, np.float32))
+    """Mixed dtypes are not what the kernels handle: the NumPy calls stay, results bit for bit."""
+    x, w, b, g = _data(8, 16, np.float32)
+    w, b = w.astype(np.float64), b.astype(np.float64)  # float32 rows, a float64 affine map
     out_e, out_c, _, _, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
     assert kernels_in(compiled, "layer_norm") == 0
     np.testing.assert_array_equal(out_c.numpy(), out_e.numpy())
+
+
+def test_float16_norms_run_the_float32_kernels_on_the_widened_rows():
+    """sadl-layers computes a float16 norm in float32 (as torch): the kernels take those calls,
+    and the float16 results are eager's to within one float16 rounding."""
+    x, w, b, g = (a.astype(np.float16) for a in _data(8, 16, np.float32))
+    out_e, out_c, grads_e, grads_c, compiled = eager_and_compiled(layer_norm_step, [x, w, b, g])
+    assert kernels_in(compiled, "layer_norm") > 0
+    assert out_c.dtype == np.float16 and all(gr.dtype == np.float16 for gr in grads_c)
+    for got, want in ((out_c.numpy(), out_e.numpy()), *zip(grads_c, grads_e)):
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("offset, spread", [(100.0, 0.01), (1000.0, 1.0), (-30.0, 0.003)])

@@ -60,6 +60,17 @@ def test_copysign_scalar_and_integer_inputs_follow_torch():
     np.testing.assert_array_equal(got.data, want.numpy())
 
 
+def test_copysign_gradient_for_the_sign_input_is_zeros_like_torch():
+    x, y = _rand(3, 4), _rand(4, seed=1)
+    tx, ty = (torch.from_numpy(a.copy()).requires_grad_() for a in (x, y))
+    want = torch.autograd.grad(torch.copysign(tx, ty).sum(), [tx, ty])
+    sx, sy = sadl.tensor(x, requires_grad=True), sadl.tensor(y, requires_grad=True)
+    got = sadl.grad(sadl.ops.copysign(sx, sy).sum(), [sx, sy])  # no allow_unused needed
+    for g, w in zip(got, want):
+        assert g.shape == tuple(w.shape)
+        np.testing.assert_array_equal(g.data, w.numpy())
+
+
 # ------------------------------------------------------------------------ composites
 def test_lerp():
     a, b, w = _rand(3, 4), _rand(3, 4, seed=1), _rand(3, 4, seed=2)
@@ -78,6 +89,17 @@ def test_lerp():
 )
 def test_logcumsumexp(x, dim):
     parity(lambda t: sadl.ops.logcumsumexp(t, dim), lambda t: torch.logcumsumexp(t, dim), x)
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_logcumsumexp_of_a_0d_tensor_is_the_tensor_like_torch(dim):
+    parity(
+        lambda t: sadl.ops.logcumsumexp(t, dim),
+        lambda t: torch.logcumsumexp(t, dim),
+        np.array(-1.25),
+    )
+    with pytest.raises(ValueError, match="out of range"):
+        sadl.ops.logcumsumexp(sadl.tensor(np.array(1.0)), 1)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -110,6 +132,18 @@ def test_normalize(kwargs):
 def test_normalize_of_a_zero_row_has_a_zero_gradient_like_torch():
     x = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 2.0]])
     parity(sadl.ops.normalize, F.normalize, x, second=False)
+
+
+@pytest.mark.parametrize("dim", [1, 0, -1])
+def test_normalize_with_p0_divides_by_the_count_of_nonzeros_like_torch(dim):
+    x = np.array([[1.0, 0.0, -2.0, 0.5], [0.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]])
+    parity(
+        lambda t: sadl.ops.normalize(t, p=0, dim=dim),
+        lambda t: F.normalize(t, p=0, dim=dim),
+        x,
+        rtol=1e-12,
+        atol=0.0,
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from sadl import Adam, Optimizer, Tensor
-from sadl.backends import array_module
+from sadl.backends import array_module, is_array
 from sadl.optim import adam_update, torch_options
 
 from sadl_optim._checks import check_bool, check_number, is_number
@@ -54,6 +54,28 @@ def _buffer(state: dict[str, Any], key: str, data: Any, fill: float = 0.0) -> An
     return buf
 
 
+def _half_in_float32(update: Any, data: Any, grad: Any, state: dict[str, Any], *args: Any) -> None:
+    """``update(data, grad, state, *args)`` on a float16 parameter in float32 arithmetic.
+
+    As torch's fused CPU kernel does (``torch.optim.AdamW(..., fused=True)``): the state stays
+    float16, as torch keeps it; each step reads it, the parameter and the gradient as float32 and
+    rounds the results back once. In float16 itself eps=1e-8 is 0 and a gradient below about
+    2e-4 squares to 0, so ``sqrt(v) + eps`` is 0 and the step 0/0: torch's default (for-each)
+    AdamW goes NaN there.
+    """
+    wide = {k: v.astype(np.float32) if is_array(v) else v for k, v in state.items()}
+    data32 = data.astype(np.float32)
+    update(data32, grad.astype(np.float32), wide, *args)
+    data[...] = data32
+    for key, value in wide.items():
+        if not is_array(value):
+            state[key] = value
+        elif is_array(state.get(key)):
+            state[key][...] = value
+        else:
+            state[key] = value.astype(data.dtype)
+
+
 class AdamW(Adam):
     """``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False)``.
 
@@ -61,8 +83,10 @@ class AdamW(Adam):
     parameter, ``p *= 1 - lr * weight_decay``, then takes the Adam step on the raw gradient,
     ``p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)`` with
     ``m = beta1*m + (1-beta1)*g`` and ``v = beta2*v + (1-beta2)*g*g``. With ``amsgrad`` the
-    running maximum of ``v`` replaces ``v``. Matches ``torch.optim.AdamW``. Core's ``Adam`` is
-    the same optimizer with L2 weight decay added to the gradient instead.
+    running maximum of ``v`` replaces ``v``. Matches ``torch.optim.AdamW``; a float16 parameter
+    keeps float16 state but steps in float32 arithmetic, as torch's ``fused=True`` does (see
+    :func:`_half_in_float32`). Core's ``Adam`` is the same optimizer with L2 weight decay added
+    to the gradient instead.
     """
 
     def __init__(
@@ -96,7 +120,14 @@ class AdamW(Adam):
         self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
     ) -> None:
         """One AdamW step on ``param.data`` (core's ``adam_update`` with decoupled decay)."""
-        adam_update(param.data, grad, state, group, decoupled_weight_decay=True)
+        if param.data.dtype == np.float16:
+            _half_in_float32(_adamw_update, param.data, grad, state, group)
+        else:
+            _adamw_update(param.data, grad, state, group)
+
+
+def _adamw_update(data: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    adam_update(data, grad, state, group, decoupled_weight_decay=True)
 
 
 class RMSprop(Optimizer):

@@ -41,6 +41,8 @@ RELU = OpDef(
 
 def _softmax(x, *, axis=-1):
     """exp(x) / sum(exp(x)) along ``axis``, shifted by the max for stability."""
+    if x.size == 0:  # an empty input (a batch of none): np.max would have no identity
+        return x.copy()
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     e /= np.sum(e, axis=axis, keepdims=True)
     return e
@@ -55,6 +57,8 @@ SOFTMAX = OpDef("softmax", _softmax, (_softmax_grad,), examples=_ROWS)
 
 def _log_softmax(x, *, axis=-1):
     """X - logsumexp(x) along ``axis``, stable for any x."""
+    if x.size == 0:  # as in softmax
+        return x.copy()
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 

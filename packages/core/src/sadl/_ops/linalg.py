@@ -88,6 +88,8 @@ def _norm(x, *, ord=None, axis=None, keepdims=False):
         raise NotImplementedError(
             f"linalg.norm: ord={ord!r} is not supported on Tensors; use the default 2-norm"
         )
+    if x.dtype == np.float16:  # squares overflow from |x| = 256: accumulate in float32, as torch
+        return _norm(x.astype(np.float32), axis=axis, keepdims=keepdims).astype(x.dtype)
     return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -182,7 +183,11 @@ class Flatten(Layer):
         start, end = self.start_dim, self.end_dim
         if not (-nd <= start < nd and -nd <= end < nd) or start % nd > end % nd:
             raise self.fail(f"cannot flatten axes {start}..{end} of an input of shape {t.shape}")
-        return t.flatten(start, end)
+        if t.ndim == 0:
+            return t.reshape(1)
+        shape = t.shape
+        start, end = start % nd, end % nd  # the merged size written out: an empty batch has it
+        return t.reshape(*shape[:start], math.prod(shape[start : end + 1]), *shape[end + 1 :])
 
     def extra_repr(self) -> str:
         """The axes merged."""

@@ -20,12 +20,14 @@ Arrays may live on any device: what an op makes, it makes with the array module 
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from sadl import Tensor
-from sadl.backends import array_module
+from sadl.backends import array_module, is_array
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -63,6 +65,37 @@ def unpack(flat: Any, *shapes: tuple[int, ...] | None) -> list[Any]:
     return parts
 
 
+def _is_half(value: Any) -> bool:
+    return is_array(value) and value.dtype == np.float16
+
+
+def in_float32(fn: Callable[..., Any] | None = None, *, promote: bool = False) -> Any:
+    """``fn`` run with its float16 array arguments widened to float32, its result cast back.
+
+    As torch's CPU kernels do for half precision: a norm's sum of squares or a mean of squared
+    errors overflows float16 (largest value 65504) from |x| of about 256, and the tanh GELU's
+    cubic from 40. Arrays of other dtypes, and Tensors (``create_graph=True``), pass unchanged.
+    The result takes the dtype of the first float array argument (the input whose dtype a norm's
+    output follows), or with ``promote`` (``@in_float32(promote=True)``) the promotion of all of
+    them, as the op's own arithmetic would give. A result that is a tuple (the gradients of a
+    backward rule) is returned as it is: the engine casts each gradient to its input's dtype.
+    """
+    if fn is None:
+        return functools.partial(in_float32, promote=promote)
+    op = fn
+
+    @functools.wraps(op)
+    def wrapped(*args: Any, **params: Any) -> Any:
+        if not any(_is_half(a) for a in args):
+            return op(*args, **params)
+        floats = [a.dtype for a in args if is_array(a) and a.dtype.kind == "f"]
+        dtype = np.result_type(*floats) if promote else floats[0]
+        out = op(*(a.astype(np.float32) if _is_half(a) else a for a in args), **params)
+        return out if isinstance(out, tuple) else out.astype(dtype, copy=False)
+
+    return wrapped
+
+
 def no_grad_rule(g, out, *inputs, **params):
     """Per-input rule for an input that never receives a gradient (integer ids, targets)."""
     return None
@@ -85,7 +118,10 @@ def check_float(fn: str, arg: str, value: Any) -> None:
     dtype = getattr(value, "dtype", None)
     if dtype is None or dtype.kind != "f":
         got = dtype if dtype is not None else type(value).__name__
-        raise TypeError(f"{fn}: {arg} must be a floating-point array, got {got}")
+        hint = ""
+        if getattr(dtype, "name", "") == "bfloat16":  # ml_dtypes' type: NumPy has no bfloat16
+            hint = "; NumPy has no bfloat16 arithmetic: cast to float32 (exact) or float16"
+        raise TypeError(f"{fn}: {arg} must be a floating-point array, got {got}{hint}")
 
 
 def check_real(fn: str, arg: str, value: Any) -> None:

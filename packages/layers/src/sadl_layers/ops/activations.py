@@ -22,7 +22,7 @@ import numpy as np
 import sadl
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import blockwise, const
+from sadl_layers.ops._common import blockwise, const, in_float32
 
 __all__ = ["gelu", "silu", "mish", "softplus_beta", "logsigmoid", "softsign"]
 
@@ -80,6 +80,7 @@ def _gelu_tanh_kernel(out, x, s):
     out *= 0.5
 
 
+@in_float32
 def _gelu(x, *, approximate="none"):
     """GELU: x * Phi(x) (``approximate="none"``) or its tanh approximation (``"tanh"``)."""
     _check_approximate(approximate)
@@ -118,6 +119,7 @@ def _gelu_grad_tanh_kernel(out, g, x, s1, s2):
     out *= g
 
 
+@in_float32
 def _gelu_backward(g, x, *, approximate="none"):
     """The gradient of ``gelu``, g * GELU'(x) (an op, so it can be differentiated again)."""
     if approximate == "tanh":

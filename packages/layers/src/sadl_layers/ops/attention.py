@@ -18,9 +18,8 @@ of a slab stays in the CPU cache and the full (..., Tq, Tk) probability tensor i
 the backward recomputes each slab's probabilities from q and k (as flash attention does), which
 keeps peak memory at the size of q, k, v and the output. A causal self-attention (Tq == Tk, at
 least ``_CAUSAL_SPLIT`` queries, no ``mask``) runs as two halves of the queries: the first half
-sees only the first half of the keys, so the quarter of the scores that is all masked is never
-computed (the forward's results are the same bit for bit; the backward adds the two halves'
-dk and dv).
+sees only the first half of the keys, so the all-masked quarter of the scores is never computed
+(the same forward bit for bit; the backward adds the halves' dk and dv). No keys (Tk = 0): zeros.
 
 The backward is an op of its own (``scaled_dot_product_attention_backward``: dq, dk and dv in
 one pass, packed into one array), whose gradient :func:`_second_order` writes in NumPy
@@ -45,7 +44,7 @@ from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops import _gqa
-from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
+from sadl_layers.ops._common import check_float, const, in_float32, packed_empty, shape_of, unpack
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
 
@@ -182,11 +181,12 @@ def _lead_view(a, lead, tail=None):
 
 
 def _softmax_keys_(st, bias_t, row_ok_t):
-    """In place: st <- softmax over the KEY axis -2 of transposed scores (.., Tk, Tq).
-
-    Scores are kept transposed (one column per query) because NumPy reduces over an outer axis
-    with vectorized row-by-row operations, noticeably faster than over the innermost axis.
+    """In place: st <- softmax over the KEY axis -2 of transposed scores (.., Tk, Tq), kept
+    transposed (one column per query) because NumPy reduces over an outer axis with vectorized
+    row-by-row operations, noticeably faster than over the innermost axis.
     """
+    if st.shape[-2] == 0:  # no keys: the weighted sums over none are 0 (as torch), dq too
+        return st
     if bias_t is not None:
         st += bias_t
     st -= np.max(st, axis=-2, keepdims=True)
@@ -376,6 +376,7 @@ def _attend_backward_all(g, out, q, k, v, dq, dk, dv, lead, causal, mask, scale,
             dv[..., keys, :] += dvh
 
 
+@in_float32(promote=True)
 def _sdpa(q, k, v, mask=None, *, causal=False, scale=None, dropout_mask=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v over any leading axes (one fused op).
 
@@ -435,6 +436,7 @@ def _grads_with_mask(g, q, k, v, mask, *, causal=False, scale=None, dropout_mask
     return (ds @ k) * sc, (np.swapaxes(ds, -1, -2) @ q) * sc, np.swapaxes(pm, -1, -2) @ g, ds
 
 
+@in_float32(promote=True)
 def _sdpa_backward(g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None):
     """dq, dk, dv of the attention for the upstream ``g``, back to back in one flat array."""
     lead = _check_qkv(q, k, v)
@@ -448,6 +450,8 @@ def _sdpa_backward_grad(
     gg, _, g, out, q, k, v, *, causal=False, mask=None, scale=None, dropout_mask=None
 ):
     uq, uk, uv = unpack(gg, *_grad_shapes(q, k, v))
+    if shape_of(k)[-2] == 0:  # no keys: every first derivative is a constant 0
+        return tuple(a * 0.0 for a in (g, out, q, k, v))
     cq, ck, cv = const(q), const(k), const(v)
     _, bias, row_ok, scale, dmask = _prepare(cq, ck, cv, causal, mask, scale, dropout_mask)
     return _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask)
@@ -528,6 +532,7 @@ def _merge_heads(a):
     return np.reshape(np.transpose(a, (0, 2, 1, 3)), (B, T, H * d))
 
 
+@in_float32
 def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None):
     """Multi-head attention on a packed (B, T, 3C) q|k|v projection -> (B, T, C), heads merged."""
     q, k, v = _split_qkv(qkv, n_head)
@@ -538,6 +543,7 @@ def _attention_qkv(qkv, *, n_head, causal=True, mask=None, scale=None, dropout_m
     return out
 
 
+@in_float32
 def _attention_qkv_backward(
     g, out, qkv, *, n_head, causal=True, mask=None, scale=None, dropout_mask=None
 ):

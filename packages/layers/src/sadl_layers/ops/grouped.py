@@ -6,6 +6,8 @@ second derivatives are batch norm's.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sadl import Tensor
 from sadl.plugins import Example, OpDef
@@ -59,7 +61,7 @@ def _group_norm(input, num_groups, weight=None, bias=None, *, eps=1e-5):
     if G < 1 or C % G:
         raise ValueError(f"{fn}: num_groups={num_groups} must be positive and divide {C} channels")
     shape = shape_of(input)
-    folded = np.reshape(input, (1, shape[0] * G, -1))
+    folded = np.reshape(input, (1, shape[0] * G, math.prod(shape[1:]) // G))  # N may be 0
     y = batch_norm(folded, None, None, training=True, eps=_constant(fn, "eps", eps))
     return _affine(np.reshape(y, shape), weight, bias, len(shape))
 
@@ -105,7 +107,9 @@ def _instance_norm(
         return _affine(y, weight, bias, len(shape))
     folded = np.reshape(input, (1, shape[0] * C, *shape[2:]))
     y = batch_norm(folded, None, None, training=True, eps=eps)
-    if running_mean is not None or running_var is not None:
+    if (running_mean is not None or running_var is not None) and y.size:
+        # (an empty batch has no statistics: the running ones stay as they are, as batch norm's;
+        # torch's instance norm makes them NaN)
         x = const(input)
         axes = tuple(range(2, x.ndim))
         n = int(np.prod(shape[2:]))

@@ -16,6 +16,7 @@ from sadl_layers.ops._common import (
     check_reduction,
     check_same_shape,
     const,
+    in_float32,
     loss_scale,
     reduce_loss,
     shape_of,
@@ -32,6 +33,7 @@ def _check_pair(fn, x, y, x_name="input", y_name="target"):
     check_same_shape(fn, y_name, y, shape_of(x), f"the shape of {x_name}")
 
 
+@in_float32(promote=True)
 def _mse_loss(input, target, *, reduction="mean"):
     """Mean squared error between input and target (same shapes)."""
     _check_pair("mse_loss", input, target)

@@ -14,7 +14,14 @@ import numpy as np
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, const, packed_empty, shape_of, unpack
+from sadl_layers.ops._common import (
+    check_float,
+    const,
+    in_float32,
+    packed_empty,
+    shape_of,
+    unpack,
+)
 
 __all__ = ["layer_norm", "rms_norm", "batch_norm"]
 
@@ -135,6 +142,7 @@ def _affine_into(xhat, weight, bias, out):
         out += bias
 
 
+@in_float32
 def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized axes."""
     _, D = _norm_shape("layer_norm", x, weight, bias, normalized_shape)
@@ -143,6 +151,7 @@ def _layer_norm(x, weight, bias, *, eps=1e-5, normalized_shape=None):
     return _normalized_rows(x.reshape(-1, D), eps, True, w, b).reshape(x.shape)
 
 
+@in_float32
 def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, centered=True):
     """The gradients of layer_norm (or, uncentered, rms_norm) for the upstream ``g``.
 
@@ -293,6 +302,7 @@ def _rms_eps(x, eps):
     return float(np.finfo(x.dtype).eps) if eps is None else float(eps)
 
 
+@in_float32
 def _rms_norm(x, weight, *, eps=None, normalized_shape=None):
     """RMS normalization: x / sqrt(mean(x**2) + eps) * weight over the trailing axes.
 
@@ -360,16 +370,22 @@ def _check_batch_norm(x, weight, bias, running_mean, running_var, training):
         raise ValueError(
             "batch_norm: evaluation (training=False) needs running_mean and running_var"
         )
-    if training and x.size // C <= 1:
+    if training and _per_channel(x) == 1:  # none (an empty batch) is fine: nothing to normalize
         raise ValueError(
             f"batch_norm: training needs more than one value per channel, got input of shape "
             f"{shape_of(x)}"
         )
 
 
+def _per_channel(x):
+    """How many values each channel of an (N, C, ...) input holds (0 for an empty batch)."""
+    shape = shape_of(x)
+    return shape[0] * math.prod(shape[2:])
+
+
 def _batch_stats(x):
     """Per-channel mean and biased variance over every axis but the channel axis."""
-    n = x.size // x.shape[1]
+    n = _per_channel(x)
     sub = "abcdefgh"[: x.ndim]
     spec = f"{sub}->{sub[1]}"
     mean = np.einsum(spec, x) * (1.0 / n)
@@ -378,6 +394,7 @@ def _batch_stats(x):
     return mean, var
 
 
+@in_float32
 def _batch_norm(
     x,
     weight,
@@ -395,10 +412,12 @@ def _batch_norm(
     ``running_var`` are updated in place (unbiased variance), as torch does.
     """
     _check_batch_norm(x, weight, bias, running_mean, running_var, training)
+    if x.size == 0:  # an empty batch: an empty result; the running statistics stay (as torch)
+        return x.copy()
     if training:
         mean, var = _batch_stats(x)
         if running_mean is not None:
-            n = x.size // x.shape[1]
+            n = _per_channel(x)
             m = float(momentum)
             running_mean *= 1.0 - m
             running_mean += m * mean
@@ -417,6 +436,7 @@ def _batch_norm(
     return out
 
 
+@in_float32
 def _batch_norm_grad(
     g,
     out,
@@ -432,6 +452,9 @@ def _batch_norm_grad(
 ):
     nd = len(shape_of(x))
     axes = (0, *range(2, nd))
+    if _per_channel(x) == 0 or shape_of(x)[1] == 0:  # an empty batch: zero gradients
+        zeros = np.sum(g, axis=axes)
+        return g, None if weight is None else zeros, None if bias is None else zeros
     if training:
         mean = np.mean(x, axis=axes, keepdims=True)
         xc = x - mean

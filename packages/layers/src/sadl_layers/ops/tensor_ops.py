@@ -15,7 +15,7 @@ import sadl
 from sadl.backends import array_module
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import const, no_grad_rule, shape_of
+from sadl_layers.ops._common import const, shape_of
 
 __all__ = [
     "copysign",
@@ -32,7 +32,8 @@ __all__ = [
 
 def _copysign(x, y):
     """|x| with the sign of y, elementwise (integers become the default float dtype, as in
-    torch). The gradient for x is sign(x) * sign(result) (0 at x == 0), for y zero.
+    torch). The gradient for x is sign(x) * sign(result) (0 at x == 0), for y zero (zeros, not
+    None, so ``sadl.grad`` w.r.t. y works as torch's does).
     """
     out = np.copysign(x, y)
     if not any(getattr(getattr(a, "dtype", None), "kind", "") == "f" for a in (x, y)):
@@ -43,7 +44,7 @@ def _copysign(x, y):
 copysign: OpDef = OpDef(
     "copysign",
     _copysign,
-    (lambda g, out, x, y: g * (np.sign(x) * np.sign(out)), no_grad_rule),
+    (lambda g, out, x, y: g * (np.sign(x) * np.sign(out)), lambda g, out, x, y: np.zeros_like(g)),
     numpy_funcs=(np.copysign,),
     examples=(
         Example((3, 4), (3, 4)),
@@ -81,8 +82,10 @@ def _logcumsumexp(x, dim):
     length of ``dim``: meant for the short axes of sequence models, not for millions).
     """
     axis = _axis(dim, x)
+    if np.ndim(x) == 0:  # a 0-d input is its own one-element prefix (torch returns it as is)
+        return x + 0.0
     moved = np.moveaxis(x, axis, -1)
-    n = shape_of(moved)[-1] if np.ndim(x) else 1
+    n = shape_of(moved)[-1]
     xp = array_module(const(x))
     keep = xp.tril(xp.ones((n, n), dtype=bool))  # row j keeps entries i <= j
     rows = np.where(keep, np.expand_dims(moved, -2), -np.inf)
@@ -97,6 +100,7 @@ logcumsumexp: OpDef = OpDef(
         Example((3, 5), 1),
         Example((4, 2, 3), 0),
         Example(np.array([-1000.0, 0.0, 1000.0, -5.0]), 0),  # no overflow, no underflow
+        Example(np.array(0.5), -1),  # 0-d: the input itself
     ),
 )
 
@@ -124,9 +128,15 @@ quick_gelu: OpDef = OpDef(
 
 
 def _normalize(input, p=2.0, dim=1, eps=1e-12):
-    """``input / max(||input||_p along dim, eps)``, as torch.nn.functional.normalize."""
+    """``input / max(||input||_p along dim, eps)``, as torch.nn.functional.normalize.
+
+    ``p=0`` counts the nonzero entries (torch's 0-"norm"), a constant: its gradient is zero.
+    """
     axis, p = _axis(dim, input), float(p)
-    if p == 2.0:  # core's 2-norm, whose gradient at a zero vector is 0 (as torch's)
+    if p == 0.0:
+        x = const(input)
+        norm = np.sum(x != 0, axis=axis, keepdims=True).astype(x.dtype)
+    elif p == 2.0:  # core's 2-norm, whose gradient at a zero vector is 0 (as torch's)
         norm = sadl.ops.norm(input, axis=axis, keepdims=True)
     elif p == np.inf:
         norm = np.max(np.abs(input), axis=axis, keepdims=True)
@@ -143,6 +153,7 @@ normalize: OpDef = OpDef(
         Example((3, 4)),
         Example((2, 3, 4), 1.0, -1),
         Example((2, 5), 3.0, 0),
+        Example((2, 5), 0.0, 1),  # the count of nonzeros: a constant divisor
     ),
 )
 

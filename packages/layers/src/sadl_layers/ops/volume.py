@@ -15,6 +15,7 @@ which :mod:`.conv` and :mod:`.pooling` check already.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -103,10 +104,10 @@ def _to_batch(a: Any) -> Any:
     return np.reshape(np.moveaxis(a, 2, 1), (N * D, C, H, W))
 
 
-def _from_batch(a: Any, N: int) -> Any:
-    """(N * D, C, H, W) back to (N, C, D, H, W)."""
-    ND, C, H, W = shape_of(a)
-    return np.moveaxis(np.reshape(a, (N, ND // N, C, H, W)), 1, 2)
+def _from_batch(a: Any, N: int, D: int) -> Any:
+    """(N * D, C, H, W) back to (N, C, D, H, W) (both given: N * D says neither when N is 0)."""
+    _, C, H, W = shape_of(a)
+    return np.moveaxis(np.reshape(a, (N, D, C, H, W)), 1, 2)
 
 
 # ---------------------------------------------------------------------------- convolutions
@@ -137,7 +138,7 @@ def _conv3d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1):
         w = weight[:, :, i]
         y = conv2d(_to_batch(taps), w, None, stride=s[1:], dilation=d[1:], groups=groups)
         out = y if out is None else out + y
-    return _conv_output(fn, _from_batch(out, N), bias, added)
+    return _conv_output(fn, _from_batch(out, N, count), bias, added)
 
 
 conv3d: OpDef = OpDef(
@@ -189,7 +190,7 @@ def _conv_transpose3d(
             groups=groups,
             dilation=d[1:],
         )
-        y = _from_batch(y, N)  # (N, Co, D, H', W')
+        y = _from_batch(y, N, D)  # (N, Co, D, H', W')
         if s[0] > 1:  # zero insertion: each input slice, then stride - 1 zero slices
             Co, _, Hy, Wy = shape_of(y)[1:]
             y = np.pad(y[:, :, :, None], ((0, 0), (0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, 0)))
@@ -445,7 +446,7 @@ def _unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     taps = xp.eye(kh * kw, dtype=const(x).dtype).reshape(kh * kw, 1, kh, kw)
     weight = xp.tile(taps, (C, 1, 1, 1))  # (C * kh * kw, 1, kh, kw): channel-major, as torch
     cols = conv2d(x, weight, None, stride=stride, padding=padding, dilation=dilation, groups=C)
-    out = np.reshape(cols, (N, C * kh * kw, -1))
+    out = np.reshape(cols, (N, C * kh * kw, math.prod(shape_of(cols)[2:])))  # N may be 0
     return np.reshape(out, shape_of(out)[1:]) if added else out
 
 
