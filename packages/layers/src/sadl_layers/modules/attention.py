@@ -262,7 +262,7 @@ class MultiheadAttention(MultiHeadAttention):
 def _additive_mask(
     attn_mask: Any, key_padding_mask: Any, shape: tuple[int, ...], dtype: Any, causal: bool
 ) -> Any:
-    """torch's masks as one additive float mask broadcastable to (N, H, L, S), or None."""
+    """The masks of torch's MultiheadAttention as one additive float mask (N, H, L, S), or None."""
     N, H, L, S = shape
     total = None
     masks = [(attn_mask, None), (key_padding_mask, (N, 1, 1, S))]
