@@ -225,3 +225,10 @@ def test_multihead_attention_as_torch_spells_it(batch_first):
     assert weights is None and out.shape == x.shape
     q = sadl.tensor(x, requires_grad=True)
     assert gradcheck(lambda t: ours(t, t, t, key_padding_mask=kpm)[0], q)
+
+
+def test_a_torch_layer_sadl_lacks_names_the_nearest_spelling():
+    with pytest.raises(AttributeError, match=r"for torch's ParameterList, use a plain list"):
+        sadl.nn.ParameterList  # noqa: B018
+    with pytest.raises(AttributeError, match=r"MultiheadAttention, LayerNorm and Linear"):
+        sadl.nn.TransformerEncoderLayer  # noqa: B018
