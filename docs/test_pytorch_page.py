@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the page compares sadl with PyTorch")
 import sadl  # noqa: E402
-import sadl.nn.functional as sadl_F  # noqa: E402
+import sadl.nn.functional as sadl_functional  # noqa: E402
 
 PAGE = Path(__file__).with_name("pytorch.md")
 ROW = re.compile(r"^\| `(.+?)` \| `(.+?)` \|$", re.M)
@@ -47,7 +47,7 @@ def _plain(value):
         return value.numpy()
     if isinstance(value, torch.dtype):
         return np.dtype(torch.empty(0, dtype=value).numpy().dtype)
-    if isinstance(value, type) and issubclass(value, np.generic) or isinstance(value, np.dtype):
+    if (isinstance(value, type) and issubclass(value, np.generic)) or isinstance(value, np.dtype):
         return np.dtype(value)
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
@@ -81,5 +81,5 @@ def test_each_row_gives_torchs_result(theirs, ours):
     sadl.manual_seed(0)
     torch.manual_seed(0)
     want = _plain(eval(theirs, _namespace(torch, torch.nn.functional)))
-    got = _plain(eval(ours, _namespace(sadl, sadl_F)))
+    got = _plain(eval(ours, _namespace(sadl, sadl_functional)))
     _same(got, want, ours)

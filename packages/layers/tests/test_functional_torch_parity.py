@@ -198,3 +198,37 @@ def test_top_level_topk_and_tril_take_torchs_arguments():
     np.testing.assert_array_equal(
         sadl.triu(sadl.tensor(x), -1).numpy(), torch.triu(torch.tensor(x), diagonal=-1).numpy()
     )
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_as_torch_spells_it(batch_first):
+    E, H = 8, 2
+    theirs = torch.nn.MultiheadAttention(E, H, batch_first=batch_first).double()
+    ours = sadl.nn.MultiheadAttention(E, H, batch_first=batch_first, dtype=np.float64)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = rng.standard_normal((5, 3, E) if not batch_first else (3, 5, E))
+    kpm = np.zeros((3, 5), dtype=bool)
+    kpm[0, -2:] = True
+    blocked = np.triu(np.ones((5, 5), dtype=bool), 1)
+    masks = [{}, {"key_padding_mask": kpm}, {"attn_mask": blocked}, {"attn_mask": blocked * -1.5}]
+    for mask in masks:
+        for average in (True, False):
+            t_out, t_w = theirs(
+                *(torch.tensor(x),) * 3,
+                **{k: torch.tensor(v) for k, v in mask.items()},
+                average_attn_weights=average,
+            )
+            s_out, s_w = ours(*(sadl.tensor(x),) * 3, **mask, average_attn_weights=average)
+            np.testing.assert_allclose(s_out.numpy(), t_out.detach().numpy(), rtol=1e-9)
+            np.testing.assert_allclose(s_w.numpy(), t_w.detach().numpy(), rtol=1e-9)
+    out, weights = ours(*(sadl.tensor(x),) * 3, need_weights=False)
+    assert weights is None and out.shape == x.shape
+    q = sadl.tensor(x, requires_grad=True)
+    assert gradcheck(lambda t: ours(t, t, t, key_padding_mask=kpm)[0], q)
+
+
+def test_a_torch_layer_sadl_lacks_names_the_nearest_spelling():
+    with pytest.raises(AttributeError, match=r"for torch's ParameterList, use a plain list"):
+        sadl.nn.ParameterList  # noqa: B018
+    with pytest.raises(AttributeError, match=r"MultiheadAttention, LayerNorm and Linear"):
+        sadl.nn.TransformerEncoderLayer  # noqa: B018

@@ -101,3 +101,10 @@ def test_schedulers_are_under_torchs_module_name():
     assert sadl.optim.clip_grad_norm is sadl_optim.clip_grad_norm
     assert sadl.nn.utils.clip_grad_norm_ is sadl_optim.clip_grad_norm
     assert sadl.nn.utils.clip_grad_value_ is sadl_optim.clip_grad_value
+
+
+def test_a_torch_optimizer_or_schedule_sadl_lacks_names_the_nearest():
+    with pytest.raises(AttributeError, match=r"for torch's NAdam, use sadl\.optim\.Adam"):
+        sadl.optim.NAdam  # noqa: B018
+    with pytest.raises(AttributeError, match=r"for torch's OneCycleLR, use sadl\.optim\.OneCycle"):
+        sadl.optim.lr_scheduler.OneCycleLR  # noqa: B018

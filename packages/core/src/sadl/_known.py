@@ -32,6 +32,8 @@ KNOWN_ATTRIBUTES: dict[str, tuple[str, str]] = {
 }
 #: Subcommands of ``sadl`` that first-party plugins add.
 KNOWN_COMMANDS: dict[str, str] = _TABLE["commands"]
+#: kind -> torch name sadl lacks -> the nearest sadl spelling (``sadl.nn.ParameterList``, ...).
+TORCH_HINTS: dict[str, dict[str, str]] = _TABLE["torch_hints"]
 #: First-party distributions that ``pip install NAME`` finds on PyPI (none yet).
 PUBLISHED: frozenset[str] = frozenset(_TABLE["published"])
 #: Where each first-party distribution lives in a checkout of the repository.

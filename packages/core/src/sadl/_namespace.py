@@ -13,6 +13,7 @@ from typing import Any
 
 from sadl._errors import UnknownNameError
 from sadl._host import LOADED, registry
+from sadl._known import TORCH_HINTS
 
 
 class RegistryNamespace:
@@ -31,7 +32,13 @@ class RegistryNamespace:
         """The registered object called ``name`` (an error naming the provider if missing)."""
         if name.startswith("__"):
             raise AttributeError(name)
-        record = registry().lookup(self.kind, name)
+        try:
+            record = registry().lookup(self.kind, name)
+        except UnknownNameError as missing:
+            hint = TORCH_HINTS.get(self.kind, {}).get(name)
+            if hint is None:
+                raise
+            raise UnknownNameError(f"{missing}; for torch's {name}, {hint}") from None
         return record if self.attribute is None else getattr(record, self.attribute)
 
     def dir(self) -> list[str]:

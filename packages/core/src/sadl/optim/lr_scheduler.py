@@ -2,8 +2,18 @@
 module name (``from sadl.optim.lr_scheduler import StepLR``), served by sadl-optim.
 """
 
-from sadl._namespace import served
+from sadl._namespace import RegistryNamespace, served
 
 _NAMES = """LRScheduler StepLR MultiStepLR ExponentialLR LambdaLR CosineAnnealingLR
 ReduceLROnPlateau CosineWithWarmup LinearWarmup OneCycle""".split()
-__getattr__ = served("sadl.optim.lr_scheduler", "sadl-optim", "sadl_optim", _NAMES)
+_served = served("sadl.optim.lr_scheduler", "sadl-optim", "sadl_optim", _NAMES)
+_registered = RegistryNamespace("optimizers", globals(), "cls")
+
+
+def __getattr__(name: str) -> object:
+    """A schedule of sadl-optim; another name is looked up as ``sadl.optim.<name>`` is, so its
+    error names the nearest schedule sadl has (``OneCycleLR``: ``OneCycle``).
+    """
+    if name in _NAMES or name.startswith("__"):
+        return _served(name)
+    return _registered.getattr(name)

@@ -1,4 +1,5 @@
-"""Attention layers: ``MultiHeadAttention`` and GPT-2's ``CausalSelfAttention``.
+"""Attention layers: ``MultiHeadAttention``, torch's ``MultiheadAttention`` and GPT-2's
+``CausalSelfAttention``.
 
 Both take batch-first inputs ``(B, T, E)``. Self-attention runs as three graph nodes: the packed
 q|k|v projection (one GEMM), the fused multi-head attention on the packed projection (split
@@ -26,7 +27,7 @@ from sadl_layers.modules.dense import Dropout, Linear
 from sadl_layers.ops import attention as _attn
 from sadl_layers.ops import dense as _dense
 
-__all__ = ["MultiHeadAttention", "CausalSelfAttention"]
+__all__ = ["MultiHeadAttention", "MultiheadAttention", "CausalSelfAttention"]
 
 
 def _heads(x: Tensor, n_head: int) -> Tensor:
@@ -170,6 +171,115 @@ class MultiHeadAttention(Layer):
     def extra_repr(self) -> str:
         """Sizes."""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+class MultiheadAttention(MultiHeadAttention):
+    """``torch.nn.MultiheadAttention`` as torch spells it: its arguments, masks and results.
+
+    ``MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True, ..., batch_first=False)``;
+    ``mha(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False)`` returns ``(output, weights)`` (weights None
+    unless ``need_weights``). Inputs are ``(L, N, E)`` unless ``batch_first``. As in torch, a
+    boolean ``attn_mask`` or ``key_padding_mask`` is True where attention is NOT allowed and a
+    float one is added to the scores. Parameters (``in_proj_weight``, ``in_proj_bias``,
+    ``out_proj``) are :class:`MultiHeadAttention`'s, so torch's state_dict loads by name.
+    ``add_bias_kv``, ``add_zero_attn`` and ``kdim``/``vdim`` other than ``embed_dim`` raise.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        rng: np.random.Generator | int | None = None,
+    ) -> None:
+        if (
+            add_bias_kv
+            or add_zero_attn
+            or kdim not in (None, embed_dim)
+            or vdim
+            not in (
+                None,
+                embed_dim,
+            )
+        ):
+            raise NotImplementedError(
+                "MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim other than "
+                "embed_dim are not supported"
+            )
+        super().__init__(embed_dim, num_heads, bias, dropout, rng=rng, dtype=dtype)
+        self.batch_first = bool(batch_first)
+        if device is not None:
+            self.to(device)
+
+    def forward(  # type: ignore[override]
+        self,
+        query: Any,
+        key: Any,
+        value: Any,
+        key_padding_mask: Any = None,
+        need_weights: bool = True,
+        attn_mask: Any = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``(output, averaged or per-head attention weights or None)``, as torch's."""
+        q, k, v = (as_tensor(t) for t in (query, key, value))
+        if not self.batch_first:
+            q, k, v = (t.transpose(1, 0, 2) for t in (q, k, v))
+        N, L, E = q.shape
+        S, H = k.shape[1], self.num_heads
+        bias = _additive_mask(attn_mask, key_padding_mask, (N, H, L, S), q.dtype, is_causal)
+        w, b = self.in_proj_weight, self.in_proj_bias
+        qh, kh, vh = (
+            _heads(
+                _dense.linear(x, w[i * E : (i + 1) * E], None if b is None else b[i * E :][:E]), H
+            )
+            for i, x in enumerate((q, k, v))
+        )
+        scores = (qh @ kh.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(E // H))
+        probs = (scores if bias is None else scores + bias).softmax(axis=-1)
+        dm = _attention_dropout(self.attn_dropout, probs.shape, q)
+        if dm is not None:
+            probs = probs * dm
+        out: Tensor = self.out_proj(_merge(probs @ vh))
+        if not self.batch_first:
+            out = out.transpose(1, 0, 2)
+        if not need_weights:
+            return out, None
+        return out, (probs.mean(axis=1) if average_attn_weights else probs)
+
+
+def _additive_mask(
+    attn_mask: Any, key_padding_mask: Any, shape: tuple[int, ...], dtype: Any, causal: bool
+) -> Any:
+    """The masks of torch's MultiheadAttention as one additive float mask (N, H, L, S), or None."""
+    N, H, L, S = shape
+    total = None
+    masks = [(attn_mask, None), (key_padding_mask, (N, 1, 1, S))]
+    if causal and attn_mask is None:
+        masks[0] = (~np.tril(np.ones((L, S), dtype=bool)), None)
+    for mask, layout in masks:
+        if mask is None:
+            continue
+        m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        if m.dtype == bool:
+            m = np.where(m, -np.inf, 0.0).astype(dtype)
+        if layout is not None:
+            m = m.reshape(layout)
+        elif m.ndim == 3:
+            m = m.reshape(N, H, L, S)  # torch's (N * num_heads, L, S)
+        total = m if total is None else total + m
+    return total
 
 
 class CausalSelfAttention(Layer):

@@ -59,6 +59,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "Softsign": (Example((3, 4), domain=(-4.0, 4.0)),),
     "QuickGELU": (Example((3, 4), domain=(-4.0, 4.0)),),
     "MultiHeadAttention": (Example((2, 3, 4), (2, 3, 4), (2, 3, 4), embed_dim=4, num_heads=2),),
+    "MultiheadAttention": (Example((3, 2, 4), (3, 2, 4), (3, 2, 4), embed_dim=4, num_heads=2),),
     "CausalSelfAttention": (Example((2, 3, 4), n_embd=4, n_head=2),),
     "Conv2d": (
         Example((1, 2, 5, 5), in_channels=2, out_channels=3, kernel_size=3, padding=1),
