@@ -5,6 +5,8 @@ reduction, ``max``/``min``/``sort`` with ``dim=`` as ``(values, indices)``, ``si
 derivative); where NumPy's meaning of a name stays, the difference is the documented one.
 """
 
+import pickle
+
 import numpy as np
 import pytest
 import sadl
@@ -76,7 +78,7 @@ def test_sort_with_dim_gives_values_and_indices():
 def test_size_numel_dim_t_contiguous():
     ours, theirs = sadl.tensor(X), torch.tensor(X)
     assert ours.size() == tuple(theirs.size()) and ours.size(-1) == theirs.size(-1) == 4
-    assert ours.size == X.size  # NumPy's element count
+    assert ours.size == X.size and pickle.loads(pickle.dumps(ours.size)) == 24  # NumPy's count
     assert ours.numel() == theirs.numel() and ours.dim() == theirs.dim()
     check(lambda t: t[0].t(), lambda t: t[0].t(), X)
     check(lambda t: t[0, 0].t(), lambda t: t[0, 0].t(), X)
