@@ -338,7 +338,7 @@ def test_list_matmul_tensor_backpropagates_like_an_array():
     np.testing.assert_allclose(w.grad, A.T @ np.ones((3, 3)))
 
 
-def test_operators_load_no_plugin_module():
+def test_operators_and_numpy_calls_on_core_ops_load_no_plugin_module():
     code = (
         "import sys, sadl, numpy as np\n"
         "x, y = sadl.tensor([1.0, 2.0]), sadl.tensor([2.0, 1.0]); m = x > 1\n"
@@ -346,6 +346,8 @@ def test_operators_load_no_plugin_module():
         "r = [x < y, x <= y, x > y, x >= y, x == y, x != y, x // y, x % y, ~m, m & m, m | m,\n"
         "     m ^ m, i << 1, i >> 1, x @ w, -x, +x, abs(x), divmod(x, y), x ** 2, 2 - x]\n"
         "r += [x.std(), x.var(), x.prod(), x.erf(), x.sort(), x.clip(0, 1), x.cumprod(0)]\n"
+        "r += [np.exp(x), np.less(x, y), np.var(x), np.multiply.reduce(x), np.clip(x, 0, 1)]\n"
+        "r += [np.concatenate([x, y]), np.where(m, x, y), np.sort(x), np.take(x, [1])]\n"
         "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith('sadl_')}))\n"
     )
     result = subprocess.run(

@@ -28,6 +28,9 @@ ARGS = {
     "pow": None,
     "astype": (np.float32,),
     "round": (1,),
+    "clip": (0.2, 0.5),
+    "take": (np.array([0, 5, 5]),),
+    "take_along_axis": (np.array([[0], [3], [1]]), 1),
     "tril": (),
     "triu": (),
     "flip": (),
@@ -36,12 +39,9 @@ ARGS = {
     "trace": (),
     "ravel": (),
 }
-# Methods with a NumPy twin whose NumPy call differs in meaning (documented torch-style aliases).
-NOT_NUMPY_SEMANTICS = {"pow", "copy"}
-
-
-# Methods whose op a plugin provides (sadl-layers: roll, tril, nonzero...): tested there.
-PLUGIN_OPS = set(sadl.plugins.known_providers()["ops"])
+# Methods with a NumPy twin whose NumPy call differs in meaning (documented torch-style aliases:
+# ``t.split(2)`` is torch's pieces of size 2, ``t.where(cond, other)`` torch's argument order).
+NOT_NUMPY_SEMANTICS = {"pow", "copy", "split", "where"}
 
 
 def numpy_twins():
@@ -50,8 +50,6 @@ def numpy_twins():
         if name.startswith("_") or not callable(member) or isinstance(member, property):
             continue
         twin = getattr(np, name, None)
-        if name in PLUGIN_OPS:
-            continue
         if callable(twin) and not isinstance(twin, type) and name not in NOT_NUMPY_SEMANTICS:
             names.append(name)
     return names

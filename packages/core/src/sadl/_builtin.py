@@ -11,42 +11,12 @@ from collections.abc import Iterable
 
 from sadl._adam import Adam
 from sadl._hookspecs import hookimpl
-from sadl._ops import (
-    activations,
-    arithmetic,
-    elementwise,
-    erf,
-    indexing,
-    layout,
-    linalg,
-    nondifferentiable,
-    reductions,
-    selection,
-    shapes,
-    special,
-    take,
-)
+from sadl._ops import CORE_OPS
 from sadl._plugin_records import BackendDef, OptimizerDef
 from sadl._records import OpDef
 from sadl._sgd import SGD
 from sadl.backends import CPU_BACKEND
 from sadl.cuda import CUDA_BACKEND
-
-CORE_OPS: tuple[OpDef, ...] = (
-    *arithmetic.OPS,
-    *elementwise.OPS,
-    *activations.OPS,
-    *reductions.OPS,
-    *shapes.OPS,
-    *indexing.OPS,
-    *linalg.OPS,
-    *nondifferentiable.OPS,
-    *special.OPS,
-    *layout.OPS,
-    *take.OPS,
-    *selection.OPS,
-    *erf.OPS,
-)
 
 
 @hookimpl

@@ -18,8 +18,9 @@ The contract for everything else (``docs/concepts/tensors.md`` states it for use
   ``np.copyto`` and ufunc ``out=`` are recorded like ``t[...] = value``, the others raise when
   the write would have to be recorded.
 
-Which op implements which NumPy callable is known only once the plugins are loaded: the op table
-comes from the plugin registry (``sadl.backends.plugin_registry``), and ``Tensor``'s two protocol
+Which op implements which NumPy callable: core's ops are asked first (no plugin may take a
+built-in name, so no plugin needs loading for them); for any other callable the op table comes
+from the plugin registry (``sadl.backends.plugin_registry``). ``Tensor``'s two protocol
 methods call this module's ``array_ufunc`` and ``array_function`` (tensors are ``TensorBase``
 here: this module sits below ``sadl._tensor``).
 """
@@ -36,6 +37,7 @@ from sadl._engine import apply, constant_param, new_tensor, promote_to_default
 from sadl._errors import broadcast_error
 from sadl._grad_mode import is_grad_enabled
 from sadl._known import KNOWN_PROVIDERS
+from sadl._ops import CORE_OPS
 from sadl._records import OpDef
 from sadl._tensor_base import TensorBase
 from sadl.backends import is_array, plugin_registry
@@ -57,16 +59,17 @@ def _op_source() -> tuple[int, Mapping[str, OpDef]]:
 
 
 class _Tables:
-    """NumPy callable -> op, rebuilt whenever the registry's generation changes."""
+    """NumPy callable -> op, rebuilt whenever its source's generation changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: Callable[[], tuple[int, Mapping[str, OpDef]]]) -> None:
+        self.source = source
         self.generation = -1
         self.ufuncs: dict[np.ufunc, OpDef] = {}
         self.functions: dict[Callable[..., Any], tuple[OpDef, Binder | None]] = {}
         self.methods: dict[tuple[str, np.ufunc], OpDef] = {}
 
     def current(self) -> _Tables:
-        generation, ops = _op_source()
+        generation, ops = self.source()
         if generation != self.generation:
             ufuncs: dict[np.ufunc, OpDef] = {}
             functions: dict[Callable[..., Any], tuple[OpDef, Binder | None]] = {}
@@ -82,7 +85,10 @@ class _Tables:
         return self
 
 
-_tables = _Tables()
+# Core's own ops first: a NumPy call that one of them implements (no plugin may take a built-in
+# name) never waits for plugin discovery; the registry is asked about every other callable.
+_core = _Tables(lambda: (0, {op.name: op for op in CORE_OPS}))
+_tables = _Tables(_op_source)
 
 
 # ufunc methods that are reductions or scans of an op.
@@ -172,7 +178,9 @@ def array_ufunc(
         for target in _tensors_in(out):
             if target._requires_grad and target.is_leaf:
                 raise RuntimeError(_LEAF_MESSAGE.format(label=f"np.{ufunc.__name__}"))
-    tables = _tables.current()
+    tables = _core.current()
+    if ufunc not in tables.ufuncs and (method, ufunc) not in tables.methods:
+        tables = _tables.current()
     if method == "__call__" and ufunc in tables.ufuncs:
         if kwargs:
             raise TypeError(
@@ -242,7 +250,7 @@ def _no_more(ufunc: np.ufunc, method: str, kwargs: dict[str, Any]) -> None:
 
 def array_function(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Tensor.__array_function__``: route a NumPy function call to its op."""
-    entry = _tables.current().functions.get(func)
+    entry = _core.current().functions.get(func) or _tables.current().functions.get(func)
     if entry is None:
         label = f"np.{_name(func)}"
         if func in _WRITES_FIRST_ARGUMENT:

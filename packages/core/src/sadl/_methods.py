@@ -132,9 +132,7 @@ def _in_place(op: OpDef, doc: str | None = None) -> Callable[[TensorLike, Any], 
 
 
 def _reduction(op: OpDef, doc: str, ddof: builtins.bool = False) -> Callable[..., Tensor]:
-    """A reduction method: NumPy's ``(axis, keepdims)`` or torch's ``(dim, keepdim)``; with
-    ``ddof`` also NumPy's ``ddof`` (default 0) or torch's ``correction``/``unbiased``.
-    """
+    """A reduction method taking NumPy's and torch's spellings (see ``_reduce_params``)."""
 
     def method(self: TensorLike, axis: Any = None, *args: Any, **kw: Any) -> Tensor:
         params = _reduce_params(op.name, axis, args, kw, ddof)
@@ -161,6 +159,8 @@ def _reduce_params(
     if ddof and "unbiased" in kw:
         kw["correction"] = builtins.int(builtins.bool(kw.pop("unbiased")))
     for key, value in kw.items():
+        if key == "dim" and value is None:
+            continue  # torch's default: all axes
         numpy_name = _TORCH_NAMES.get(key, key)
         if numpy_name not in ("axis", *names):
             raise TypeError(f"Tensor.{name}() got an unexpected keyword argument {key!r}")
@@ -183,9 +183,7 @@ def _along(op: OpDef, doc: str, default: Any) -> Callable[..., Tensor]:
 
 
 def _extreme(op: OpDef, arg: OpDef, doc: str) -> Callable[..., Any]:
-    """``max``/``min``: NumPy's values over ``axis``; with torch's ``dim=``, torch's
-    ``(values, indices)`` (the gradient goes to the index taken, as in torch).
-    """
+    """``max``/``min``: values over ``axis``; with ``dim=``, torch's ``(values, indices)``."""
 
     def method(self: TensorLike, axis: Any = None, *args: Any, **kw: Any) -> Any:
         torch = kw.get("dim") is not None

@@ -52,6 +52,9 @@ class Size(builtins.int):
         """The shape (torch's ``size()``), or the length of axis ``dim``."""
         return self.shape if dim is None else self.shape[dim]
 
+    def __reduce__(self) -> Any:
+        return (builtins.int, (builtins.int(self),))  # pickled and copied as the plain count
+
 
 class TorchMethods:
     """PyTorch's names for what a Tensor does (``numel``, ``masked_fill``, ``split``, ...)."""

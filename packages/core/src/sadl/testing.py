@@ -105,6 +105,23 @@ class Projection:
         return total
 
 
+def _central_differences(value: Callable[[], float], data: Any, eps: float) -> Any:
+    """The derivative of ``value()`` by each element of ``data``, by central differences.
+
+    ``data`` is perturbed in place, whatever its memory layout.
+    """
+    numeric = np.zeros(data.shape)
+    for j in np.ndindex(data.shape):
+        orig = data[j]
+        data[j] = orig + eps
+        plus = value()
+        data[j] = orig - eps
+        minus = value()
+        data[j] = orig
+        numeric[j] = (plus - minus) / (2 * eps)
+    return numeric
+
+
 def gradcheck(
     fn: Callable[..., Any],
     *inputs: Any,
@@ -143,16 +160,7 @@ def gradcheck(
                 raise_exception,
                 f"gradcheck: gradient of input {i} has shape {a_data.shape}, input has {x.shape}",
             )
-        numeric = np.zeros(x.shape)
-        data = x.data  # perturbed in place, whatever its memory layout
-        for j in np.ndindex(x.shape):
-            orig = data[j]
-            data[j] = orig + eps
-            plus = float(project(fn(*xs)).data)
-            data[j] = orig - eps
-            minus = float(project(fn(*xs)).data)
-            data[j] = orig
-            numeric[j] = (plus - minus) / (2 * eps)
+        numeric = _central_differences(lambda: float(project(fn(*xs)).data), x.data, eps)
         bad = np.abs(a_data - numeric) > atol + rtol * np.abs(numeric)
         if not np.isfinite(a_data).all():
             bad |= ~np.isfinite(a_data)
