@@ -18,6 +18,7 @@ run in one plot; docs/examples/shakespeare.md shows it). The whole thing takes m
 quiet machine; ``--steps 50`` is a smoke test of the harness, not a measurement.
 
 Run: python bench/shakespeare.py --text input.txt --nanogpt ~/src/nanoGPT [--threads 1]
+     python bench/shakespeare.py --text input.txt --profile-steps 200   (where the time goes)
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def _args() -> argparse.Namespace:
     p.add_argument("--runs", default=",".join(RUNS), help=f"a subset of {','.join(RUNS)}")
     p.add_argument("--threads", type=int, help="BLAS / torch threads (default: each decides)")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument(
+        "--profile-steps",
+        type=int,
+        metavar="N",
+        help="instead: N steps of each sadl run under cProfile, the top functions written to "
+        "OUT/<run>/profile.txt (where the time goes; not a timing)",
+    )
     p.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -58,6 +66,22 @@ def _env(threads: int | None) -> dict[str, str]:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(threads)
     return env
+
+
+def _profile(args: argparse.Namespace, compiled: bool, out: Path) -> None:
+    """``args.profile_steps`` steps of the sadl run under cProfile; the top 40 by own time."""
+    import pstats
+
+    prof = out / "profile.prof"
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "sadl", "train", "gpt"]
+    cmd += ["--config", str(PRESET), "--text", str(args.text), "--out", str(out / "run")]
+    cmd += ["--overwrite", "--no-progress", "--steps", str(args.profile_steps)]
+    cmd += ["--warmup-steps", "0", "--eval-interval", str(args.profile_steps)]
+    cmd += ["--compile"] if compiled else []
+    subprocess.run(cmd, check=True, capture_output=True, env=_env(args.threads))
+    with (out / "profile.txt").open("w") as f:
+        pstats.Stats(str(prof), stream=f).sort_stats("tottime").print_stats(40)
+    print(f"wrote {out / 'profile.txt'}")
 
 
 def _sadl_run(args: argparse.Namespace, compiled: bool, out: Path) -> dict[str, Any]:
@@ -236,6 +260,11 @@ def main() -> None:
     unknown = sorted(set(runs) - set(RUNS))
     if unknown:
         raise SystemExit(f"--runs: unknown {unknown}; choose from {', '.join(RUNS)}")
+    if args.profile_steps:
+        for name in (r for r in runs if r != "torch"):
+            (args.out / name).mkdir(parents=True, exist_ok=True)
+            _profile(args, name == "sadl-compiled", args.out / name)
+        return
     results: dict[str, dict[str, Any]] = {}
     for name in runs:
         out = args.out / name

@@ -54,6 +54,7 @@ def test_nproc_refuses_an_uneven_batch_before_starting_anything(capsys):
 
 #: One value for every option of ``sadl train gpt`` (None: a switch), none of them its default.
 EVERY_OPTION = {
+    "--config": "run.toml",
     "--text": "corpus.txt",
     "--tokenizer": "byte",
     "--steps": "7",
@@ -63,6 +64,7 @@ EVERY_OPTION = {
     "--n-head": "1",
     "--n-embd": "8",
     "--dropout": "0.1",
+    "--no-bias": None,
     "--lr": "0.01",
     "--min-lr": "0.001",
     "--warmup-steps": "2",
@@ -91,7 +93,9 @@ def test_the_ranks_get_every_option_but_nproc():
 
     parser = cli._add_train_gpt(argparse.ArgumentParser().add_subparsers())
     options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
-    assert options - {"--help", "--nproc", "--progress"} == set(EVERY_OPTION)
+    # A switch's other spelling (--progress, --bias, ...) is covered by the one listed.
+    other = {"--progress", "--bias", "--no-checkpoint-activations"}
+    assert options - {"--help", "--nproc", *other} == set(EVERY_OPTION)
     argv = [item for k, v in EVERY_OPTION.items() for item in (k, v) if item is not None]
     ours = parser.parse_args([*argv, "--nproc", "2"])
     rank_argv = cli._train_flags(ours)
@@ -99,6 +103,7 @@ def test_the_ranks_get_every_option_but_nproc():
     theirs = vars(parser.parse_args(rank_argv))
     assert theirs == {**vars(ours), "nproc": None}
     assert theirs["compile"] and theirs["checkpoint_activations"] and theirs["progress"] is False
+    assert theirs["bias"] is False and theirs["config"] == "run.toml"
     plain = cli._train_flags(parser.parse_args(["--out", "o", "--progress"]))
     assert plain == ["--out", "o", "--progress"]  # nothing else: the ranks keep the defaults
 

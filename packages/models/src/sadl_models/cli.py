@@ -248,14 +248,20 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     """The settings of ``TrainConfig`` that the command line gave: ``--config FILE``'s, then
     the flags' (a flag beside ``--config`` overrides the file).
     """
-    from sadl_models.train import TrainConfig
     from sadl_models.train.config import read_config_file
 
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    flags = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    flags = _flag_settings(args)
     if getattr(args, "config", None) is None:
         return flags
     return {**read_config_file(args.config), **flags}
+
+
+def _flag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``TrainConfig`` given as flags (without ``--config FILE``'s)."""
+    from sadl_models.train import TrainConfig
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
 def _train_flags(args: argparse.Namespace) -> list[str]:
@@ -265,7 +271,9 @@ def _train_flags(args: argparse.Namespace) -> list[str]:
     from sadl_models.train.config import flag
 
     flags = ["--out", str(args.out)]
-    for name, value in sorted(_given(args).items()):  # a switch takes no value
+    if args.config is not None:  # each rank reads the same file
+        flags += ["--config", str(args.config)]
+    for name, value in sorted(_flag_settings(args).items()):  # a switch takes no value
         if isinstance(value, bool):
             flags.append(flag(name) if value else "--no-" + flag(name)[2:])
         else:

@@ -131,10 +131,13 @@ def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, group
     N = x.shape[0]
     Co = w_shape[0]
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
-    gw = None
-    for block, cols in _column_blocks(x, geo, G, x.dtype):
-        part = matmul(g2[block], np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
-        gw = part if gw is None else gw + part
+    parts = [
+        matmul(g2[block], np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
+        for block, cols in _column_blocks(x, geo, G, x.dtype)
+    ]
+    gw = parts[0]
+    for part in parts[1:]:
+        gw = gw + part
     return gw.reshape(w_shape)
 
 

@@ -1,0 +1,128 @@
+"""tinygrad's beautiful_mnist network on Fashion-MNIST: sadl (compiled, eager) against PyTorch.
+
+The same initial weights (PyTorch's initialization, loaded into sadl by name) and the same
+batches (indices drawn once, with replacement, as tinygrad draws them), 70 steps of 512 with
+Adam at 1e-3, then the test accuracy on all 10,000 test images. Prints the training seconds of
+each and the ratios, writes ``--json`` if given. Needs Debian's ``dataset-fashion-mnist``.
+
+Run: python bench/mnist_fashion.py [--steps 70] [--threads 2] [--json runs/fashion.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs/examples"))
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=70)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--threads", type=int, help="BLAS and torch threads (default: theirs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, help="write the results here too")
+    return p.parse_args()
+
+
+def _torch_model(torch: Any) -> Any:
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(),
+        nn.BatchNorm2d(32), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(),
+        nn.BatchNorm2d(64), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(576, 10),
+    )  # fmt: skip
+
+
+def _sadl(state: dict[str, np.ndarray], data: Any, order: np.ndarray, compiled: bool) -> dict:
+    import fashion_mnist as example  # docs/examples/fashion_mnist.py: the same network
+    import sadl
+
+    x_train, y_train, x_test, y_test = data
+    model = example.beautiful_mnist()
+    model.load_state_dict(state)
+    optimizer = sadl.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(x: Any, y: Any) -> Any:
+        loss = sadl.ops.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    run = sadl.compile(step) if compiled else step
+    start = time.perf_counter()
+    losses = [float(run(x_train[idx], y_train[idx]).item()) for idx in order]
+    seconds = time.perf_counter() - start
+    accuracy = example.accuracy(model, x_test, y_test)
+    return {"seconds": seconds, "accuracy": accuracy, "first_loss": losses[0], "loss": losses[-1]}
+
+
+def _torch(torch: Any, model: Any, data: Any, order: np.ndarray) -> dict:
+    x_train, y_train, x_test, y_test = (torch.from_numpy(a) for a in data)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    losses = []
+    for idx in order:
+        i = torch.from_numpy(idx)
+        loss = torch.nn.functional.cross_entropy(model(x_train[i]), y_train[i])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    seconds = time.perf_counter() - start
+    model.eval()
+    with torch.no_grad():
+        hits = sum(
+            int((model(x_test[i : i + 1000]).argmax(1) == y_test[i : i + 1000]).sum())
+            for i in range(0, len(x_test), 1000)
+        )
+    accuracy = hits / len(x_test)
+    return {"seconds": seconds, "accuracy": accuracy, "first_loss": losses[0], "loss": losses[-1]}
+
+
+def main() -> None:
+    args = _args()
+    if args.threads:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
+    import fashion_mnist as example
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    x_train, y_train = example.images("train")
+    x_test, y_test = example.images("test")
+    data = (x_train, y_train, x_test, y_test)
+    rng = np.random.default_rng(args.seed)
+    order = rng.integers(0, len(x_train), (args.steps, args.batch_size))
+    torch.manual_seed(args.seed)
+    reference = _torch_model(torch)
+    state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
+    results = {
+        "sadl compiled": _sadl(state, data, order, compiled=True),
+        "sadl eager": _sadl(state, data, order, compiled=False),
+        "torch": _torch(torch, reference, data, order),
+    }
+    print(f"{args.steps} steps of {args.batch_size}, load average {os.getloadavg()[0]:.1f}")
+    for name, r in results.items():
+        ratio = r["seconds"] / results["torch"]["seconds"]
+        print(
+            f"{name:14s} {r['seconds']:7.1f} s ({ratio:.2f}x torch)  loss {r['first_loss']:.3f} "
+            f"-> {r['loss']:.3f}  test accuracy {r['accuracy']:.4f}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, **results}))
+
+
+if __name__ == "__main__":
+    main()
