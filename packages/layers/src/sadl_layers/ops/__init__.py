@@ -34,6 +34,7 @@ from sadl_layers.ops import (
     recurrent,
     reductions,
     resize,
+    rotary,
     scatter_gather,
     selection,
     tensor_ops,
@@ -57,6 +58,7 @@ from sadl_layers.ops.predicates import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.reductions import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.rotary import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
 from sadl_layers.ops.tensor_ops import *  # noqa: F403
@@ -72,6 +74,7 @@ _TABLES = (
     grouped,
     dense,
     attention,
+    rotary,
     conv,
     pooling,
     resize,
