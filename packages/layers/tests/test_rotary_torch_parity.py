@@ -74,8 +74,9 @@ def test_float64_gradcheck_through_tables_and_input():
     cos, sin = rotary_tables(4, np.arange(3), 10.0)
     x = np.random.default_rng(3).standard_normal((2, 3, 4))
     for interleaved in (False, True):
-        assert gradcheck(lambda a, c, s, i=interleaved: rotary_embedding(a, c, s, interleaved=i),
-                         x, cos, sin)
+        assert gradcheck(
+            lambda a, c, s, i=interleaved: rotary_embedding(a, c, s, interleaved=i), x, cos, sin
+        )
 
 
 def test_float32_stays_float32_and_bad_shapes_name_the_op():

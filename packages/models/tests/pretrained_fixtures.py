@@ -29,7 +29,10 @@ def byte_level_bpe(vocab_size: int = 400) -> Any:
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -42,8 +45,15 @@ def byte_level_bpe(vocab_size: int = 400) -> Any:
 
 def word_piece() -> Any:
     """A small lower-casing BERT WordPiece tokenizer with [CLS] ... [SEP] and 128-padding."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -106,9 +116,11 @@ def bert_dir(path: str, *, sentence: bool = True, seed: int = 0) -> Any:
         os.makedirs(os.path.join(path, "1_Pooling"), exist_ok=True)
         with open(os.path.join(path, "1_Pooling", "config.json"), "w") as fh:
             json.dump({"word_embedding_dimension": 24, "pooling_mode_mean_tokens": True}, fh)
-        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-                   {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]  # fmt: skip
+        kinds = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
+        modules = [
+            {"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{kind}"}
+            for i, (p, kind) in enumerate(kinds)
+        ]
         with open(os.path.join(path, "modules.json"), "w") as fh:
             json.dump(modules, fh)
         with open(os.path.join(path, "sentence_bert_config.json"), "w") as fh:
@@ -118,7 +130,11 @@ def bert_dir(path: str, *, sentence: bool = True, seed: int = 0) -> Any:
 
 def permute_rows(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's convert_hf_to_gguf ``LlamaModel.permute`` of Q/K rows."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
 
 
 _GGUF_NAMES = {
@@ -211,4 +227,8 @@ def write_gguf(
 
 
 def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
-    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return (
+        w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )

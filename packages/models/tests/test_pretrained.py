@@ -6,6 +6,7 @@ tokenizer.json they came from."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -214,10 +215,9 @@ def test_truncated_gguf_names_the_file(llama, tmp_path):
     from sadl_serialize import SadlFormatError
 
     path = _gguf_file(llama, tmp_path)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     for cut in (len(data) - 100, len(data) // 3, 40):
-        with open(path, "wb") as fh:
-            fh.write(data[:cut])
+        Path(path).write_bytes(data[:cut])
         with pytest.raises(SadlFormatError, match=r"m\.gguf.*(truncated|cannot parse)"):
             load_pretrained(path)
 
@@ -249,15 +249,18 @@ def test_hf_config_not_matching_weights_unknown_type_and_missing_tokenizer(tmp_p
     path = str(tmp_path)
     llama_dir(path, seed=2)
     config_path = os.path.join(path, "config.json")
-    config = json.load(open(config_path))
-    json.dump({**config, "intermediate_size": 96}, open(config_path, "w"))
-    with pytest.raises(PretrainedLoadError, match=r"model\.safetensors: the weights do not match "
-                       r"the config.*mlp\.down_proj\.weight: file \(32, 64\), config \(32, 96\)"):
+    config = json.loads(Path(config_path).read_text())
+    Path(config_path).write_text(json.dumps({**config, "intermediate_size": 96}))
+    with pytest.raises(
+        PretrainedLoadError,
+        match=r"model\.safetensors: the weights do not match "
+        r"the config.*mlp\.down_proj\.weight: file \(32, 64\), config \(32, 96\)",
+    ):
         load_pretrained(path)
-    json.dump({**config, "model_type": "t5"}, open(config_path, "w"))
+    Path(config_path).write_text(json.dumps({**config, "model_type": "t5"}))
     with pytest.raises(PretrainedLoadError, match=r"config\.json: unknown architecture.*'t5'"):
         load_pretrained(path)
-    json.dump(config, open(config_path, "w"))
+    Path(config_path).write_text(json.dumps(config))
     os.remove(os.path.join(path, "tokenizer.json"))
     with pytest.raises(TokenizerLoadError, match=r"tokenizer\.json: missing"):
         load_pretrained(path)
@@ -280,7 +283,7 @@ def test_sharded_safetensors_directory_loads(llama, tmp_path):
     for name, ks in shards.items():
         save_safetensors({k: weights[k] for k in ks}, str(tmp_path / name))
     index = {"weight_map": {k: name for name, ks in shards.items() for k in ks}}
-    json.dump(index, open(tmp_path / "model.safetensors.index.json", "w"))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     model, tok = load_pretrained(str(tmp_path))
     ids = [tok.encode("The quick brown fox")]
     np.testing.assert_allclose(model(np.array(ids)).numpy(), _hf_logits(ref, ids), atol=2e-5)

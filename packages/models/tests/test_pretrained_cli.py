@@ -36,7 +36,9 @@ def test_generate_streams_the_greedy_continuation_and_reports_tokens_per_second(
 
     hf, gguf_path = checkpoints
     for path in (hf, gguf_path):
-        run = _sadl("generate", "--pretrained", path, "--prompt", "The quick", "--max-new-tokens", "8")
+        run = _sadl(
+            "generate", "--pretrained", path, "--prompt", "The quick", "--max-new-tokens", "8"
+        )
         assert run.returncode == 0, run.stderr
         model, tok = load_pretrained(path)
         ids = tok.encode("The quick")
@@ -47,11 +49,14 @@ def test_generate_streams_the_greedy_continuation_and_reports_tokens_per_second(
 
 def test_generate_chat_uses_the_template_and_bad_paths_are_one_line(checkpoints, tmp_path):
     hf, gguf_path = checkpoints
-    run = _sadl("generate", "--pretrained", gguf_path, "--prompt", "hi", "--chat", "--max-new-tokens", "3")
+    run = _sadl(
+        "generate", "--pretrained", gguf_path, "--prompt", "hi", "--chat", "--max-new-tokens", "3"
+    )
     assert run.returncode == 0, run.stderr
     assert "<|im_start|>" not in run.stdout  # the template is the prompt, not echoed
     bad = tmp_path / "cut.gguf"
-    bad.write_bytes(open(gguf_path, "rb").read()[:200])
+    with open(gguf_path, "rb") as fh:
+        bad.write_bytes(fh.read(200))
     run = _sadl("generate", "--pretrained", str(bad), "--prompt", "x")
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "cut.gguf" in run.stderr
     run = _sadl("generate", "--checkpoint", "x.sadl", "--pretrained", hf)

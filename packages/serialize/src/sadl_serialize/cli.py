@@ -1,6 +1,7 @@
 """``sadl inspect FILE``: keys, dtypes, shapes and sizes in a ``.sadl`` or ``.safetensors`` file;
 for a ``.gguf`` file or a Hugging Face directory, the checkpoint's architecture, parameter count,
-dtypes or quantization and tokenizer (:mod:`sadl_serialize.pretrained_inspect`)."""
+dtypes or quantization and tokenizer (:mod:`sadl_serialize.pretrained_inspect`).
+"""
 
 from __future__ import annotations
 

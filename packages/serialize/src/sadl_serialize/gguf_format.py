@@ -94,7 +94,9 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     with open(name, "rb") as fh:
         head = fh.read(4)
     if head != MAGIC:
-        raise SadlFormatError(name, 0, f"expected the magic {MAGIC!r}, got {head!r}", format=_FORMAT)
+        raise SadlFormatError(
+            name, 0, f"expected the magic {MAGIC!r}, got {head!r}", format=_FORMAT
+        )
     try:
         reader = gguf.GGUFReader(name)
     except (ValueError, IndexError, KeyError, TypeError, OverflowError, UnicodeDecodeError) as exc:
@@ -142,7 +144,9 @@ def dequantize(tensor: GGUFTensor) -> np.ndarray[Any, Any]:
     return np.ascontiguousarray(out.reshape(tensor.shape), dtype=np.float32)
 
 
-def load_gguf(path: str | os.PathLike[str], device: Device | str | None = None) -> dict[str, Tensor]:
+def load_gguf(
+    path: str | os.PathLike[str], device: Device | str | None = None
+) -> dict[str, Tensor]:
     """Every tensor of a GGUF file as a float32 Tensor, by GGUF name (``sadl.load``'s reader)."""
     file = read_gguf(path)
     out = {}

@@ -1,7 +1,7 @@
 """The sadl plugin module of sadl_serialize (entry point ``serialize`` in ``sadl.plugins``).
 
-Registers the ``sadl``, ``safetensors`` and ``gguf`` (read-only) formats for ``sadl.save`` / ``sadl.load`` and the
-``sadl inspect`` command.
+Registers the ``sadl``, ``safetensors`` and ``gguf`` (read-only) formats for ``sadl.save`` /
+``sadl.load`` and the ``sadl inspect`` command.
 """
 
 from __future__ import annotations

@@ -96,11 +96,11 @@ class _SelfAttention(Module):
 class _Attention(Module):
     def __init__(self, c: BertConfig) -> None:
         super().__init__()
-        setattr(self, "self", _SelfAttention(c))  # Hugging Face's name: attention.self.query
+        self.self = _SelfAttention(c)  # Hugging Face's name: attention.self.query
         self.output = _Dense(c.hidden_size, c.hidden_size, c.layer_norm_eps)
 
     def forward(self, x: Tensor, keep: Any) -> Tensor:
-        out: Tensor = self.output(getattr(self, "self")(x, keep), x)
+        out: Tensor = self.output(self.self(x, keep), x)
         return out
 
 
@@ -233,7 +233,9 @@ class BertModel(Module):
         elif self.pooling == "max":
             pooled = np.where(mask[:, :, None] > 0, h, -np.inf).max(axis=1)
         else:
-            pooled = (h * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+            pooled = (h * mask[:, :, None]).sum(axis=1) / np.maximum(
+                mask.sum(1, keepdims=True), 1e-9
+            )
         if self.normalize:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled.astype(np.float32)

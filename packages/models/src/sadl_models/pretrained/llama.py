@@ -96,7 +96,9 @@ class LlamaAttention(Module):
         if cache is not None:  # generation (no gradient): keys and values of every position
             k, v = cache.store(layer, k.data, v.data)
         y = scaled_dot_product_attention(q, k, v, causal=True, enable_gqa=self.n_kv != self.n_head)
-        out: Tensor = self.o_proj(y.transpose(0, 2, 1, 3).reshape(B, T, self.n_head * self.head_dim))
+        out: Tensor = self.o_proj(
+            y.transpose(0, 2, 1, 3).reshape(B, T, self.n_head * self.head_dim)
+        )
         return out
 
 
@@ -139,7 +141,9 @@ class LlamaModel(Module):
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
-        self.layers = ModuleList([LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)])
+        self.layers = ModuleList(
+            [LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)]
+        )
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, ids: Any, cache: KVCache | None = None) -> Tensor:

@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 import numpy as np
+
 from sadl_models.pretrained.bert import BertConfig, BertModel
 from sadl_models.pretrained.llama import LlamaConfig, LlamaForCausalLM
 from sadl_models.pretrained.tokenizer import (
@@ -207,7 +208,7 @@ def _read_json(path: str) -> Any:
 
 
 def _sentence_options(directory: str) -> dict[str, Any]:
-    """pooling / normalize / max_seq_length from a sentence-transformers checkpoint's files."""
+    """Pooling / normalize / max_seq_length from a sentence-transformers checkpoint's files."""
     options: dict[str, Any] = {}
     pooling_path = os.path.join(directory, "1_Pooling", "config.json")
     if os.path.isfile(pooling_path):
@@ -292,9 +293,7 @@ def _load_hf(directory: str) -> tuple[Any, PretrainedTokenizer]:
     state = _strip_prefix(state, model_type)
     model = build(config, directory, tokenizer)
     if isinstance(model, BertModel) and "pooler.dense.weight" in state:
-        model = BertModel(
-            config, tokenizer=tokenizer, pooler=True, **_sentence_options(directory)
-        )
+        model = BertModel(config, tokenizer=tokenizer, pooler=True, **_sentence_options(directory))
     _load_checked(model, state, where)
     return model, tokenizer
 

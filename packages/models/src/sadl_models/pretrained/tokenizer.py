@@ -84,7 +84,9 @@ class PretrainedTokenizer:
     def encode(
         self, text: str, add_special_tokens: bool = True, max_length: int | None = None
     ) -> list[int]:
-        """The ids of ``text``; ``max_length`` truncates (special tokens kept, as tokenizers does)."""
+        """The ids of ``text``; ``max_length`` truncates (keeping the special tokens, as
+        tokenizers does).
+        """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
         tok = self._tok
@@ -141,7 +143,7 @@ def _tokenizers() -> Any:
 
 
 def hf_tokenizer(directory: str) -> PretrainedTokenizer:
-    """The tokenizer of a Hugging Face directory (``tokenizer.json`` + ``tokenizer_config.json``)."""
+    """The tokenizer of a Hugging Face directory (``tokenizer.json``, ``tokenizer_config.json``)."""
     tk = _tokenizers()
     path = os.path.join(directory, "tokenizer.json")
     if not os.path.isfile(path):
