@@ -196,7 +196,7 @@ class BertModel(Module):
         if device != "cpu":
             arr, types = to_device(arr, device), to_device(types, device)
             keep = None if keep is None else to_device(keep, device)
-        x = self.embeddings(arr, types)
+        x: Tensor = self.embeddings(arr, types)
         for block in self.encoder.layer:
             x = block(x, keep)
         return x

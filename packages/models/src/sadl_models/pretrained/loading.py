@@ -173,26 +173,33 @@ def _load_gguf(path: str) -> tuple[LlamaForCausalLM, PretrainedTokenizer]:
     names = {t.name for t in file.tensors}
     tied = "output.weight" not in names
     config = LlamaConfig(**{**config.to_dict(), "tie_word_embeddings": tied})
-    state: dict[str, np.ndarray[Any, Any]] = {}
+    plan = {}
     unknown = []
     for t in file.tensors:
         hf = _hf_name(t.name)
         if hf is None:
             unknown.append(t.name)
-            continue
-        array = dequantize(t)
-        if hf.endswith("q_proj.weight"):
-            array = unpermute_rotary_rows(array, config.num_attention_heads)
-        elif hf.endswith("k_proj.weight"):
-            array = unpermute_rotary_rows(array, config.num_key_value_heads)
-        state[hf] = array
+        else:
+            plan[hf] = t
     if unknown:
         raise PretrainedLoadError(
             f"{path}: tensors this llama loader does not know: {', '.join(unknown[:5])}"
             + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         )
     model = LlamaForCausalLM(config)
-    _load_checked(model, state, path)
+    _check_shapes(model, {k: t.shape for k, t in plan.items()}, path)
+    # Checked before any data is read: each tensor is dequantized straight into its parameter,
+    # so the float32 weights exist once (the peak is the model plus one tensor).
+    params = dict(model.named_parameters())
+    heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}
+    for hf, t in plan.items():
+        array = dequantize(t)
+        kind = hf.split(".")[-2]
+        if kind in heads:
+            array = unpermute_rotary_rows(array, heads[kind])
+        params[hf].data[...] = array
+        del array
+    model.eval()
     return model, tokenizer
 
 
@@ -313,17 +320,19 @@ def _strip_prefix(state: dict[str, Any], model_type: str) -> dict[str, Any]:
     return out
 
 
-def _load_checked(model: Any, state: dict[str, np.ndarray[Any, Any]], where: str) -> None:
-    """Copy ``state`` into ``model`` after checking every name and shape (all or nothing)."""
+def _check_shapes(model: Any, shapes: dict[str, tuple[int, ...]], where: str) -> None:
+    """Every parameter of ``model`` has a tensor of its shape in ``shapes``, and nothing else is
+    there; otherwise one error naming ``where`` and the first differences.
+    """
     expected = dict(model.state_dict())
     if getattr(getattr(model, "config", None), "tie_word_embeddings", False):
-        state.pop("lm_head.weight", None)  # the same matrix as the embedding (HF saves both)
-    missing = sorted(set(expected) - set(state))
-    extra = sorted(set(state) - set(expected))
+        shapes.pop("lm_head.weight", None)  # the same matrix as the embedding (HF saves both)
+    missing = sorted(set(expected) - set(shapes))
+    extra = sorted(set(shapes) - set(expected))
     wrong = [
-        f"{k}: file {tuple(state[k].shape)}, config {tuple(expected[k].shape)}"
+        f"{k}: file {tuple(shapes[k])}, config {tuple(expected[k].shape)}"
         for k in expected
-        if k in state and tuple(state[k].shape) != tuple(expected[k].shape)
+        if k in shapes and tuple(shapes[k]) != tuple(expected[k].shape)
     ]
     problems = []
     if wrong:
@@ -336,5 +345,11 @@ def _load_checked(model: Any, state: dict[str, np.ndarray[Any, Any]], where: str
         more = len(wrong) + len(missing) + len(extra)
         raise PretrainedLoadError(f"{where}: the weights do not match the config ({more} "
                                   f"differences): " + " | ".join(problems))  # fmt: skip
+
+
+def _load_checked(model: Any, state: dict[str, np.ndarray[Any, Any]], where: str) -> None:
+    """Copy ``state`` into ``model`` after checking every name and shape (all or nothing)."""
+    _check_shapes(model, {k: tuple(v.shape) for k, v in state.items()}, where)
+    expected = dict(model.state_dict())
     model.load_state_dict({k: np.ascontiguousarray(state[k], np.float32) for k in expected})
     model.eval()
