@@ -180,7 +180,10 @@ class LlamaForCausalLM(Module):
         w: Tensor = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return w
 
-    def _ids(self, ids: Any, what: str) -> np.ndarray[Any, Any]:
+    def _ids(self, ids: Any, what: str, check_range: bool = False) -> np.ndarray[Any, Any]:
+        """ids as an int64 (B, T) host array. The range is checked by ``generate`` only:
+        ``forward`` leaves it to the embedding, so that it reads no values (``sadl.compile``).
+        """
         arr = np.asarray(to_device(ids.data if isinstance(ids, Tensor) else ids, "cpu"))
         if arr.dtype.kind not in "iu":
             raise TypeError(f"{what}: ids must be integer token ids, got dtype {arr.dtype}")
@@ -188,7 +191,7 @@ class LlamaForCausalLM(Module):
             arr = arr[None, :]
         if arr.ndim != 2 or arr.shape[1] == 0:
             raise ValueError(f"{what}: ids must be a non-empty (batch, time) or (time,) array")
-        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self.config.vocab_size):
+        if check_range and (int(arr.min()) < 0 or int(arr.max()) >= self.config.vocab_size):
             raise ValueError(f"{what}: token ids must be in [0, {self.config.vocab_size})")
         return arr.astype(np.int64)
 
@@ -219,7 +222,7 @@ class LlamaForCausalLM(Module):
         step (streaming). Returns the ids, prompt included, with the input's rank.
         """
         squeeze = np.ndim(ids.data if isinstance(ids, Tensor) else ids) == 1
-        arr = self._ids(ids, "generate")
+        arr = self._ids(ids, "generate", check_range=True)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer):
             raise TypeError(f"generate: max_new_tokens must be an int, got {max_new_tokens!r}")
         if max_new_tokens < 0:
