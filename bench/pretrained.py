@@ -81,12 +81,13 @@ def worker_torch(folder: str) -> dict[str, Any]:
         def end(self) -> None:
             pass
 
-    kw = {"do_sample": False, "eos_token_id": None, "pad_token_id": 0}
+    x = torch.tensor([ids])
+    kw = {"do_sample": False, "eos_token_id": None, "attention_mask": torch.ones_like(x)}
     with torch.no_grad():
-        model.generate(torch.tensor([ids]), max_new_tokens=2, min_new_tokens=2, **kw)
+        model.generate(x, max_new_tokens=2, min_new_tokens=2, **kw)
         streamer = First()
         start = time.perf_counter()
-        out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS,
+        out = model.generate(x, max_new_tokens=NEW_TOKENS,
                              min_new_tokens=NEW_TOKENS, streamer=streamer, **kw)  # fmt: skip
         total = time.perf_counter() - start
     return {"tokens_per_s": NEW_TOKENS / total, "ttft": streamer.calls[1] - start,
