@@ -90,8 +90,10 @@ def test_smollm2_logits_and_greedy_continuations_match_transformers(smol):
             # The attention mask is given: without one transformers masks every id equal to its
             # pad id (2, <|im_end|>, which the chat template puts in the prompt).
             x = torch.tensor([ids])
-            theirs = ref.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=32,
-                                  min_new_tokens=32, do_sample=False, eos_token_id=None)  # fmt: skip
+            theirs = ref.generate(
+                x, attention_mask=torch.ones_like(x), max_new_tokens=32, min_new_tokens=32,
+                do_sample=False, eos_token_id=None,
+            )  # fmt: skip
         assert ours.tolist() == theirs[0].tolist(), prompt
     print(f"\nSmolLM2 GGUF: max |logit diff| over {len(PROMPTS)} prompts = {worst:.3g}; "
           "32-token greedy continuations identical")  # fmt: skip
