@@ -181,7 +181,7 @@ class LlamaForCausalLM(Module):
         return w
 
     def _ids(self, ids: Any, what: str, check_range: bool = False) -> np.ndarray[Any, Any]:
-        """ids as an int64 (B, T) host array. The range is checked by ``generate`` only:
+        """The ids as an int64 (B, T) host array. The range is checked by ``generate`` only:
         ``forward`` leaves it to the embedding, so that it reads no values (``sadl.compile``).
         """
         arr = np.asarray(to_device(ids.data if isinstance(ids, Tensor) else ids, "cpu"))
