@@ -34,6 +34,7 @@ class RotaryEmbedding(Layer):
         self.base = float(base)
         self.interleaved = bool(interleaved)
         self._tables: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
+        self._cast_tables: tuple[Any, tuple[Any, Any]] | None = None
 
     def tables(self, stop: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """float64 ``(cos, sin)`` for positions ``0 .. stop - 1`` (grown in doublings)."""
@@ -44,16 +45,26 @@ class RotaryEmbedding(Layer):
             )
         return self._tables
 
+    def _cast(self, stop: int, like: Any) -> tuple[Any, Any]:
+        """The tables in ``like``'s dtype and array module (kept: every layer and token reads
+        them).
+        """
+        cos, sin = self.tables(stop)
+        key = (type(like), np.dtype(like.dtype), cos.shape[0])
+        if self._cast_tables is None or self._cast_tables[0] != key:
+            xp = array_module(like)
+            cast = (xp.asarray(cos, dtype=like.dtype), xp.asarray(sin, dtype=like.dtype))
+            self._cast_tables = (key, cast)
+        return self._cast_tables[1]
+
     def forward(self, x: Any, offset: int = 0) -> Tensor:
         """``x`` rotated for positions starting at ``offset``."""
         x = as_tensor(x)
         if x.ndim < 2 or x.shape[-1] != self.head_dim:
             raise self.fail(f"expected input (..., T, {self.head_dim}), got {tuple(x.shape)}")
         T = x.shape[-2]
-        cos, sin = self.tables(offset + T)
-        xp = array_module(x.data)
-        c = xp.asarray(cos[offset : offset + T], dtype=x.dtype)
-        s = xp.asarray(sin[offset : offset + T], dtype=x.dtype)
+        c, s = self._cast(offset + T, x.data)
+        c, s = c[offset : offset + T], s[offset : offset + T]
         out: Tensor = self.call_op(_rotary.rotary_embedding, x, c, s, interleaved=self.interleaved)
         return out
 
