@@ -55,7 +55,12 @@ PARAGRAPH = (
     "the details of disks and terminals behind files and processes. Each layer let people think "
     "about larger problems while trusting the layers below. Today a programmer can train a "
     "neural network with a few lines of code, standing on decades of such layers, from the "
-    "transistor to the tensor library, each one built, tested and refined by someone else."
+    "transistor to the tensor library, each one built, tested and refined by someone else. "
+    "The price of abstraction is that mistakes hide well. A wrong sign deep in a library can "
+    "survive for years when its results still look plausible, which is why careful engineers "
+    "compare numbers against a trusted reference rather than admiring the output. A model that "
+    "writes fluent sentences may still be computing the wrong thing; only a measured loss, "
+    "checked against another implementation on the same weights, tells the two apart."
 )
 
 
