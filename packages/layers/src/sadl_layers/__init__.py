@@ -30,6 +30,7 @@ from sadl_layers.modules.normalization import *  # noqa: F403
 from sadl_layers.modules.pooling import *  # noqa: F403
 from sadl_layers.modules.recurrent import *  # noqa: F403
 from sadl_layers.modules.resize import *  # noqa: F403
+from sadl_layers.modules.rotary import *  # noqa: F403
 from sadl_layers.ops import OPS
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
@@ -46,6 +47,7 @@ from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.rotary import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
 from sadl_layers.ops.tensor_ops import *  # noqa: F403

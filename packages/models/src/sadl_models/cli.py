@@ -297,15 +297,30 @@ def _add_generate(sub: Any) -> argparse.ArgumentParser:
         description="Sample text from a trained GPT checkpoint (uses the KV cache).",
     )
     arg = p.add_argument
-    arg("--checkpoint", required=True, metavar="PATH", help="a checkpoint.sadl file")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", metavar="PATH", help="a checkpoint.sadl file")
+    source.add_argument(
+        "--pretrained",
+        metavar="PATH",
+        help="a published checkpoint: a .gguf file or a Hugging Face directory",
+    )
     arg("--prompt", metavar="TEXT", help='text to continue (default: "The ")')
-    arg("--tokens", type=NON_NEGATIVE, default=300, metavar="N", help="default: 300")
+    arg("--chat", action="store_true", help="--pretrained: wrap the prompt in its chat template")
+    arg(
+        "--tokens",
+        "--max-new-tokens",
+        dest="tokens",
+        type=NON_NEGATIVE,
+        default=None,
+        metavar="N",
+        help="default: 300 (64 with --pretrained)",
+    )
     arg(
         "--temperature",
         type=NON_NEGATIVE_FLOAT,
-        default=0.8,
+        default=None,
         metavar="T",
-        help="0 is greedy (default: 0.8)",
+        help="0 is greedy (default: 0.8; 0 with --pretrained)",
     )
     arg("--top-k", type=POSITIVE, metavar="K", help="sample from the K most likely tokens")
     arg("--top-p", type=PROBABILITY, metavar="P", help="nucleus sampling, P in (0, 1]")
@@ -325,6 +340,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     prog = "sadl generate"
     _set_threads(args.threads)
+    if args.pretrained is not None:
+        from sadl_models.pretrained.cli import generate_pretrained
+
+        args.tokens = 64 if args.tokens is None else args.tokens
+        return generate_pretrained(args)
+    if args.chat:
+        return _fail(prog, "--chat needs --pretrained (a checkpoint with a chat template)")
+    args.tokens = 300 if args.tokens is None else args.tokens
+    args.temperature = 0.8 if args.temperature is None else args.temperature
     model = None
     try:
         device = check_device(args.device)

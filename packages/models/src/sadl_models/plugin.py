@@ -29,11 +29,18 @@ MLP_DEFAULTS = {"hidden_sizes": (64,), "activation": "relu", "dropout": 0.0}
 
 @hookimpl
 def register_models() -> Iterable[ModelDef]:
-    """``gpt`` (GPT-2 style language model) and ``mlp`` (a classifier)."""
+    """``gpt`` (GPT-2 style language model), ``mlp`` (a classifier) and ``load_pretrained``
+    (``sadl.models.load_pretrained(path) -> (model, tokenizer)`` for published checkpoints).
+    """
     from sadl_models.gpt import GPT
     from sadl_models.mlp import MLP
+    from sadl_models.pretrained.loading import load_pretrained
 
-    return [ModelDef("gpt", GPT, dict(GPT_DEFAULTS)), ModelDef("mlp", MLP, dict(MLP_DEFAULTS))]
+    return [
+        ModelDef("gpt", GPT, dict(GPT_DEFAULTS)),
+        ModelDef("mlp", MLP, dict(MLP_DEFAULTS)),
+        ModelDef("load_pretrained", load_pretrained),
+    ]
 
 
 @hookimpl

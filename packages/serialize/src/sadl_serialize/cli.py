@@ -1,4 +1,7 @@
-"""``sadl inspect FILE``: keys, dtypes, shapes and sizes in a ``.sadl`` or ``.safetensors`` file."""
+"""``sadl inspect FILE``: keys, dtypes, shapes and sizes in a ``.sadl`` or ``.safetensors`` file;
+for a ``.gguf`` file or a Hugging Face directory, the checkpoint's architecture, parameter count,
+dtypes or quantization and tokenizer (:mod:`sadl_serialize.pretrained_inspect`).
+"""
 
 from __future__ import annotations
 
@@ -20,10 +23,13 @@ def add_inspect_command(subparsers: Any) -> None:
     """Add ``inspect`` to the ``sadl`` command line (called from the plugin's hook)."""
     p = subparsers.add_parser(
         "inspect",
-        help="list the tensors in a .sadl or .safetensors file (keys, dtypes, shapes, sizes)",
-        description="List the tensors in a .sadl or .safetensors file after validating it.",
+        help="list the tensors in a .sadl or .safetensors file, or describe a .gguf file or a "
+        "Hugging Face model directory",
+        description="List the tensors in a .sadl or .safetensors file after validating it; "
+        "describe a .gguf file or a Hugging Face directory (architecture, parameters, dtypes, "
+        "tokenizer).",
     )
-    p.add_argument("file", help="a .sadl or .safetensors file")
+    p.add_argument("file", help="a .sadl, .safetensors or .gguf file, or a model directory")
     p.set_defaults(func=_cmd_inspect)
 
 
@@ -80,6 +86,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     # A file that is missing, unreadable or malformed is bad input: status 2, one line, in the
     # format of every sadl command (sadl.cli).
     try:
+        from sadl_serialize.pretrained_inspect import describe_pretrained, is_pretrained
+
+        if is_pretrained(path):
+            print("\n".join(describe_pretrained(path)))
+            return 0
         kind, index, notes = describe(path)
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None

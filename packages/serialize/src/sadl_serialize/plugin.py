@@ -1,7 +1,7 @@
 """The sadl plugin module of sadl_serialize (entry point ``serialize`` in ``sadl.plugins``).
 
-Registers the ``sadl`` and ``safetensors`` formats for ``sadl.save`` / ``sadl.load`` and the
-``sadl inspect`` command.
+Registers the ``sadl``, ``safetensors`` and ``gguf`` (read-only) formats for ``sadl.save`` /
+``sadl.load`` and the ``sadl inspect`` command.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ require_api("1.0")
 
 @hookimpl
 def register_formats() -> Iterable[FormatDef]:
-    """``.sadl`` (magic ``b"SADL"``) and ``.safetensors``."""
+    """``.sadl`` (magic ``b"SADL"``), ``.safetensors`` and ``.gguf`` (read only)."""
+    from sadl_serialize.gguf_format import MAGIC as GGUF_MAGIC
+    from sadl_serialize.gguf_format import load_gguf, save_gguf
     from sadl_serialize.objects import load, save
     from sadl_serialize.sadl_format import MAGIC
     from sadl_serialize.safetensors_format import load_safetensors, save_safetensors
@@ -24,6 +26,7 @@ def register_formats() -> Iterable[FormatDef]:
     return [
         FormatDef("sadl", (".sadl",), save, load, magic=MAGIC),
         FormatDef("safetensors", (".safetensors",), save_safetensors, load_safetensors),
+        FormatDef("gguf", (".gguf",), save_gguf, load_gguf, magic=GGUF_MAGIC),
     ]
 
 

@@ -19,6 +19,7 @@ from sadl_layers.modules import (
     pooling,
     recurrent,
     resize,
+    rotary,
 )
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
@@ -31,6 +32,7 @@ from sadl_layers.modules.normalization import *  # noqa: F403
 from sadl_layers.modules.pooling import *  # noqa: F403
 from sadl_layers.modules.recurrent import *  # noqa: F403
 from sadl_layers.modules.resize import *  # noqa: F403
+from sadl_layers.modules.rotary import *  # noqa: F403
 
 _TABLES = (
     containers,
@@ -39,6 +41,7 @@ _TABLES = (
     grouped,
     activations,
     attention,
+    rotary,
     conv,
     pooling,
     resize,

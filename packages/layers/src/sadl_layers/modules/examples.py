@@ -30,6 +30,10 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "Identity": (Example((2, 3)),),
     "LayerNorm": (Example((2, 5), normalized_shape=5),),
     "RMSNorm": (Example((2, 5), normalized_shape=5),),
+    "RotaryEmbedding": (
+        Example((2, 3, 4), head_dim=4),
+        Example((1, 2, 3, 6), head_dim=6, base=100.0, interleaved=True),
+    ),
     "BatchNorm1d": (Example((6, 3), num_features=3),),
     "BatchNorm2d": (Example((4, 2, 3, 3), num_features=2),),
     "BatchNorm3d": (Example((2, 2, 3, 2, 3), num_features=2),),

@@ -31,6 +31,7 @@ from sadl_layers.ops import (
     pooling,
     recurrent,
     resize,
+    rotary,
     scatter_gather,
     selection,
     tensor_ops,
@@ -51,6 +52,7 @@ from sadl_layers.ops.piecewise import *  # noqa: F403
 from sadl_layers.ops.pooling import *  # noqa: F403
 from sadl_layers.ops.recurrent import *  # noqa: F403
 from sadl_layers.ops.resize import *  # noqa: F403
+from sadl_layers.ops.rotary import *  # noqa: F403
 from sadl_layers.ops.scatter_gather import *  # noqa: F403
 from sadl_layers.ops.selection import *  # noqa: F403
 from sadl_layers.ops.tensor_ops import *  # noqa: F403
@@ -65,6 +67,7 @@ _TABLES = (
     grouped,
     dense,
     attention,
+    rotary,
     conv,
     pooling,
     resize,
