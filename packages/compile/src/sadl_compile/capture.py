@@ -367,7 +367,7 @@ class Capture(Tracer):
                 DATA.__set__(tensor, self._held_scalar(tensor, data))
             grad = GRAD.__get__(tensor, Tensor)
             if is_traced(grad):
-                GRAD.__set__(tensor, _untraced(grad))
+                GRAD.__set__(tensor, plain(grad))
         self._tensors.clear()
         for kind, holder, key, obj, traced in reversed(self._bound):
             _bind(kind, holder, key, traced, obj)
