@@ -223,3 +223,26 @@ def test_a_0d_parameter_trained_in_the_call_keeps_array_gradients_as_in_eager():
         eager(), compiled()
         for a, b in ((p_eager.data, p_compiled.data), (p_eager.grad, p_compiled.grad)):
             assert type(a) is type(b) and np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_a_numpy_generator_made_inside_and_passed_with_star_arguments_starts_anew():
+    def f(x):
+        made = np.random.default_rng(5)
+        return (x + sadl.rand(*x.shape, rng=made, dtype=np.float64)).detach()
+
+    compiled = sadl.compile(f)
+    x = sadl.ones(2, 3, dtype=np.float64)
+    for _ in range(3):
+        assert compiled(x).numpy().tobytes() == f(x).numpy().tobytes()
+
+
+def test_a_numpy_generator_passed_as_an_argument_draws_on():
+    def f(x, gen):
+        return (x + sadl.rand(*x.shape, rng=gen, dtype=np.float64)).detach()
+
+    g_eager, g_compiled = np.random.default_rng(1), np.random.default_rng(1)
+    compiled = sadl.compile(f)
+    x = sadl.ones(3, dtype=np.float64)
+    for _ in range(3):
+        assert compiled(x, g_compiled).numpy().tobytes() == f(x, g_eager).numpy().tobytes()
+    assert g_eager.bit_generator.state == g_compiled.bit_generator.state

@@ -120,6 +120,8 @@ class Capture(Tracer):
             return type(tree)(self.adopt_arguments(x) for x in tree)
         if isinstance(tree, dict):
             return {k: self.adopt_arguments(v) for k, v in tree.items()}
+        if isinstance(tree, np.random.Generator):
+            self.arg_generators.append(tree)  # its stream outlives the call
         return tree
 
     def _argument(self, array: Any) -> Value:
