@@ -319,9 +319,10 @@ class Expression:
             if spec.numpy_only:  # no tensor in np.exp(...): recomputed from the array's contents
                 last = last * np.exp(np.tanh(state["table"]))
             loss = REDUCE[spec.reduce](last) + last.sum() * 0.01
-            if spec.grad and loss.requires_grad and spec.seed_grad:
+            if spec.grad and spec.seed_grad:
                 picked = last + pool[1]  # pool[1] reads the parameter: its .grad shows the seed
-                picked[picked.argmax(0)].backward(state["seed"])  # the seed reaches a scatter
+                if picked.requires_grad:
+                    picked[picked.argmax(0)].backward(state["seed"])  # the seed reaches a scatter
             elif spec.grad and loss.requires_grad:
                 loss.backward()
             return WRAP[spec.wrap](loss.detach(), last.detach())

@@ -203,3 +203,46 @@ def test_a_global_array_also_passed_as_the_argument_is_read_per_call():
     assert compiled(first).tobytes() == f(first).tobytes()
     holder["a"] = first
     assert compiled(second).tobytes() == f(second).tobytes()
+
+
+def test_a_0d_parameter_trained_in_the_call_keeps_array_gradients_as_in_eager():
+    def make():
+        p = sadl.Parameter(np.ones(()))
+        opt = sadl.SGD([p], lr=0.1, momentum=0.9)
+
+        def step():
+            (p * 3.0 + p * p).backward()  # .grad accumulates across calls
+            opt.step()
+
+        return p, step
+
+    p_eager, eager = make()
+    p_compiled, step = make()
+    compiled = sadl.compile(step, fusion=False)
+    for _ in range(4):
+        eager(), compiled()
+        for a, b in ((p_eager.data, p_compiled.data), (p_eager.grad, p_compiled.grad)):
+            assert type(a) is type(b) and np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_a_numpy_generator_made_inside_and_passed_with_star_arguments_starts_anew():
+    def f(x):
+        made = np.random.default_rng(5)
+        return (x + sadl.rand(*x.shape, rng=made, dtype=np.float64)).detach()
+
+    compiled = sadl.compile(f)
+    x = sadl.ones(2, 3, dtype=np.float64)
+    for _ in range(3):
+        assert compiled(x).numpy().tobytes() == f(x).numpy().tobytes()
+
+
+def test_a_numpy_generator_passed_as_an_argument_draws_on():
+    def f(x, gen):
+        return (x + sadl.rand(*x.shape, rng=gen, dtype=np.float64)).detach()
+
+    g_eager, g_compiled = np.random.default_rng(1), np.random.default_rng(1)
+    compiled = sadl.compile(f)
+    x = sadl.ones(3, dtype=np.float64)
+    for _ in range(3):
+        assert compiled(x, g_compiled).numpy().tobytes() == f(x, g_eager).numpy().tobytes()
+    assert g_eager.bit_generator.state == g_compiled.bit_generator.state

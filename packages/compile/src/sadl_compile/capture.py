@@ -120,6 +120,8 @@ class Capture(Tracer):
             return type(tree)(self.adopt_arguments(x) for x in tree)
         if isinstance(tree, dict):
             return {k: self.adopt_arguments(v) for k, v in tree.items()}
+        if isinstance(tree, np.random.Generator):
+            self.arg_generators.append(tree)  # its stream outlives the call
         return tree
 
     def _argument(self, array: Any) -> Value:
@@ -367,7 +369,7 @@ class Capture(Tracer):
                 DATA.__set__(tensor, self._held_scalar(tensor, data))
             grad = GRAD.__get__(tensor, Tensor)
             if is_traced(grad):
-                GRAD.__set__(tensor, _untraced(grad))
+                GRAD.__set__(tensor, plain(grad))
         self._tensors.clear()
         for kind, holder, key, obj, traced in reversed(self._bound):
             _bind(kind, holder, key, traced, obj)

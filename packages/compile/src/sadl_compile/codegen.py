@@ -337,8 +337,8 @@ def statements(node: Node, index: int, em: Emitter, names: dict[int, str]) -> li
         value = _escaping(node.reads[0], names) if node.reads else "None"
         if kind == "set_data" and node.reads and node.reads[0].storage.kind != "temp":
             value = names[node.reads[0].index]  # t.data += 1: the same array, as in eager
-        elif node.reads and node.reads[0].scalar:
-            value = f"{value}[()]"  # the call returned a NumPy scalar in eager: handed out as one
+        elif kind == "set_data" and node.reads and node.reads[0].scalar:
+            value = f"{value}[()]"  # t.data = (a call that returned a NumPy scalar), as in eager
         return [f"{holder}.{attr} = {value}"]
     if kind == "set_training":
         module = node.meta["module"]

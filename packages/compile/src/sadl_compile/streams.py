@@ -35,21 +35,33 @@ def state_key(generator: Any) -> str:
     return repr(generator.bit_generator.state)
 
 
-def held_outside(generator: Any) -> bool:
-    """Whether ``generator`` draws from the bit generator of a NumPy ``Generator`` that
-    something outside the running frames holds (a global, a closure, an attribute, an argument:
-    ``resolve_generator(g)`` of a captured ``g``): that stream outlives the call, and a replay
-    draws on from it. A bit generator made with ``generator`` (``rng=7``), or one of a
-    ``numpy.random.default_rng(7)`` made in the call and held only by its locals, starts anew
-    on every call, as eager makes it anew.
+def held_outside(generator: Any, arguments: Any = ()) -> bool:
+    """Whether ``generator`` draws from the bit generator of a NumPy ``Generator`` that exists
+    outside the call (one of the ``arguments``, or held by a global, a closure, an attribute, a
+    container that something holds: ``resolve_generator(g)`` of a captured ``g``): that stream
+    outlives the call, and a replay draws on from it. A bit generator made with ``generator``
+    (``rng=7``), or one of a ``numpy.random.default_rng(7)`` made in the call and held only by
+    its locals and the keywords of the calls it is passed to, starts anew on every call, as
+    eager makes it anew.
     """
     found = gc.get_referrers(generator.bit_generator)
     owners = [g for g in found if g is not generator and isinstance(g, np.random.Generator)]
     internal = {id(found), id(owners)}
+    passed = {id(a) for a in arguments}  # (no closure over owner: its cell would hold it)
     for owner in owners:
-        for holder in gc.get_referrers(owner):
-            if id(holder) not in internal and not isinstance(holder, types.FrameType):
-                return True
+        if id(owner) in passed:
+            return True
+        holders = gc.get_referrers(owner)
+        internal.add(id(holders))
+        for holder in holders:
+            if id(holder) in internal or isinstance(holder, types.FrameType):
+                continue
+            if isinstance(holder, dict | tuple):  # f(*a, rng=g) makes a dict that dies with it
+                outer = gc.get_referrers(holder)
+                internal.add(id(outer))
+                if all(id(o) in internal or isinstance(o, types.FrameType) for o in outer):
+                    continue
+            return True
     return False
 
 

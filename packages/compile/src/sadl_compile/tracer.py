@@ -82,6 +82,7 @@ class Tracer:
         self.irreversible: Node | None = None  #: the first effect a fallback could not undo
         self.busy = 0  #: > 0 while a recorded call runs (NumPy's own constructor calls pass)
         self._fresh: dict[int, tuple[Any, int]] = {}  # generators seeded during the trace
+        self.arg_generators: list[Any] = []  #: NumPy generators among the arguments
         self.streams = streams.Streams(self._state_key)  #: CPU generators between draws
         #: id(array) -> (array, its contents before the trace wrote it), for captured arrays
         self.snapshots: dict[int, tuple[Any, Any]] = {}
@@ -461,7 +462,7 @@ class Tracer:
         made anew on every replay, as every eager call makes it.
         """
         seed = _seed_of(generator)
-        if seed is not None and not streams.held_outside(generator):
+        if seed is not None and not streams.held_outside(generator, self.arg_generators):
             self._fresh[id(generator)] = (generator, seed)
 
     def reseeded(self, generator: Any) -> None:
