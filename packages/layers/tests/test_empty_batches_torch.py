@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::UserWarning
 
 #: sadl layers that torch.nn has under another name or with other defaults.
 _TORCH_NAMES = {"MultiHeadAttention": "MultiheadAttention", "Mlp": "Sequential"}
-_TORCH_KWARGS: dict[str, dict[str, Any]] = {"MultiheadAttention": {"batch_first": True}}
+_TORCH_KWARGS: dict[str, dict[str, Any]] = {"MultiHeadAttention": {"batch_first": True}}
 #: Layers without a forward pass (only built) or without a torch.nn counterpart.
 _NO_FORWARD = {"ModuleList", "ModuleDict"}
 _SEQUENCE_FIRST = {"RNN", "LSTM", "GRU"}  # (T, B, ...) unless batch_first
@@ -79,7 +79,7 @@ def test_layer_on_an_empty_batch_matches_torch(name, example, axis):
     tlayer = None
     if torch_cls is not None:
         kwargs = {k: _torch_value(v) for k, v in example.params.items()}
-        tlayer = torch_cls(**kwargs, **_TORCH_KWARGS.get(torch_name, {}))
+        tlayer = torch_cls(**kwargs, **_TORCH_KWARGS.get(name, {}))
     layer = LAYERS[name](**example.params)
     if tlayer is not None:  # the same parameters, so the values compare too
         state = {k: v.detach().numpy().copy() for k, v in tlayer.state_dict().items()}
