@@ -41,6 +41,14 @@ OPTIMIZERS = {
     "sgd_momentum": lambda p: sadl.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=0.01),
     "sgd_nesterov": lambda p: sadl.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
     "sgd_dampening": lambda p: sadl.optim.SGD(p, lr=0.05, momentum=0.5, dampening=0.3),
+    # torch's switches: the kernel decays as AdamW does, or leaves a maximizing group to the
+    # optimizer's own update (which negates the gradient)
+    "adam_decoupled": lambda p: sadl.optim.Adam(
+        p, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True
+    ),
+    "adam_maximize": lambda p: sadl.optim.Adam(p, lr=0.01, maximize=True),
+    "adamw_maximize": lambda p: AdamW(p, lr=0.01, weight_decay=0.1, maximize=True),
+    "sgd_maximize": lambda p: sadl.optim.SGD(p, lr=0.05, momentum=0.9, maximize=True),
 }
 
 

@@ -8,6 +8,7 @@ the loop, the groups and the bookkeeping, as in torch.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import math
 import numbers
@@ -126,8 +127,8 @@ def _maximizing(update: Callable[..., None]) -> Callable[..., None]:
             grad = -grad
         update(self, param, grad, state, group)
 
-    wrapper.__doc__, wrapper.__name__ = update.__doc__, update.__name__
-    return wrapper
+    # the update's own name and module: compiler plugins recognise an optimizer by its update
+    return functools.update_wrapper(wrapper, update)
 
 
 class Optimizer:

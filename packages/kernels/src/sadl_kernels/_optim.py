@@ -110,9 +110,12 @@ class KernelUpdate:
             self._optimizer.update(param, grad, state, group)
 
     def _run(self, data: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> bool:
+        if group.get("maximize"):  # the optimizer's own update negates the gradient
+            return False
         if self._kind == "sgd":
             return _run_sgd(data, grad, state, group)
-        return _run_adam(data, grad, state, group, decoupled=self._kind == "adamw")
+        decoupled = self._kind == "adamw" or bool(group.get("decoupled_weight_decay"))
+        return _run_adam(data, grad, state, group, decoupled=decoupled)
 
 
 def _run_adam(
