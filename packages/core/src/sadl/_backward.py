@@ -65,60 +65,50 @@ def run_backward(
     Without ``targets`` the gradients accumulate into the leaves' ``.grad`` (``Tensor.backward``);
     with ``targets`` their gradients are returned instead and no ``.grad`` is touched
     (``sadl.grad``), and only nodes that lead to a target run their rules. Callbacks queued
-    during the pass (``queue_backward_callback``) run when it has finished.
+    during the pass (``queue_backward_callback``) run when it has finished. The walk: toposort
+    (a node is ready once all its consumers ran) -> rule -> accumulate.
     """
     with _backward_pass():
-        return _walk(roots, root_grads, retain_graph, create_graph, targets)
-
-
-def _walk(
-    roots: Sequence[Tensor],
-    root_grads: Sequence[Any],
-    retain_graph: bool,
-    create_graph: bool,
-    targets: Sequence[Tensor] | None,
-) -> list[Any] | None:
-    """Toposort (a node is ready once all its consumers ran) -> rule -> accumulate."""
-    grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
-    for tensor, g in zip(roots, root_grads):
-        key = tensor._node if tensor._node is not None else tensor
-        grads[key] = grads[key] + g if key in grads else g
-    pending = _count_consumers(grads)
-    wanted = _nodes_leading_to(targets, pending) if targets is not None else None
-    hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
-    copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
-    ready = [n for n, count in pending.items() if count == 0]
-    while ready:
-        node = ready.pop()
-        g = grads.pop(node, None)
-        if g is not None and (wanted is None or node in wanted):
-            if node.datas is None:
-                _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
-            if node.retained is not None:
-                _store_retained(node, g)
-            if targets is not None:
-                grads[("target", node)] = g
-            if wanted is None or any(p in wanted for p in node.parents):
-                for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
-                    if gi is not None:
-                        grads[p] = grads[p] + gi if p in grads else gi
-            if not retain_graph:
-                node.datas = node.out = node.refill = None
-            elif node.refill is not None:
-                node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
-        for p in node.parents:
-            if type(p) is Node:
-                pending[p] -= 1
-                if pending[p] == 0:
-                    ready.append(p)
-            elif hooked and p in hooked:
-                _leaf_used(p, hooked, grads, copied)
-    if targets is not None:
-        return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
-    for leaf, g in grads.items():
-        if isinstance(leaf, TensorBase):
-            _accumulate(leaf, g, copied)
-    return None
+        grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
+        for tensor, g in zip(roots, root_grads):
+            key = tensor._node if tensor._node is not None else tensor
+            grads[key] = grads[key] + g if key in grads else g
+        pending = _count_consumers(grads)
+        wanted = _nodes_leading_to(targets, pending) if targets is not None else None
+        hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
+        copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
+        ready = [n for n, count in pending.items() if count == 0]
+        while ready:
+            node = ready.pop()
+            g = grads.pop(node, None)
+            if g is not None and (wanted is None or node in wanted):
+                if node.datas is None:
+                    _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
+                if node.retained is not None:
+                    _store_retained(node, g)
+                if targets is not None:
+                    grads[("target", node)] = g
+                if wanted is None or any(p in wanted for p in node.parents):
+                    for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
+                        if gi is not None:
+                            grads[p] = grads[p] + gi if p in grads else gi
+                if not retain_graph:
+                    node.datas = node.out = node.refill = None
+                elif node.refill is not None:
+                    node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
+            for p in node.parents:
+                if type(p) is Node:
+                    pending[p] -= 1
+                    if pending[p] == 0:
+                        ready.append(p)
+                elif hooked and p in hooked:
+                    _leaf_used(p, hooked, grads, copied)
+        if targets is not None:
+            return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
+        for leaf, g in grads.items():
+            if isinstance(leaf, TensorBase):
+                _accumulate(leaf, g, copied)
+        return None
 
 
 def _refill(node: Node) -> None:

@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 Shape = Any
+Where = str | Device | None  # a device spec, or None for where the data is
 
 
 def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -46,7 +47,7 @@ def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
     return out
 
 
-def _make(array: Any, device: str | Device | None, requires_grad: bool) -> Tensor:
+def _make(array: Any, device: Where, requires_grad: bool) -> Tensor:
     if device is not None:
         array = to_device(array, device)
     return Tensor(array, requires_grad=requires_grad)
@@ -59,10 +60,7 @@ def _filled(
 
 
 def zeros(
-    *shape: Shape,
-    dtype: Any = None,
-    device: str | Device | None = None,
-    requires_grad: bool = False,
+    *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A tensor of zeros.
 
@@ -74,20 +72,14 @@ def zeros(
 
 
 def ones(
-    *shape: Shape,
-    dtype: Any = None,
-    device: str | Device | None = None,
-    requires_grad: bool = False,
+    *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A tensor of ones."""
     return _filled(np.ones, shape, dtype, device, requires_grad)
 
 
 def empty(
-    *shape: Shape,
-    dtype: Any = None,
-    device: str | Device | None = None,
-    requires_grad: bool = False,
+    *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """An uninitialized tensor."""
     return _filled(np.empty, shape, dtype, device, requires_grad)
@@ -97,7 +89,7 @@ def full(
     shape: Shape,
     fill_value: Any,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor filled with ``fill_value``."""
@@ -111,7 +103,7 @@ def eye(
     m: int | None = None,
     k: int = 0,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A 2-D tensor with ones on diagonal ``k``."""
@@ -123,7 +115,7 @@ def arange(
     stop: Any = None,
     step: Any = 1,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """Evenly spaced values in ``[start, stop)`` (integers stay int64, floats become float32)."""
@@ -140,7 +132,7 @@ def linspace(
     stop: float,
     num: int = 50,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive."""
@@ -151,7 +143,7 @@ def linspace(
 def rand(
     *shape: Shape,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
     rng: np.random.Generator | int | None = None,
 ) -> Tensor:
@@ -163,7 +155,7 @@ def rand(
 def randn(
     *shape: Shape,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
     rng: np.random.Generator | int | None = None,
 ) -> Tensor:
@@ -177,7 +169,7 @@ def randint(
     high: int,
     shape: Shape,
     dtype: Any = np.int64,
-    device: str | Device | None = None,
+    device: Where = None,
     rng: np.random.Generator | int | None = None,
 ) -> Tensor:
     """Random integers in ``[low, high)`` (from ``rng`` or sadl's generator of ``device``)."""
@@ -192,14 +184,14 @@ def _like(fill: str, t: Any, dtype: Any, device: Any, requires_grad: bool) -> Te
 
 
 def zeros_like(
-    t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+    t: Any, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """Zeros with the shape (and by default dtype and device) of ``t``."""
     return _like("zeros_like", t, dtype, device, requires_grad)
 
 
 def ones_like(
-    t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+    t: Any, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """Ones with the shape (and by default dtype and device) of ``t``."""
     return _like("ones_like", t, dtype, device, requires_grad)

@@ -292,7 +292,6 @@ def _write_in_place(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], la
         if func is np.copyto:
             bound = {**dict(zip(("dst", "src", "casting", "where"), args)), **kwargs}
             return _copyto_recorded(**bound)
-            raise RuntimeError(_LEAF_MESSAGE.format(label=label))
         raise TypeError(
             f"{label} on a tensor that requires grad is not differentiable; write with "
             "t[index] = value (recorded on the graph), or do it under sadl.no_grad()"

@@ -57,9 +57,6 @@ TRUE_DIVIDE = OpDef(
     doc="Alias of divide (NumPy's true_divide).",
 )
 
-_ROUNDING_MODES = (None, "trunc", "floor")
-
-
 def _div(a, b, *, rounding_mode=None):
     """``a / b``, rounded toward zero (``"trunc"``) or down (``"floor"``) if asked (torch's div).
 
