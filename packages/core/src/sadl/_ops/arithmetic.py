@@ -57,6 +57,7 @@ TRUE_DIVIDE = OpDef(
     doc="Alias of divide (NumPy's true_divide).",
 )
 
+
 def _div(a, b, *, rounding_mode=None):
     """``a / b``, rounded toward zero (``"trunc"``) or down (``"floor"``) if asked (torch's div).
 
@@ -125,22 +126,31 @@ POWER = OpDef(
         Example(np.array([0.0, 0.0, 0.0]), np.array([1.0, 2.0, 3.0])),  # base 0
     ),
 )
-MAXIMUM = OpDef(
-    "maximum",
-    np.maximum,
-    (lambda g, out, a, b: _maximum_share(g, a, b), lambda g, out, a, b: _maximum_share(g, b, a)),
-    numpy_funcs=(np.maximum,),
-    examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
-    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
-)
-MINIMUM = OpDef(
-    "minimum",
-    np.minimum,
-    (lambda g, out, a, b: _maximum_share(g, b, a), lambda g, out, a, b: _maximum_share(g, a, b)),
-    numpy_funcs=(np.minimum,),
-    examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
-    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
-)
+_TIE = Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0]))
+
+
+def _to_larger_a(g, out, a, b):
+    return _maximum_share(g, a, b)
+
+
+def _to_larger_b(g, out, a, b):
+    return _maximum_share(g, b, a)
+
+
+def _extremum(fn, grads):
+    """``maximum``/``minimum``: the gradient goes to the input that is taken (ties share it)."""
+    return OpDef(
+        fn.__name__,
+        fn,
+        grads,
+        numpy_funcs=(fn,),
+        examples=_SHAPES + (_TIE,),
+        singular_points=(_TIE,),
+    )
+
+
+MAXIMUM = _extremum(np.maximum, (_to_larger_a, _to_larger_b))
+MINIMUM = _extremum(np.minimum, (_to_larger_b, _to_larger_a))
 
 
 LOGADDEXP = OpDef(

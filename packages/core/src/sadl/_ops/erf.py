@@ -151,21 +151,44 @@ def _where(condition):
     return array_module(condition).flatnonzero(condition)
 
 
-def _erf64_into(x, out):
-    """Erf by fdlibm: ``x + x R(x*x)`` below 0.84375, ``1 - erfc(|x|)`` beyond (flat arrays)."""
-    _erfc64_into(np.abs(x), out)
-    np.subtract(1.0, out, out=out)
-    out *= np.sign(x)  # +-1 for large |x| and +-inf, NaN stays NaN
-    small = _where(np.abs(x) < 0.84375)
-    if small.size:
-        xs = x[small]
-        out[small] = xs + _near_zero(xs)
+_ERF_EXAMPLES = (
+    Example((3, 4)),
+    Example((2, 3, 4), domain=(-5.0, 5.0)),
+    Example(np.array([-7.0, -1.0, -0.3, 0.0, 1e-9, 0.9, 1.3, 3.0, 6.5])),
+)
 
 
-def _near_zero(xs):
-    """``erf(x) - x`` for ``|x| < 0.84375``: ``x P(x*x) / Q(x*x)``."""
-    z = xs * xs
-    return xs * (_poly(_PP, z) / _poly(_QQ, z))
+def _op(name, doc, wide, narrow, grad):
+    """The op ``name``: kernel ``wide`` in float64, ``narrow`` (None: ``wide``) below it."""
+
+    def forward(x):
+        x = _float_input(x, name)
+        if x.dtype == np.float64 or narrow is None:
+            out = _blockwise(wide, x.astype(np.float64, copy=False), np.float64)
+        else:
+            out = _blockwise(narrow, x.astype(np.float32, copy=False), np.float32)
+        return out.astype(x.dtype, copy=False)
+
+    forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
+    # value_dependent: picks a formula per element by interval
+    return OpDef(name, value_dependent(forward), (grad,), examples=_ERF_EXAMPLES)
+
+
+def _tanh_of_fraction_into(x, out, coeffs):
+    """``out = tanh(x R(x*x))``, R the continued fraction with ``coeffs`` (see ``_F32_CF``)."""
+    a, b, c, d, e, f, g = coeffs
+    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
+    t = s + g
+    np.divide(f, t, out=t)
+    t += s
+    t += e
+    np.divide(d, t, out=t)
+    t += s
+    t += c
+    np.divide(b, t, out=t)
+    t += a
+    t *= x
+    np.tanh(t, out=out)
 
 
 def _erfc64_into(x, out):
@@ -197,21 +220,30 @@ def _erfc64_into(x, out):
             out[tail] = np.where(x[tail] > 0, e, 2.0 - e)
 
 
-def _tanh_of_fraction_into(x, out, coeffs):
-    """``out = tanh(x R(x*x))``, R the continued fraction with ``coeffs`` (see ``_F32_CF``)."""
-    a, b, c, d, e, f, g = coeffs
-    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
-    t = s + g
-    np.divide(f, t, out=t)
-    t += s
-    t += e
-    np.divide(d, t, out=t)
-    t += s
-    t += c
-    np.divide(b, t, out=t)
-    t += a
-    t *= x
-    np.tanh(t, out=out)
+ERFC = _op(
+    "erfc",
+    "The complementary error function 1 - erf(x), accurate where it is tiny (large x).",
+    _erfc64_into,
+    None,
+    lambda g, out, x: g * (-_TWO_OVER_SQRT_PI * np.exp(-x * x)),
+)
+
+
+def _near_zero(xs):
+    """``erf(x) - x`` for ``|x| < 0.84375``: ``x P(x*x) / Q(x*x)``."""
+    z = xs * xs
+    return xs * (_poly(_PP, z) / _poly(_QQ, z))
+
+
+def _erf64_into(x, out):
+    """Erf by fdlibm: ``x + x R(x*x)`` below 0.84375, ``1 - erfc(|x|)`` beyond (flat arrays)."""
+    _erfc64_into(np.abs(x), out)
+    np.subtract(1.0, out, out=out)
+    out *= np.sign(x)  # +-1 for large |x| and +-inf, NaN stays NaN
+    small = _where(np.abs(x) < 0.84375)
+    if small.size:
+        xs = x[small]
+        out[small] = xs + _near_zero(xs)
 
 
 def _erf32_into(x, out):
@@ -219,11 +251,35 @@ def _erf32_into(x, out):
     _tanh_of_fraction_into(x, out, _F32_CF)
 
 
+ERF = _op(
+    "erf",
+    "The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x.",
+    _erf64_into,
+    _erf32_into,
+    lambda g, out, x: g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)),
+)
+
+
+def _ndtr64_into(x, out):
+    """float64 ndtr: ``erfc(-x / sqrt 2) / 2`` (relative accuracy in the left tail)."""
+    _erfc64_into(x * -_SQRT_HALF, out)
+    out *= 0.5
+
+
 def _ndtr32_into(x, out):
     """float32 ndtr: ``(1 + tanh(x R'(x*x))) / 2`` (see ``_F32_NDTR_CF``)."""
     _tanh_of_fraction_into(x, out, _F32_NDTR_CF)
     out += 1.0
     out *= 0.5
+
+
+NDTR = _op(
+    "ndtr",
+    "Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr).",
+    _ndtr64_into,
+    _ndtr32_into,
+    lambda g, out, x: g * (_INV_SQRT_2PI * np.exp(-0.5 * (x * x))),
+)
 
 
 def _erfinv_start(a):
@@ -253,58 +309,6 @@ def _halley_step(t, a):
     slope = _TWO_OVER_SQRT_PI * np.exp(-t * t)
     step = residual / (slope + t * residual)
     return np.where(np.isfinite(step), t - step, t)
-
-
-_ERF_EXAMPLES = (
-    Example((3, 4)),
-    Example((2, 3, 4), domain=(-5.0, 5.0)),
-    Example(np.array([-7.0, -1.0, -0.3, 0.0, 1e-9, 0.9, 1.3, 3.0, 6.5])),
-)
-
-
-def _op(name, doc, wide, narrow, grad):
-    """The op ``name``: kernel ``wide`` in float64, ``narrow`` (None: ``wide``) below it."""
-
-    def forward(x):
-        x = _float_input(x, name)
-        if x.dtype == np.float64 or narrow is None:
-            out = _blockwise(wide, x.astype(np.float64, copy=False), np.float64)
-        else:
-            out = _blockwise(narrow, x.astype(np.float32, copy=False), np.float32)
-        return out.astype(x.dtype, copy=False)
-
-    forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
-    # value_dependent: picks a formula per element by interval
-    return OpDef(name, value_dependent(forward), (grad,), examples=_ERF_EXAMPLES)
-
-
-def _ndtr64_into(x, out):
-    """float64 ndtr: ``erfc(-x / sqrt 2) / 2`` (relative accuracy in the left tail)."""
-    _erfc64_into(x * -_SQRT_HALF, out)
-    out *= 0.5
-
-
-ERF = _op(
-    "erf",
-    "The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x.",
-    _erf64_into,
-    _erf32_into,
-    lambda g, out, x: g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)),
-)
-ERFC = _op(
-    "erfc",
-    "The complementary error function 1 - erf(x), accurate where it is tiny (large x).",
-    _erfc64_into,
-    None,
-    lambda g, out, x: g * (-_TWO_OVER_SQRT_PI * np.exp(-x * x)),
-)
-NDTR = _op(
-    "ndtr",
-    "Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr).",
-    _ndtr64_into,
-    _ndtr32_into,
-    lambda g, out, x: g * (_INV_SQRT_2PI * np.exp(-0.5 * (x * x))),
-)
 
 
 @value_dependent  # picks a formula per element by interval

@@ -90,32 +90,20 @@ TILE = OpDef(
 )
 
 
-def _tril(x, *, k=0):
-    """Lower triangle of the last two axes (zeros above diagonal ``k``)."""
-    return np.tril(x, k)
+def _triangle(numpy_func, doc):
+    """``tril``/``triu``: keep one triangle of the last two axes; the gradient keeps the same."""
+
+    def forward(x, *, k=0):
+        return numpy_func(x, k)
+
+    name = numpy_func.__name__
+    forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
+    grad = (lambda g, out, x, *, k=0: numpy_func(g, k),)
+    return OpDef(name, forward, grad, numpy_funcs=(numpy_func,), examples=_SQUARES)
 
 
-TRIL = OpDef(
-    "tril",
-    _tril,
-    (lambda g, out, x, *, k=0: np.tril(g, k),),
-    numpy_funcs=(np.tril,),
-    examples=_SQUARES,
-)
-
-
-def _triu(x, *, k=0):
-    """Upper triangle of the last two axes (zeros below diagonal ``k``)."""
-    return np.triu(x, k)
-
-
-TRIU = OpDef(
-    "triu",
-    _triu,
-    (lambda g, out, x, *, k=0: np.triu(g, k),),
-    numpy_funcs=(np.triu,),
-    examples=_SQUARES,
-)
+TRIL = _triangle(np.tril, "Lower triangle of the last two axes (zeros above diagonal ``k``).")
+TRIU = _triangle(np.triu, "Upper triangle of the last two axes (zeros below diagonal ``k``).")
 
 
 def _diagonal(x, *, offset=0, axis1=0, axis2=1):
