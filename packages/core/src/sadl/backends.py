@@ -355,10 +355,7 @@ def _backend_of_type(kind: type) -> Backend | None:
                 backend(device_type)
         found = _table.by_type.get(kind)
         if found is None:
-            found = next(
-                (b for t, b in _table.by_type.items() if issubclass(kind, t)),
-                None,
-            )
+            found = next((b for t, b in _table.by_type.items() if issubclass(kind, t)), None)
         if found is None:
             _table.not_arrays.add(kind)
         else:

@@ -34,11 +34,7 @@ ROLL = _numpy_op(
     np.roll,
     _roll,
     (_roll_grad,),
-    (
-        Example((5,), shift=2),
-        Example((3, 4), shift=(1, -1), axis=(0, 1)),
-        Example((3, 4), shift=1),
-    ),
+    (Example((5,), shift=2), Example((3, 4), shift=(1, -1), axis=(0, 1)), Example((3, 4), shift=1)),
 )
 
 
@@ -138,13 +134,7 @@ def _trace(x, offset=0, axis1=0, axis2=1):
     return np.sum(np.diagonal(x, offset, axis1, axis2), axis=-1)
 
 
-TRACE = OpDef(
-    "trace",
-    _trace,
-    numpy_funcs=(np.trace,),
-    composite=True,
-    examples=(Example((4, 4)),),
-)
+TRACE = OpDef("trace", _trace, numpy_funcs=(np.trace,), composite=True, examples=(Example((4, 4)),))
 
 
 OPS = (ROLL, REPEAT, TILE, TRIL, TRIU, DIAGONAL, TRACE)
