@@ -155,8 +155,7 @@ class Function(FunctionNames):
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """Registered buffers."""
-        for _, value in self.named_buffers(recurse=recurse):
-            yield value
+        yield from (value for _, value in self.named_buffers(recurse=recurse))
 
     def register_buffer(self, name: str, value: Tensor | None, persistent: bool = True) -> None:
         """Keep a non-trainable tensor as state: moved by ``to()``, saved when ``persistent``."""
@@ -164,10 +163,7 @@ class Function(FunctionNames):
         transient: set[str] = self.__dict__.setdefault("_transient_buffers", set())
         if name not in names:
             names.append(name)
-        if persistent:
-            transient.discard(name)
-        else:
-            transient.add(name)
+        (transient.discard if persistent else transient.add)(name)
         object.__setattr__(self, name, value)
 
     def num_parameters(self) -> int:
@@ -188,10 +184,7 @@ class Function(FunctionNames):
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient."""
         for p in self.parameters():
-            if set_to_none or p.grad is None:
-                p.grad = None
-            else:
-                p.grad = p.grad * 0
+            p.grad = None if set_to_none or p.grad is None else p.grad * 0
 
     def to(self, device: str | Device | int | None = None, dtype: Any = None) -> Function:
         """Move (and/or cast) every parameter and buffer in place; returns self.
@@ -351,8 +344,7 @@ class ParameterView:
 
     def __call__(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every Parameter of the module, each once (``recurse=False``: its own only)."""
-        for _, p in self._module.named_parameters(recurse=recurse):
-            yield p
+        yield from (p for _, p in self._module.named_parameters(recurse=recurse))
 
     def __iter__(self) -> Iterator[Parameter]:
         return self()

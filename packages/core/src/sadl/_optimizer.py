@@ -256,10 +256,7 @@ class Optimizer:
         """Forget the gradients of every parameter."""
         for group in self.param_groups:
             for p in group["params"]:
-                if set_to_none or p.grad is None:
-                    p.grad = None
-                else:
-                    p.grad = p.grad * 0
+                p.grad = None if set_to_none or p.grad is None else p.grad * 0
 
     def backward(self, loss: Tensor) -> None:
         """Compute the gradients of ``loss`` for the parameters (SADL's API; = loss.backward())."""
@@ -277,12 +274,8 @@ class Optimizer:
                     grad = p.grad
                     if grad is None:
                         continue
-                    if isinstance(grad, Tensor):
-                        grad = grad.data
-                    state = self.state.get(p)
-                    if state is None:
-                        state = self.state[p] = {}
-                    self.update(p, grad, state, group)
+                    grad = grad.data if isinstance(grad, Tensor) else grad
+                    self.update(p, grad, self.state.setdefault(p, {}), group)
                     p._version[0] += 1
         return loss
 
@@ -298,10 +291,7 @@ class Optimizer:
         index: dict[int, int] = {}
         groups = []
         for group in self.param_groups:
-            ids = []
-            for p in group["params"]:
-                index.setdefault(id(p), len(index))
-                ids.append(index[id(p)])
+            ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
             groups.append(
                 {**{k: copy.deepcopy(v) for k, v in group.items() if k != "params"}, "params": ids}
             )

@@ -127,10 +127,7 @@ class Backend:
     __slots__ = ("module", "name", "record", "types")
 
     def __init__(self, name: str, record: BackendDef, module: ModuleType, types: tuple[type, ...]):
-        self.name = name
-        self.record = record
-        self.module = module
-        self.types = types
+        self.name, self.record, self.module, self.types = name, record, module, types
 
     def device(self, array: Any) -> Device:
         """The Device ``array`` (one of this backend's arrays) lives on."""
@@ -265,10 +262,7 @@ def _sync() -> None:
     with _table.lock:
         _table.records = {"cpu": CPU_BACKEND, **reg.records("backends")}
         _table.contested = {name: why for name, (_, why) in reg.unserved("backends").items()}
-        _table.aliases = {}
-        _table.loaded = {}
-        _table.by_type = {}
-        _table.not_arrays = set()
+        _table.aliases, _table.loaded, _table.by_type, _table.not_arrays = {}, {}, {}, set()
         _table.registry, _table.generation = reg, reg.generation
 
 

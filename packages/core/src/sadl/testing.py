@@ -74,10 +74,7 @@ def outputs(result: Any) -> list[Tensor]:
     if isinstance(result, Tensor):
         return [result]
     if isinstance(result, list | tuple):
-        out = []
-        for r in result:
-            out.extend(outputs(r))
-        return out
+        return [out for r in result for out in outputs(r)]
     return []
 
 
