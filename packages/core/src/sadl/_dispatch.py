@@ -133,8 +133,7 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         if variadic and not positional and args and isinstance(args[0], list | tuple):
-            inputs = list(args[0])
-            rest = args[1:]
+            inputs, rest = list(args[0]), args[1:]
         elif variadic:
             inputs, rest = list(args), ()
         else:

@@ -83,8 +83,7 @@ class Function(FunctionNames):
 
     def children(self) -> Iterator[Function]:
         """Direct sub-Functions."""
-        for _, child in self.named_children():
-            yield child
+        yield from (child for _, child in self.named_children())
 
     def named_modules(
         self, memo: set[Any] | None = None, prefix: str = "", remove_duplicate: bool = True
@@ -103,8 +102,7 @@ class Function(FunctionNames):
 
     def modules(self) -> Iterator[Function]:
         """This Function and every sub-Function."""
-        for _, module in self.named_modules():
-            yield module
+        yield from (module for _, module in self.named_modules())
 
     def named_parameters(
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
