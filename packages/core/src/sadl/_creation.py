@@ -16,7 +16,8 @@ import numpy as np
 from sadl import random as _random
 from sadl._defaults import get_default_dtype
 from sadl._tensor import Tensor, tensor
-from sadl.backends import Device, array_module, device_of, is_array, to_device
+from sadl.backends import array_module, device_of, is_array, to_device
+from sadl.random import Seed, Where
 
 __all__ = [
     "arange",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 Shape = Any
-Where = str | Device | None  # a device spec, or None for where the data is
 
 
 def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -145,7 +145,7 @@ def rand(
     dtype: Any = None,
     device: Where = None,
     requires_grad: bool = False,
-    rng: np.random.Generator | int | None = None,
+    rng: Seed = None,
 ) -> Tensor:
     """Uniform samples in ``[0, 1)`` (from ``rng`` or sadl's generator of ``device``)."""
     array = _random.random(_shape(shape), np.float64, device, rng)
@@ -157,7 +157,7 @@ def randn(
     dtype: Any = None,
     device: Where = None,
     requires_grad: bool = False,
-    rng: np.random.Generator | int | None = None,
+    rng: Seed = None,
 ) -> Tensor:
     """Standard normal samples (from ``rng`` or sadl's generator of ``device``)."""
     array = _random.standard_normal(_shape(shape), np.float64, device, rng)
@@ -165,12 +165,7 @@ def randn(
 
 
 def randint(
-    low: int,
-    high: int,
-    shape: Shape,
-    dtype: Any = np.int64,
-    device: Where = None,
-    rng: np.random.Generator | int | None = None,
+    low: int, high: int, shape: Shape, dtype: Any = np.int64, device: Where = None, rng: Seed = None
 ) -> Tensor:
     """Random integers in ``[low, high)`` (from ``rng`` or sadl's generator of ``device``)."""
     array = _random.integers(low, high, _shape((shape,)), dtype, device, rng)

@@ -40,6 +40,9 @@ __all__ = [
     "standard_normal",
 ]
 
+Where = str | Device | None  # a device spec; None: the CPU, or where the data is
+Seed = np.random.Generator | int | None  # an explicit NumPy generator, a seed, or sadl's own
+
 
 class Generator(np.random.Generator):
     """NumPy's ``Generator`` whose draws a tracer sees (same values, same stream).
@@ -104,7 +107,7 @@ def default_generator() -> Generator:
     return _generator
 
 
-def generator(device: str | Device | None = None) -> Any:
+def generator(device: Where = None) -> Any:
     """The seeded generator of ``device``: the CPU's :class:`Generator`, the backend's elsewhere.
 
     A device generator offers ``random``, ``standard_normal``, ``integers`` and ``uniform`` with
@@ -187,7 +190,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
             _device_generators[device] = (record, copy.deepcopy(gen))
 
 
-def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
+def resolve_generator(rng: Seed) -> np.random.Generator:
     """The default generator (None), a new one seeded with ``rng`` (an int), or ``rng`` itself.
 
     A plain ``numpy.random.Generator`` comes back as a sadl :class:`Generator` drawing from its
@@ -204,7 +207,7 @@ def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Genera
     raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None, got {rng!r}")
 
 
-def _draw(method: str, device: str | Device | None, rng: Any, *args: Any, **kwargs: Any) -> Any:
+def _draw(method: str, device: Where, rng: Any, *args: Any, **kwargs: Any) -> Any:
     target = parse_device(device)
     if rng is None and target.type != "cpu":
         return getattr(generator(target), method)(*args, **kwargs)
@@ -213,10 +216,7 @@ def _draw(method: str, device: str | Device | None, rng: Any, *args: Any, **kwar
 
 
 def random(
-    shape: tuple[int, ...],
-    dtype: Any = np.float64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    shape: tuple[int, ...], dtype: Any = np.float64, device: Where = None, rng: Seed = None
 ) -> Any:
     """An array of uniform samples in ``[0, 1)`` on ``device``, drawn there.
 
@@ -227,10 +227,7 @@ def random(
 
 
 def standard_normal(
-    shape: tuple[int, ...],
-    dtype: Any = np.float64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    shape: tuple[int, ...], dtype: Any = np.float64, device: Where = None, rng: Seed = None
 ) -> Any:
     """An array of standard normal samples on ``device`` (drawn as in :func:`random`)."""
     return _draw("standard_normal", device, rng, tuple(shape), dtype=dtype)
@@ -241,8 +238,8 @@ def integers(
     high: int,
     shape: tuple[int, ...],
     dtype: Any = np.int64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    device: Where = None,
+    rng: Seed = None,
 ) -> Any:
     """An array of random integers in ``[low, high)`` on ``device`` (drawn as in :func:`random`)."""
     return _draw("integers", device, rng, low, high, tuple(shape), dtype=dtype)
