@@ -132,10 +132,8 @@ def _leaf_used(leaf: Any, hooked: dict[Any, int], grads: dict[Any, Any], copied:
 
 def _count_consumers(roots: dict[Any, Any]) -> dict[Node, int]:
     """Every node reachable from ``roots``, with how many recorded consumers it has."""
-    pending: dict[Node, int] = {}
     stack = [key for key in roots if type(key) is Node]
-    for node in stack:
-        pending[node] = 0
+    pending: dict[Node, int] = dict.fromkeys(stack, 0)
     while stack:
         for p in stack.pop().parents:
             if type(p) is Node:
@@ -193,13 +191,10 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             g = g.data
         raw = _call_rule(op, node, g, node.out, datas, wanted)
 
-    result: list[Any] = []
-    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
-        if gi is None or p is None:
-            result.append(None)
-            continue
-        result.append(_fit_gradient(gi, d, op.name, i))
-    return result
+    return [
+        None if gi is None or p is None else _fit_gradient(gi, d, op.name, i)
+        for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents))
+    ]
 
 
 def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:

@@ -179,12 +179,10 @@ def _tanh_of_fraction_into(x, out, coeffs):
     a, b, c, d, e, f, g = coeffs
     s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
     t = s + g
-    np.divide(f, t, out=t)
-    t += s
-    t += e
-    np.divide(d, t, out=t)
-    t += s
-    t += c
+    for numerator, term in ((f, e), (d, c)):  # from the innermost fraction outwards
+        np.divide(numerator, t, out=t)
+        t += s
+        t += term
     np.divide(b, t, out=t)
     t += a
     t *= x
