@@ -156,11 +156,11 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
                     f"{label}: argument {name!r} is not supported on sadl Tensors "
                     f"(op {op.name!r} takes: {accepted})"
                 )
-        if not variadic and len(inputs) < len(positional):
-            inputs.extend([_MISSING] * (len(positional) - len(inputs)))
-        for index, value in enumerate(inputs):
-            if value is _MISSING and not variadic:
-                inputs[index] = defaults.get(positional[index], _MISSING)
+        if not variadic:
+            inputs += [_MISSING] * (len(positional) - len(inputs))
+            inputs = [
+                defaults.get(n, v) if v is _MISSING else v for n, v in zip(positional, inputs)
+            ]
         if any(x is _MISSING for x in inputs):
             raise TypeError(f"{label}: missing a required argument for op {op.name!r}")
         return inputs, {k: constant_param(v, op, k) for k, v in params.items()}

@@ -178,12 +178,13 @@ class Optimizer:
     # ------------------------------------------------------------------ groups
     def add_param_group(self, group: dict[str, Any]) -> None:
         """Add a group of parameters with its own hyperparameters."""
+        name = type(self).__name__
         if not isinstance(group, dict) or "params" not in group:
-            raise TypeError(f"{type(self).__name__}: a param group is a dict with a 'params' key")
+            raise TypeError(f"{name}: a param group is a dict with a 'params' key")
         unknown = sorted(set(group) - set(self.defaults) - {"params", "name"})
         if unknown:
             raise ValueError(
-                f"{type(self).__name__}: unknown param group keys {unknown}; known keys are "
+                f"{name}: unknown param group keys {unknown}; known keys are "
                 f"{sorted(self.defaults)}"
             )
         params = group["params"]
@@ -192,23 +193,20 @@ class Optimizer:
         here: dict[int, int] = {}
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
-                raise TypeError(
-                    f"{type(self).__name__}: parameter {i} is {type(p).__name__}, not a Tensor"
-                )
+                raise TypeError(f"{name}: parameter {i} is {type(p).__name__}, not a Tensor")
             if not p.is_leaf or not (p.requires_grad or isinstance(p, Parameter)):
                 raise ValueError(
-                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) is not a leaf tensor "
+                    f"{name}: parameter {i} (shape {p.shape}) is not a leaf tensor "
                     "that requires grad (nor a frozen Parameter)"
                 )
             if id(p) in here:
                 raise ValueError(
-                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) appears twice in "
+                    f"{name}: parameter {i} (shape {p.shape}) appears twice in "
                     f"one param group (also as parameter {here[id(p)]}); pass each parameter once"
                 )
             if id(p) in existing:
                 raise ValueError(
-                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) appears in more "
-                    "than one param group"
+                    f"{name}: parameter {i} (shape {p.shape}) appears in more than one param group"
                 )
             here[id(p)] = i
             existing.add(id(p))

@@ -501,20 +501,13 @@ def scatter_add(target: Any, key: Any, values: Any) -> None:
     array_module(target).add.at(target, key, values)  # CuPy >= 12 has add.at too
 
 
-_cupy: ModuleType | None = None
-_cupy_checked = False
-
-
+@functools.cache
 def cupy_or_none() -> ModuleType | None:
     """CuPy if it imports, else None (checked once, silently)."""
-    global _cupy, _cupy_checked
-    if not _cupy_checked:
-        _cupy_checked = True
-        try:
-            _cupy = importlib.import_module("cupy")
-        except Exception:
-            _cupy = None
-    return _cupy
+    try:
+        return importlib.import_module("cupy")
+    except Exception:
+        return None
 
 
 @contextlib.contextmanager
