@@ -294,9 +294,7 @@ def _saved_input(data: Any, parent: Any) -> Any:
     """An input as a Tensor on the original graph (for create_graph), or the constant itself."""
     if isinstance(parent, TensorBase):
         return parent
-    if type(parent) is Node:
-        return new_tensor(data, parent)
-    return data
+    return new_tensor(data, parent) if type(parent) is Node else data
 
 
 def _no_double_backward(node: Node, g: Any) -> list[Any]:

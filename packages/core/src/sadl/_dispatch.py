@@ -200,9 +200,7 @@ def array_ufunc(
         function = ufunc if method == "__call__" else getattr(ufunc, method)
         name = _METHODS.get((method, ufunc), ufunc.__name__)
         result = _fallback(function, inputs, kwargs, label, name)
-    if out is None:
-        return result
-    return _write_out(out, result, f"np.{ufunc.__name__}")
+    return result if out is None else _write_out(out, result, f"np.{ufunc.__name__}")
 
 
 def _write_out(out: Any, result: Any, label: str) -> Any:
@@ -429,6 +427,4 @@ def _has_float(value: Any) -> bool:
         return bool(value.dtype.kind in "fc")
     if isinstance(value, float | complex):
         return True
-    if isinstance(value, tuple | list):
-        return any(_has_float(v) for v in value)
-    return False
+    return isinstance(value, tuple | list) and any(_has_float(v) for v in value)

@@ -155,9 +155,7 @@ def observed_device_generator(gen: Any) -> tuple[Any, Device] | None:
     """``(device generator, its device)`` for a generator :func:`generator` handed out while a
     tracer was installed; None for any other generator.
     """
-    if type(gen) is _ObservedDevice:
-        return gen._generator, gen._device
-    return None
+    return (gen._generator, gen._device) if type(gen) is _ObservedDevice else None
 
 
 def get_rng_state() -> dict[str, Any]:

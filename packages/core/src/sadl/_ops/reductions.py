@@ -47,9 +47,7 @@ def keepdims_shape(shape: tuple[int, ...], axis: Any) -> tuple[int, ...]:
 
 def unreduce(g: Any, shape: tuple[int, ...], axis: Any, keepdims: bool) -> Any:
     """Reshape a reduction's gradient so it broadcasts against the reduced input."""
-    if keepdims:
-        return g
-    return np.reshape(g, keepdims_shape(shape, axis))
+    return g if keepdims else np.reshape(g, keepdims_shape(shape, axis))
 
 
 def reduced_count(shape: tuple[int, ...], axis: Any) -> int:
