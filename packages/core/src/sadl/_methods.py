@@ -398,9 +398,8 @@ class ReductionMethods:
         values = _apply(_sel.SORT, (self,), params)
         if dim is None:
             return values
-        return _sel.ValuesIndices(
-            values, _apply(_nd.ARGSORT, (self,), {**params, "kind": "stable"})
-        )
+        indices = _apply(_nd.ARGSORT, (self,), {**params, "kind": "stable"})
+        return _sel.ValuesIndices(values, indices)
 
     def argsort(
         self: TensorLike, axis: Any = -1, descending: Bool = False, *, dim: Any = None

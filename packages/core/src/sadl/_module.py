@@ -294,10 +294,8 @@ class Function(FunctionNames):
         return IncompatibleKeys(missing, unexpected)
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__}("]
-        for name, child in self.named_children():
-            body = repr(child).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {body}")
+        children = [f"  ({n}): " + repr(c).replace("\n", "\n  ") for n, c in self.named_children()]
+        lines = [f"{type(self).__name__}(", *children]
         extra = self.extra_repr()
         if len(lines) == 1:
             return f"{type(self).__name__}({extra})"

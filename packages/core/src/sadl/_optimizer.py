@@ -379,7 +379,5 @@ class Optimizer:
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"  group {i}: {len(group['params'])} params")
-            for k in sorted(group):
-                if k != "params":
-                    lines.append(f"    {k}: {group[k]}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
         return "\n".join([*lines, ")"])

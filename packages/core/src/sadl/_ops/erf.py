@@ -163,11 +163,10 @@ def _op(name, doc, wide, narrow, grad):
 
     def forward(x):
         x = _float_input(x, name)
-        if x.dtype == np.float64 or narrow is None:
-            out = _blockwise(wide, x.astype(np.float64, copy=False), np.float64)
-        else:
-            out = _blockwise(narrow, x.astype(np.float32, copy=False), np.float32)
-        return out.astype(x.dtype, copy=False)
+        kernel, dtype = (
+            (narrow, np.float32) if narrow and x.dtype != np.float64 else (wide, np.float64)
+        )
+        return _blockwise(kernel, x.astype(dtype, copy=False), dtype).astype(x.dtype, copy=False)
 
     forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
     # value_dependent: picks a formula per element by interval
