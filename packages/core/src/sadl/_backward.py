@@ -519,10 +519,8 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
         return (np if type(data) is np.ndarray else array_module(data)).ones_like(data)
     if isinstance(g, TensorBase):
         seed = g if create_graph else g.data
-    elif is_array(g):
-        seed = g
     else:
-        seed = np.asarray(g)
+        seed = g if is_array(g) else np.asarray(g)
     shape = seed.shape if hasattr(seed, "shape") else np.shape(seed)
     if tuple(shape) != out.shape:
         raise RuntimeError(
