@@ -221,6 +221,11 @@ def _operand(self: TensorLike, other: Any) -> Any:
     return array_module(self.data).asarray(other) if isinstance(other, list | tuple) else other
 
 
+def _divmod(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """``(a // b, a % b)``, each op applied by the engine."""
+    return _apply(_el.FLOOR_DIVIDE, (a, b), {}), _apply(_ar.REMAINDER, (a, b), {})
+
+
 class ArithmeticMethods:
     """Every Python operator, with its reflected and in-place forms, and the binary methods.
 
@@ -265,12 +270,10 @@ class ArithmeticMethods:
         return self._inplace(_la.MATMUL, _operand(self, other))
 
     def __divmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
-        pair = (self, other)
-        return _apply(_el.FLOOR_DIVIDE, pair, {}), _apply(_ar.REMAINDER, pair, {})
+        return _divmod(self, other)
 
     def __rdivmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
-        pair = (other, self)
-        return _apply(_el.FLOOR_DIVIDE, pair, {}), _apply(_ar.REMAINDER, pair, {})
+        return _divmod(other, self)
 
     add_ = _in_place(_ar.ADD, "In-place add.")
     sub_ = _in_place(_ar.SUBTRACT, "In-place subtract.")
@@ -281,9 +284,7 @@ class ArithmeticMethods:
     maximum = _binary(_ar.MAXIMUM, "Elementwise maximum.")
     minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
 
-    def matmul(self: TensorLike, other: Any) -> Tensor:
-        """Matrix product (NumPy's matmul rules)."""
-        return _apply(_la.MATMUL, (self, _operand(self, other)), {})
+    matmul = __matmul__
 
     floor_divide = _binary(_el.FLOOR_DIVIDE, "Elementwise floor(self / other) (zero gradient).")
 
