@@ -16,8 +16,8 @@ import numpy as np
 from sadl import random as _random
 from sadl._defaults import get_default_dtype
 from sadl._tensor import Tensor, tensor
-from sadl.backends import array_module, device_of, is_array, to_device
-from sadl.random import Seed, Where
+from sadl.backends import Where, array_module, device_of, is_array, to_device
+from sadl.random import Seed
 
 __all__ = [
     "arange",

@@ -33,7 +33,7 @@ from sadl._ops import indexing as _ix
 from sadl._ops import nondifferentiable as _nd
 from sadl._tensor_base import TensorBase
 from sadl._torch_methods import TorchMethods
-from sadl.backends import Device, array_module, device_of, is_array, to_device
+from sadl.backends import Device, Where, array_module, device_of, is_array, to_device
 
 __all__ = ["Parameter", "Tensor", "tensor"]
 
@@ -65,11 +65,7 @@ class Tensor(
     __array_priority__ = 1000
 
     def __new__(
-        cls,
-        data: Any,
-        dtype: Any = None,
-        device: str | Device | None = None,
-        requires_grad: Bool = False,
+        cls, data: Any, dtype: Any = None, device: Where = None, requires_grad: Bool = False
     ) -> Tensor:
         tensor = new_tensor(_as_array(data, dtype, device), cls=cls)
         if requires_grad:
@@ -287,11 +283,7 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(
-        cls,
-        data: Any,
-        dtype: Any = None,
-        device: str | Device | None = None,
-        requires_grad: Bool = True,
+        cls, data: Any, dtype: Any = None, device: Where = None, requires_grad: Bool = True
     ) -> Parameter:
         arr = _as_array(data, dtype, device)
         if arr.dtype.kind not in "fc":
@@ -309,7 +301,7 @@ class Parameter(Tensor):
 
 
 def tensor(
-    data: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+    data: Any, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A new tensor holding a copy of ``data`` (Python floats become float32).
 
@@ -328,7 +320,7 @@ def tensor(
     return Tensor(data, dtype, device, requires_grad)
 
 
-def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) -> Any:
+def _as_array(data: Any, dtype: Any = None, device: Where = None) -> Any:
     """Turn user data into an array of the requested dtype on the requested device."""
     if isinstance(data, Tensor):
         arr = data.data

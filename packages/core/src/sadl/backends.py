@@ -58,6 +58,7 @@ __all__ = [
     "synchronize",
     "to_device",
     "value_dependent",
+    "Where",
 ]
 
 _ndarray = np.ndarray
@@ -92,6 +93,7 @@ class Device:
 
 
 CPU = Device("cpu")
+Where = str | Device | None  # a device spec; None: the CPU, or where the data is
 
 
 def _numpy_generator(seed: int | None, index: int) -> np.random.Generator:

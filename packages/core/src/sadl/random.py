@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from sadl import backends as _backends
-from sadl.backends import CPU, Device, backend, parse_device, to_device
+from sadl.backends import CPU, Device, Where, backend, parse_device, to_device
 
 __all__ = [
     "Generator",
@@ -40,7 +40,6 @@ __all__ = [
     "standard_normal",
 ]
 
-Where = str | Device | None  # a device spec; None: the CPU, or where the data is
 Seed = np.random.Generator | int | None  # an explicit NumPy generator, a seed, or sadl's own
 
 
