@@ -416,13 +416,18 @@ def array_module(data: Any) -> ModuleType:
     return found.module
 
 
+def _owned(data: Any) -> tuple[Any, Backend | None]:
+    """``data`` (the array behind a traced stand-in) and the backend owning it (or None)."""
+    if type(data) is _traced_kind:
+        data = _arrays_tracer.array_of(data)
+    return data, _backend_of_type(type(data))
+
+
 def device_of(data: Any) -> Device:
     """The Device an array or Tensor lives on (the CPU for NumPy data and anything else)."""
     if isinstance(data, _host_types):
         return CPU
-    if type(data) is _traced_kind:
-        data = _arrays_tracer.array_of(data)
-    found = _backend_of_type(type(data))
+    data, found = _owned(data)
     if found is None:
         return device_of(data.data) if isinstance(data, TensorBase) else CPU
     return found.device(data)
@@ -480,9 +485,7 @@ def match_key(key: Any, like: Any) -> Any:
     """
     if isinstance(like, _ndarray):
         return key
-    if type(like) is _traced_kind:
-        like = _arrays_tracer.array_of(like)
-    found = _backend_of_type(type(like))
+    like, found = _owned(like)
     if found is None:
         return key
     index = int(found.record.device_index(like))
