@@ -58,12 +58,7 @@ from sadl._errors import (
     PluginConflictError,
     UnknownNameError,
 )
-from sadl._grad_mode import (
-    enable_grad,
-    is_grad_enabled,
-    no_grad,
-    set_grad_enabled,
-)
+from sadl._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from sadl._host import registry as _registry
 from sadl._known import KNOWN_ATTRIBUTES as _KNOWN_ATTRIBUTES
 from sadl._known import KNOWN_PROVIDERS as _KNOWN_PROVIDERS

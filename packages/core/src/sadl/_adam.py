@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from sadl._optimizer import Optimizer, torch_options
+from sadl._optimizer import Optimizer, Values, torch_options
 from sadl._tensor import Tensor
 from sadl.backends import array_module
 
@@ -70,21 +70,14 @@ class Adam(Optimizer):
             defaults["decoupled_weight_decay"] = True
         super().__init__(params, defaults)
 
-    def update(
-        self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
-    ) -> None:
+    def update(self, param: Tensor, grad: Any, state: Values, group: Values) -> None:
         """One Adam step on ``param.data``."""
         decoupled = bool(group.get("decoupled_weight_decay", False))
         adam_update(param.data, grad, state, group, decoupled_weight_decay=decoupled)
 
 
 def adam_update(
-    data: Any,
-    grad: Any,
-    state: dict[str, Any],
-    group: dict[str, Any],
-    *,
-    decoupled_weight_decay: bool,
+    data: Any, grad: Any, state: Values, group: Values, *, decoupled_weight_decay: bool
 ) -> None:
     """The Adam update on ``data`` in place (shared with AdamW, which decays ``data`` directly)."""
     xp = array_module(data)

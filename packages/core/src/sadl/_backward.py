@@ -65,60 +65,50 @@ def run_backward(
     Without ``targets`` the gradients accumulate into the leaves' ``.grad`` (``Tensor.backward``);
     with ``targets`` their gradients are returned instead and no ``.grad`` is touched
     (``sadl.grad``), and only nodes that lead to a target run their rules. Callbacks queued
-    during the pass (``queue_backward_callback``) run when it has finished.
+    during the pass (``queue_backward_callback``) run when it has finished. The walk: toposort
+    (a node is ready once all its consumers ran) -> rule -> accumulate.
     """
     with _backward_pass():
-        return _walk(roots, root_grads, retain_graph, create_graph, targets)
-
-
-def _walk(
-    roots: Sequence[Tensor],
-    root_grads: Sequence[Any],
-    retain_graph: bool,
-    create_graph: bool,
-    targets: Sequence[Tensor] | None,
-) -> list[Any] | None:
-    """Toposort (a node is ready once all its consumers ran) -> rule -> accumulate."""
-    grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
-    for tensor, g in zip(roots, root_grads):
-        key = tensor._node if tensor._node is not None else tensor
-        grads[key] = grads[key] + g if key in grads else g
-    pending = _count_consumers(grads)
-    wanted = _nodes_leading_to(targets, pending) if targets is not None else None
-    hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
-    copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
-    ready = [n for n, count in pending.items() if count == 0]
-    while ready:
-        node = ready.pop()
-        g = grads.pop(node, None)
-        if g is not None and (wanted is None or node in wanted):
-            if node.datas is None:
-                _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
-            if node.retained is not None:
-                _store_retained(node, g)
-            if targets is not None:
-                grads[("target", node)] = g
-            if wanted is None or any(p in wanted for p in node.parents):
-                for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
-                    if gi is not None:
-                        grads[p] = grads[p] + gi if p in grads else gi
-            if not retain_graph:
-                node.datas = node.out = node.refill = None
-            elif node.refill is not None:
-                node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
-        for p in node.parents:
-            if type(p) is Node:
-                pending[p] -= 1
-                if pending[p] == 0:
-                    ready.append(p)
-            elif hooked and p in hooked:
-                _leaf_used(p, hooked, grads, copied)
-    if targets is not None:
-        return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
-    for leaf, g in grads.items():
-        if isinstance(leaf, TensorBase):
-            _accumulate(leaf, g, copied)
-    return None
+        grads: dict[Any, Any] = {}  # Node or leaf Tensor -> gradient of its output so far
+        for tensor, g in zip(roots, root_grads):
+            key = tensor._node if tensor._node is not None else tensor
+            grads[key] = grads[key] + g if key in grads else g
+        pending = _count_consumers(grads)
+        wanted = _nodes_leading_to(targets, pending) if targets is not None else None
+        hooked = _hooked_leaf_uses(pending) if _hooks.count and targets is None else None
+        copied: set[int] = set()  # ids of gradient arrays already handed to a leaf
+        ready = [n for n, count in pending.items() if count == 0]
+        while ready:
+            node = ready.pop()
+            g = grads.pop(node, None)
+            if g is not None and (wanted is None or node in wanted):
+                if node.datas is None:
+                    _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
+                if node.retained is not None:
+                    _store_retained(node, g)
+                if targets is not None:
+                    grads[("target", node)] = g
+                if wanted is None or any(p in wanted for p in node.parents):
+                    for p, gi in zip(node.parents, _input_grads(node, g, create_graph, wanted)):
+                        if gi is not None:
+                            grads[p] = grads[p] + gi if p in grads else gi
+                if not retain_graph:
+                    node.datas = node.out = node.refill = None
+                elif node.refill is not None:
+                    node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
+            for p in node.parents:
+                if type(p) is Node:
+                    pending[p] -= 1
+                    if pending[p] == 0:
+                        ready.append(p)
+                elif hooked and p in hooked:
+                    _leaf_used(p, hooked, grads, copied)
+        if targets is not None:
+            return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
+        for leaf, g in grads.items():
+            if isinstance(leaf, TensorBase):
+                _accumulate(leaf, g, copied)
+        return None
 
 
 def _refill(node: Node) -> None:
@@ -142,10 +132,8 @@ def _leaf_used(leaf: Any, hooked: dict[Any, int], grads: dict[Any, Any], copied:
 
 def _count_consumers(roots: dict[Any, Any]) -> dict[Node, int]:
     """Every node reachable from ``roots``, with how many recorded consumers it has."""
-    pending: dict[Node, int] = {}
     stack = [key for key in roots if type(key) is Node]
-    for node in stack:
-        pending[node] = 0
+    pending: dict[Node, int] = dict.fromkeys(stack, 0)
     while stack:
         for p in stack.pop().parents:
             if type(p) is Node:
@@ -203,13 +191,10 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             g = g.data
         raw = _call_rule(op, node, g, node.out, datas, wanted)
 
-    result: list[Any] = []
-    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
-        if gi is None or p is None:
-            result.append(None)
-            continue
-        result.append(_fit_gradient(gi, d, op.name, i))
-    return result
+    return [
+        None if gi is None or p is None else _fit_gradient(gi, d, op.name, i)
+        for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents))
+    ]
 
 
 def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
@@ -309,9 +294,7 @@ def _saved_input(data: Any, parent: Any) -> Any:
     """An input as a Tensor on the original graph (for create_graph), or the constant itself."""
     if isinstance(parent, TensorBase):
         return parent
-    if type(parent) is Node:
-        return new_tensor(data, parent)
-    return data
+    return new_tensor(data, parent) if type(parent) is Node else data
 
 
 def _no_double_backward(node: Node, g: Any) -> list[Any]:
@@ -536,10 +519,8 @@ def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:
         return (np if type(data) is np.ndarray else array_module(data)).ones_like(data)
     if isinstance(g, TensorBase):
         seed = g if create_graph else g.data
-    elif is_array(g):
-        seed = g
     else:
-        seed = np.asarray(g)
+        seed = g if is_array(g) else np.asarray(g)
     shape = seed.shape if hasattr(seed, "shape") else np.shape(seed)
     if tuple(shape) != out.shape:
         raise RuntimeError(

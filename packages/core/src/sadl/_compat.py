@@ -89,17 +89,13 @@ class FunctionNames:
             raise KeyError(
                 f"load_parameters: no values for {missing} (pass partial=True to keep those)"
             )
-        for key, value in given.items():
-            device = getattr(value, "device", None)
-            if (
-                not match_function_device
-                and isinstance(value, Tensor)
-                and device != own[key].device
-            ):
-                raise ValueError(
-                    f"load_parameters: {key!r} is on {device}, the model's on "
-                    f"{own[key].device}; pass match_function_device=True to move it"
-                )
+        moved = [k for k, v in given.items() if isinstance(v, Tensor) and v.device != own[k].device]
+        if moved and not match_function_device:
+            key = moved[0]
+            raise ValueError(
+                f"load_parameters: {key!r} is on {given[key].device}, the model's on "
+                f"{own[key].device}; pass match_function_device=True to move it"
+            )
         self.load_state_dict(dict(given), strict=False)
         return cast("Function", self)
 

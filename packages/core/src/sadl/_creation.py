@@ -16,7 +16,8 @@ import numpy as np
 from sadl import random as _random
 from sadl._defaults import get_default_dtype
 from sadl._tensor import Tensor, tensor
-from sadl.backends import Device, array_module, device_of, is_array, to_device
+from sadl.backends import Where, array_module, device_of, is_array, to_device
+from sadl.random import Seed
 
 __all__ = [
     "arange",
@@ -46,7 +47,7 @@ def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
     return out
 
 
-def _make(array: Any, device: str | Device | None, requires_grad: bool) -> Tensor:
+def _make(array: Any, device: Where, requires_grad: bool) -> Tensor:
     if device is not None:
         array = to_device(array, device)
     return Tensor(array, requires_grad=requires_grad)
@@ -59,10 +60,7 @@ def _filled(
 
 
 def zeros(
-    *shape: Shape,
-    dtype: Any = None,
-    device: str | Device | None = None,
-    requires_grad: bool = False,
+    *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A tensor of zeros.
 
@@ -74,20 +72,14 @@ def zeros(
 
 
 def ones(
-    *shape: Shape,
-    dtype: Any = None,
-    device: str | Device | None = None,
-    requires_grad: bool = False,
+    *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A tensor of ones."""
     return _filled(np.ones, shape, dtype, device, requires_grad)
 
 
 def empty(
-    *shape: Shape,
-    dtype: Any = None,
-    device: str | Device | None = None,
-    requires_grad: bool = False,
+    *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """An uninitialized tensor."""
     return _filled(np.empty, shape, dtype, device, requires_grad)
@@ -97,7 +89,7 @@ def full(
     shape: Shape,
     fill_value: Any,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor filled with ``fill_value``."""
@@ -111,7 +103,7 @@ def eye(
     m: int | None = None,
     k: int = 0,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A 2-D tensor with ones on diagonal ``k``."""
@@ -123,7 +115,7 @@ def arange(
     stop: Any = None,
     step: Any = 1,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """Evenly spaced values in ``[start, stop)`` (integers stay int64, floats become float32)."""
@@ -140,7 +132,7 @@ def linspace(
     stop: float,
     num: int = 50,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive."""
@@ -151,9 +143,9 @@ def linspace(
 def rand(
     *shape: Shape,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
-    rng: np.random.Generator | int | None = None,
+    rng: Seed = None,
 ) -> Tensor:
     """Uniform samples in ``[0, 1)`` (from ``rng`` or sadl's generator of ``device``)."""
     array = _random.random(_shape(shape), np.float64, device, rng)
@@ -163,9 +155,9 @@ def rand(
 def randn(
     *shape: Shape,
     dtype: Any = None,
-    device: str | Device | None = None,
+    device: Where = None,
     requires_grad: bool = False,
-    rng: np.random.Generator | int | None = None,
+    rng: Seed = None,
 ) -> Tensor:
     """Standard normal samples (from ``rng`` or sadl's generator of ``device``)."""
     array = _random.standard_normal(_shape(shape), np.float64, device, rng)
@@ -173,12 +165,7 @@ def randn(
 
 
 def randint(
-    low: int,
-    high: int,
-    shape: Shape,
-    dtype: Any = np.int64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    low: int, high: int, shape: Shape, dtype: Any = np.int64, device: Where = None, rng: Seed = None
 ) -> Tensor:
     """Random integers in ``[low, high)`` (from ``rng`` or sadl's generator of ``device``)."""
     array = _random.integers(low, high, _shape((shape,)), dtype, device, rng)
@@ -192,14 +179,14 @@ def _like(fill: str, t: Any, dtype: Any, device: Any, requires_grad: bool) -> Te
 
 
 def zeros_like(
-    t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+    t: Any, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """Zeros with the shape (and by default dtype and device) of ``t``."""
     return _like("zeros_like", t, dtype, device, requires_grad)
 
 
 def ones_like(
-    t: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+    t: Any, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """Ones with the shape (and by default dtype and device) of ``t``."""
     return _like("ones_like", t, dtype, device, requires_grad)

@@ -133,8 +133,7 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         if variadic and not positional and args and isinstance(args[0], list | tuple):
-            inputs = list(args[0])
-            rest = args[1:]
+            inputs, rest = list(args[0]), args[1:]
         elif variadic:
             inputs, rest = list(args), ()
         else:
@@ -157,11 +156,11 @@ def make_binder(op: OpDef, func: Any = None) -> Binder:
                     f"{label}: argument {name!r} is not supported on sadl Tensors "
                     f"(op {op.name!r} takes: {accepted})"
                 )
-        if not variadic and len(inputs) < len(positional):
-            inputs.extend([_MISSING] * (len(positional) - len(inputs)))
-        for index, value in enumerate(inputs):
-            if value is _MISSING and not variadic:
-                inputs[index] = defaults.get(positional[index], _MISSING)
+        if not variadic:
+            inputs += [_MISSING] * (len(positional) - len(inputs))
+            inputs = [
+                defaults.get(n, v) if v is _MISSING else v for n, v in zip(positional, inputs)
+            ]
         if any(x is _MISSING for x in inputs):
             raise TypeError(f"{label}: missing a required argument for op {op.name!r}")
         return inputs, {k: constant_param(v, op, k) for k, v in params.items()}
@@ -201,9 +200,7 @@ def array_ufunc(
         function = ufunc if method == "__call__" else getattr(ufunc, method)
         name = _METHODS.get((method, ufunc), ufunc.__name__)
         result = _fallback(function, inputs, kwargs, label, name)
-    if out is None:
-        return result
-    return _write_out(out, result, f"np.{ufunc.__name__}")
+    return result if out is None else _write_out(out, result, f"np.{ufunc.__name__}")
 
 
 def _write_out(out: Any, result: Any, label: str) -> Any:
@@ -292,7 +289,6 @@ def _write_in_place(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], la
         if func is np.copyto:
             bound = {**dict(zip(("dst", "src", "casting", "where"), args)), **kwargs}
             return _copyto_recorded(**bound)
-            raise RuntimeError(_LEAF_MESSAGE.format(label=label))
         raise TypeError(
             f"{label} on a tensor that requires grad is not differentiable; write with "
             "t[index] = value (recorded on the graph), or do it under sadl.no_grad()"
@@ -431,6 +427,4 @@ def _has_float(value: Any) -> bool:
         return bool(value.dtype.kind in "fc")
     if isinstance(value, float | complex):
         return True
-    if isinstance(value, tuple | list):
-        return any(_has_float(v) for v in value)
-    return False
+    return isinstance(value, tuple | list) and any(_has_float(v) for v in value)

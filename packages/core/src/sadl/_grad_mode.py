@@ -10,12 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = [
-    "enable_grad",
-    "is_grad_enabled",
-    "no_grad",
-    "set_grad_enabled",
-]
+__all__ = ["enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

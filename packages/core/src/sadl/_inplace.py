@@ -32,23 +32,25 @@ def rebase_inplace(
     """
     before = new_tensor(tensor.data.copy(), tensor._node)
     before._requires_grad = tensor._requires_grad
-    producer = tensor._node
-    if producer is not None:
-        producer.out = before.data
-        producer.counters = (*producer.counters[:-1], before._version)
-        producer.versions = (*producer.versions[:-1], 0)
+    if tensor._node is not None:
+        _output_is(tensor._node, before.data, before._version)
     others = tuple(before if o is tensor else o for o in others)
     result = apply(op, (before, *others), params)
     write_into(tensor.data, result.data)
     tensor._version[0] += 1
     node = result._node
     if node is not None:
-        node.out = tensor.data
-        node.counters = (*node.counters[:-1], tensor._version)
-        node.versions = (*node.versions[:-1], tensor._version[0])
+        _output_is(node, tensor.data, tensor._version)
     tensor._node = node
     tensor._requires_grad = node is not None
     return tensor
+
+
+def _output_is(node: Node, out: Any, counter: list[int]) -> None:
+    """Make ``out`` (with version counter ``counter``, as it is now) ``node``'s saved output."""
+    node.out = out
+    node.counters = (*node.counters[:-1], counter)
+    node.versions = (*node.versions[:-1], counter[0])
 
 
 def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor, key: Any) -> bool:
@@ -71,10 +73,8 @@ def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor
     old[key] = getitem.out  # the slice as it was (kept by the first in-place op's rebase)
     counter = [0]
     before = new_tensor(old, tensor._node, counter)
-    producer = tensor._node
-    if producer is not None:
-        producer.out, producer.counters = old, (*producer.counters[:-1], counter)
-        producer.versions = (*producer.versions[:-1], 0)
+    if tensor._node is not None:
+        _output_is(tensor._node, old, counter)
     getitem.datas = (old, *getitem.datas[1:])
     getitem.counters = (counter, *getitem.counters[1:])
     getitem.versions = (0, *getitem.versions[1:])
@@ -84,18 +84,14 @@ def rebase_view_write(tensor: Tensor, op: OpDef, getitem_op: OpDef, view: Tensor
         node.datas = (node.datas[0], view.data.copy(), *node.datas[2:])
         node.counters = (node.counters[0], [0], *node.counters[2:])
         node.versions = (node.versions[0], 0, *node.versions[2:])
-        node.out = tensor.data
-        node.counters = (*node.counters[:-1], tensor._version)
-        node.versions = (*node.versions[:-1], tensor._version[0])
+        _output_is(node, tensor.data, tensor._version)
     tensor._node = node
     tensor._requires_grad = node is not None
-    last = cast(Node, view._node)  # not None: getitem was found above it; its output lives on
-    last.out, last.counters = view.data.copy(), (*last.counters[:-1], [0])
-    last.versions = (*last.versions[:-1], 0)
+    # view._node is not None: getitem was found above it; its output lives on
+    _output_is(cast(Node, view._node), view.data.copy(), [0])
     again = apply(getitem_op, (tensor,), {"key": key})._node
     if again is not None:
-        again.out, again.counters = view.data, (*again.counters[:-1], view._version)
-        again.versions = (*again.versions[:-1], view._version[0])
+        _output_is(again, view.data, view._version)
     view._node = again
     return True
 

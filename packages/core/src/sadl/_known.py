@@ -66,10 +66,8 @@ def install_command(distribution: str, extra: str | None = None) -> str:
     root = checkout_root()
     if distribution in PUBLISHED or where is None:
         target = distribution
-    elif root is not None:
-        target = _shorten(root / where)
     else:
-        target = where
+        target = _shorten(root / where) if root is not None else where
     if extra:
         target = f"'{target}[{extra}]'"
     command = f"{_installer()} {target}"

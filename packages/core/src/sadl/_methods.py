@@ -34,6 +34,9 @@ from sadl.backends import Device, array_module
 if TYPE_CHECKING:
     from sadl._tensor import Tensor
 
+Int = builtins.int  # the class's own int and bool (casts) shadow the builtins in its body
+Bool = builtins.bool
+
 __all__ = [
     "ArithmeticMethods",
     "TensorLike",
@@ -49,9 +52,9 @@ class TensorLike(Protocol):
     data: Any
 
     @property
-    def shape(self) -> tuple[builtins.int, ...]: ...
+    def shape(self) -> tuple[Int, ...]: ...
     @property
-    def ndim(self) -> builtins.int: ...
+    def ndim(self) -> Int: ...
     @property
     def dtype(self) -> np.dtype[Any]: ...
     def item(self) -> Any: ...
@@ -59,15 +62,13 @@ class TensorLike(Protocol):
     def __getitem__(self, key: Any) -> Tensor: ...
     def _inplace(self, op: OpDef, *others: Any, **params: Any) -> Tensor: ...
     def reshape(self, *shape: Any, order: str = "C") -> Tensor: ...
-    def swapaxes(self, axis1: builtins.int, axis2: builtins.int) -> Tensor: ...
+    def swapaxes(self, axis1: Int, axis2: Int) -> Tensor: ...
     def permute(self, *axes: Any) -> Tensor: ...
     def broadcast_to(self, *shape: Any) -> Tensor: ...
-    def diagonal(
-        self, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
-    ) -> Tensor: ...
+    def diagonal(self, offset: Int = 0, axis1: Int = 0, axis2: Int = 1) -> Tensor: ...
     def clip(self, a_min: Any = None, a_max: Any = None) -> Tensor: ...
-    def round(self, decimals: builtins.int = 0) -> Tensor: ...
-    def astype(self, dtype: Any, copy: builtins.bool = True) -> Tensor: ...
+    def round(self, decimals: Int = 0) -> Tensor: ...
+    def astype(self, dtype: Any, copy: Bool = True) -> Tensor: ...
     def to(self, device: str | Device | None = None, dtype: Any = None) -> Tensor: ...
 
 
@@ -131,7 +132,7 @@ def _in_place(op: OpDef, doc: str | None = None) -> Callable[[TensorLike, Any], 
     return method
 
 
-def _reduction(op: OpDef, doc: str, ddof: builtins.bool = False) -> Callable[..., Tensor]:
+def _reduction(op: OpDef, doc: str, ddof: Bool = False) -> Callable[..., Tensor]:
     """A reduction method taking NumPy's and torch's spellings (see ``_reduce_params``)."""
 
     def method(self: TensorLike, axis: Any = None, *args: Any, **kw: Any) -> Tensor:
@@ -146,7 +147,7 @@ _TORCH_NAMES = {"dim": "axis", "keepdim": "keepdims", "correction": "ddof"}
 
 
 def _reduce_params(
-    name: str, axis: Any, args: tuple[Any, ...], kw: dict[str, Any], ddof: builtins.bool
+    name: str, axis: Any, args: tuple[Any, ...], kw: dict[str, Any], ddof: Bool
 ) -> dict[str, Any]:
     """The op's params from NumPy's ``(axis, [ddof,] keepdims)`` or torch's ``dim``, ``keepdim``
     (and ``correction``, ``unbiased``), each spelling once.
@@ -220,6 +221,11 @@ def _operand(self: TensorLike, other: Any) -> Any:
     return array_module(self.data).asarray(other) if isinstance(other, list | tuple) else other
 
 
+def _divmod(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """``(a // b, a % b)``, each op applied by the engine."""
+    return _apply(_el.FLOOR_DIVIDE, (a, b), {}), _apply(_ar.REMAINDER, (a, b), {})
+
+
 class ArithmeticMethods:
     """Every Python operator, with its reflected and in-place forms, and the binary methods.
 
@@ -264,12 +270,10 @@ class ArithmeticMethods:
         return self._inplace(_la.MATMUL, _operand(self, other))
 
     def __divmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
-        pair = (self, other)
-        return _apply(_el.FLOOR_DIVIDE, pair, {}), _apply(_ar.REMAINDER, pair, {})
+        return _divmod(self, other)
 
     def __rdivmod__(self: TensorLike, other: Any) -> tuple[Tensor, Tensor]:
-        pair = (other, self)
-        return _apply(_el.FLOOR_DIVIDE, pair, {}), _apply(_ar.REMAINDER, pair, {})
+        return _divmod(other, self)
 
     add_ = _in_place(_ar.ADD, "In-place add.")
     sub_ = _in_place(_ar.SUBTRACT, "In-place subtract.")
@@ -280,9 +284,7 @@ class ArithmeticMethods:
     maximum = _binary(_ar.MAXIMUM, "Elementwise maximum.")
     minimum = _binary(_ar.MINIMUM, "Elementwise minimum.")
 
-    def matmul(self: TensorLike, other: Any) -> Tensor:
-        """Matrix product (NumPy's matmul rules)."""
-        return _apply(_la.MATMUL, (self, _operand(self, other)), {})
+    matmul = __matmul__
 
     floor_divide = _binary(_el.FLOOR_DIVIDE, "Elementwise floor(self / other) (zero gradient).")
 
@@ -348,11 +350,11 @@ class ElementwiseMethods:
         """Elementwise 1 / sqrt(x)."""
         return _apply(_el.RECIPROCAL, (_apply(_el.SQRT, (self,), {}),), {})
 
-    def round(self: TensorLike, decimals: builtins.int = 0) -> Tensor:
+    def round(self: TensorLike, decimals: Int = 0) -> Tensor:
         """Round half to even (zero gradient)."""
         return _apply(_el.ROUND, (self,), {"decimals": decimals})
 
-    def __round__(self: TensorLike, ndigits: builtins.int | None = None) -> Any:
+    def __round__(self: TensorLike, ndigits: Int | None = None) -> Any:
         if ndigits is None and self.data.size == 1:
             return round(self.item())
         return self.round(ndigits or 0)
@@ -389,9 +391,7 @@ class ReductionMethods:
     cumsum = _along(_red.CUMSUM, "Running sum along ``axis``.", None)
     cumprod = _along(_red.CUMPROD, "Running product along ``axis``.", None)
 
-    def sort(
-        self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
-    ) -> Any:
+    def sort(self: TensorLike, axis: Any = -1, descending: Bool = False, *, dim: Any = None) -> Any:
         """Sorted values along ``axis``, largest first if ``descending``; with torch's ``dim=``,
         torch's ``(values, indices)``.
         """
@@ -399,12 +399,11 @@ class ReductionMethods:
         values = _apply(_sel.SORT, (self,), params)
         if dim is None:
             return values
-        return _sel.ValuesIndices(
-            values, _apply(_nd.ARGSORT, (self,), {**params, "kind": "stable"})
-        )
+        indices = _apply(_nd.ARGSORT, (self,), {**params, "kind": "stable"})
+        return _sel.ValuesIndices(values, indices)
 
     def argsort(
-        self: TensorLike, axis: Any = -1, descending: builtins.bool = False, *, dim: Any = None
+        self: TensorLike, axis: Any = -1, descending: Bool = False, *, dim: Any = None
     ) -> Tensor:
         """Indices that sort along ``axis`` (stable; largest first if ``descending``)."""
         params = {"axis": axis if dim is None else dim, "descending": descending}
@@ -412,10 +411,10 @@ class ReductionMethods:
 
     def topk(
         self: TensorLike,
-        k: builtins.int,
-        axis: builtins.int = -1,
-        largest: builtins.bool = True,
-        sorted: builtins.bool = True,
+        k: Int,
+        axis: Int = -1,
+        largest: Bool = True,
+        sorted: Bool = True,
         *,
         dim: Any = None,
     ) -> Any:
@@ -465,9 +464,7 @@ class ShapeMethods:
         """
         return _apply(_sh.RESHAPE, (self,), {"shape": _shape_args(shape), "order": order})
 
-    def flatten(
-        self: TensorLike, start_dim: builtins.int = 0, end_dim: builtins.int = -1
-    ) -> Tensor:
+    def flatten(self: TensorLike, start_dim: Int = 0, end_dim: Int = -1) -> Tensor:
         """Merge axes ``start_dim..end_dim`` into one (all of them by default)."""
         nd = max(self.ndim, 1)
         start, end = start_dim % nd, end_dim % nd
@@ -491,7 +488,7 @@ class ShapeMethods:
         normalized = tuple(int(a) % nd if nd else int(a) for a in _shape_args(axes))
         return _apply(_sh.TRANSPOSE, (self,), {"axes": normalized})
 
-    def swapaxes(self: TensorLike, axis1: builtins.int, axis2: builtins.int) -> Tensor:
+    def swapaxes(self: TensorLike, axis1: Int, axis2: Int) -> Tensor:
         """Exchange two axes."""
         return _apply(_sh.SWAPAXES, (self,), {"axis1": axis1, "axis2": axis2})
 
@@ -515,7 +512,7 @@ class ShapeMethods:
         """Insert a length-1 axis at ``axis``."""
         return _apply(_sh.EXPAND_DIMS, (self,), {"axis": axis})
 
-    def unsqueeze(self: TensorLike, dim: builtins.int) -> Tensor:
+    def unsqueeze(self: TensorLike, dim: Int) -> Tensor:
         """Insert a length-1 axis at ``dim`` (torch's name)."""
         return _apply(_sh.EXPAND_DIMS, (self,), {"axis": dim})
 
@@ -547,24 +544,20 @@ class ShapeMethods:
         """Repeat the whole tensor ``reps`` times along each axis."""
         return _apply(_lay.TILE, (self,), {"reps": reps})
 
-    def tril(self: TensorLike, k: builtins.int = 0) -> Tensor:
+    def tril(self: TensorLike, k: Int = 0) -> Tensor:
         """Lower triangle of the last two axes."""
         return _apply(_lay.TRIL, (self,), {"k": k})
 
-    def triu(self: TensorLike, k: builtins.int = 0) -> Tensor:
+    def triu(self: TensorLike, k: Int = 0) -> Tensor:
         """Upper triangle of the last two axes."""
         return _apply(_lay.TRIU, (self,), {"k": k})
 
-    def diagonal(
-        self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
-    ) -> Tensor:
+    def diagonal(self: TensorLike, offset: Int = 0, axis1: Int = 0, axis2: Int = 1) -> Tensor:
         """The diagonal of two axes."""
         params = {"offset": offset, "axis1": axis1, "axis2": axis2}
         return _apply(_lay.DIAGONAL, (self,), params)
 
-    def trace(
-        self: TensorLike, offset: builtins.int = 0, axis1: builtins.int = 0, axis2: builtins.int = 1
-    ) -> Tensor:
+    def trace(self: TensorLike, offset: Int = 0, axis1: Int = 0, axis2: Int = 1) -> Tensor:
         """Sum of the diagonal."""
         return self.diagonal(offset, axis1, axis2).sum(axis=-1)
 
@@ -572,15 +565,15 @@ class ShapeMethods:
         """Elements at ``indices`` along ``axis`` (of the flattened tensor when None)."""
         return _tk.TAKE(self, indices=indices, axis=axis)  # type: ignore[no-any-return]
 
-    def take_along_axis(self: TensorLike, indices: Any, axis: builtins.int) -> Tensor:
+    def take_along_axis(self: TensorLike, indices: Any, axis: Int) -> Tensor:
         """Values picked along ``axis`` by an index array of the same rank."""
         return _tk.TAKE_ALONG_AXIS(self, indices=indices, axis=axis)  # type: ignore[no-any-return]
 
-    def gather(self: TensorLike, dim: builtins.int, index: Any) -> Tensor:
+    def gather(self: TensorLike, dim: Int, index: Any) -> Tensor:
         """Torch's gather: ``out[i][j] = self[index[i][j]][j]`` for ``dim=0``."""
         return _tk.GATHER(self, dim, _plain(index))  # type: ignore[no-any-return]
 
-    def nonzero(self: TensorLike, as_tuple: builtins.bool = True) -> Any:
+    def nonzero(self: TensorLike, as_tuple: Bool = True) -> Any:
         """Indices of nonzero elements: one array per axis (NumPy), or rows (``as_tuple=False``)."""
         return _sel.NONZERO(self) if as_tuple else _apply(_sel.ARGWHERE, (self,), {})
 

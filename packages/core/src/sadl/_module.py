@@ -83,8 +83,7 @@ class Function(FunctionNames):
 
     def children(self) -> Iterator[Function]:
         """Direct sub-Functions."""
-        for _, child in self.named_children():
-            yield child
+        yield from (child for _, child in self.named_children())
 
     def named_modules(
         self, memo: set[Any] | None = None, prefix: str = "", remove_duplicate: bool = True
@@ -103,8 +102,7 @@ class Function(FunctionNames):
 
     def modules(self) -> Iterator[Function]:
         """This Function and every sub-Function."""
-        for _, module in self.named_modules():
-            yield module
+        yield from (module for _, module in self.named_modules())
 
     def named_parameters(
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
@@ -155,8 +153,7 @@ class Function(FunctionNames):
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """Registered buffers."""
-        for _, value in self.named_buffers(recurse=recurse):
-            yield value
+        yield from (value for _, value in self.named_buffers(recurse=recurse))
 
     def register_buffer(self, name: str, value: Tensor | None, persistent: bool = True) -> None:
         """Keep a non-trainable tensor as state: moved by ``to()``, saved when ``persistent``."""
@@ -164,10 +161,7 @@ class Function(FunctionNames):
         transient: set[str] = self.__dict__.setdefault("_transient_buffers", set())
         if name not in names:
             names.append(name)
-        if persistent:
-            transient.discard(name)
-        else:
-            transient.add(name)
+        (transient.discard if persistent else transient.add)(name)
         object.__setattr__(self, name, value)
 
     def num_parameters(self) -> int:
@@ -188,10 +182,7 @@ class Function(FunctionNames):
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient."""
         for p in self.parameters():
-            if set_to_none or p.grad is None:
-                p.grad = None
-            else:
-                p.grad = p.grad * 0
+            p.grad = None if set_to_none or p.grad is None else p.grad * 0
 
     def to(self, device: str | Device | int | None = None, dtype: Any = None) -> Function:
         """Move (and/or cast) every parameter and buffer in place; returns self.
@@ -303,10 +294,8 @@ class Function(FunctionNames):
         return IncompatibleKeys(missing, unexpected)
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__}("]
-        for name, child in self.named_children():
-            body = repr(child).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {body}")
+        children = [f"  ({n}): " + repr(c).replace("\n", "\n  ") for n, c in self.named_children()]
+        lines = [f"{type(self).__name__}(", *children]
         extra = self.extra_repr()
         if len(lines) == 1:
             return f"{type(self).__name__}({extra})"
@@ -351,8 +340,7 @@ class ParameterView:
 
     def __call__(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every Parameter of the module, each once (``recurse=False``: its own only)."""
-        for _, p in self._module.named_parameters(recurse=recurse):
-            yield p
+        yield from (p for _, p in self._module.named_parameters(recurse=recurse))
 
     def __iter__(self) -> Iterator[Parameter]:
         return self()

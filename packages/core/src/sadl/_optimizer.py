@@ -23,6 +23,8 @@ from sadl.backends import is_array, to_device
 
 __all__ = ["Optimizer", "torch_options"]
 
+Values = dict[str, Any]  # a param group, a parameter's state, a state dict: names to values
+
 
 def _is_finite_number(value: Any) -> bool:
     if not isinstance(value, numbers.Real) or isinstance(value, bool | np.bool_):
@@ -34,7 +36,7 @@ def _is_nonnegative_number(value: Any) -> bool:
     return _is_finite_number(value) and float(value) >= 0
 
 
-def _declared_defaults(cls: type) -> dict[str, Any]:
+def _declared_defaults(cls: type) -> Values:
     """The constructor's keyword defaults (``lr=1e-3`` ...): the types a group's values keep."""
     try:
         parameters = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
@@ -90,7 +92,7 @@ def _checked_state_value(where: str, index: Any, name: str, value: Any, param: T
     return to_device(value.astype(param.dtype, copy=True), param.device)
 
 
-def torch_options(owner: str, **flags: bool | None) -> dict[str, Any]:
+def torch_options(owner: str, **flags: bool | None) -> Values:
     """The switches of torch's optimizers (``maximize``, ``foreach``, ``fused``, ``capturable``,
     ``differentiable``), checked, as defaults entries: each optimizer passes those its torch
     namesake has, so its param groups hold the same keys as torch's.
@@ -122,7 +124,7 @@ def _maximizing(update: Callable[..., None]) -> Callable[..., None]:
     update calling its parent's is not negated twice).
     """
 
-    def wrapper(self: Any, param: Tensor, grad: Any, state: Any, group: dict[str, Any]) -> None:
+    def wrapper(self: Any, param: Tensor, grad: Any, state: Any, group: Values) -> None:
         if group.get("maximize") and type(self).update is wrapper:
             grad = -grad
         update(self, param, grad, state, group)
@@ -160,10 +162,10 @@ class Optimizer:
         if own is not None:
             cls.update = _maximizing(own)  # type: ignore[method-assign]
 
-    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+    def __init__(self, params: Iterable[Any], defaults: Values) -> None:
         self.defaults = dict(defaults)
-        self.state: dict[Tensor, dict[str, Any]] = {}
-        self.param_groups: list[dict[str, Any]] = []
+        self.state: dict[Tensor, Values] = {}
+        self.param_groups: list[Values] = []
         if isinstance(params, Tensor):
             raise TypeError(
                 f"{type(self).__name__}: params must be an iterable of tensors (e.g. "
@@ -177,14 +179,15 @@ class Optimizer:
             self.add_param_group(group)
 
     # ------------------------------------------------------------------ groups
-    def add_param_group(self, group: dict[str, Any]) -> None:
+    def add_param_group(self, group: Values) -> None:
         """Add a group of parameters with its own hyperparameters."""
+        name = type(self).__name__
         if not isinstance(group, dict) or "params" not in group:
-            raise TypeError(f"{type(self).__name__}: a param group is a dict with a 'params' key")
+            raise TypeError(f"{name}: a param group is a dict with a 'params' key")
         unknown = sorted(set(group) - set(self.defaults) - {"params", "name"})
         if unknown:
             raise ValueError(
-                f"{type(self).__name__}: unknown param group keys {unknown}; known keys are "
+                f"{name}: unknown param group keys {unknown}; known keys are "
                 f"{sorted(self.defaults)}"
             )
         params = group["params"]
@@ -193,23 +196,20 @@ class Optimizer:
         here: dict[int, int] = {}
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
-                raise TypeError(
-                    f"{type(self).__name__}: parameter {i} is {type(p).__name__}, not a Tensor"
-                )
+                raise TypeError(f"{name}: parameter {i} is {type(p).__name__}, not a Tensor")
             if not p.is_leaf or not (p.requires_grad or isinstance(p, Parameter)):
                 raise ValueError(
-                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) is not a leaf tensor "
+                    f"{name}: parameter {i} (shape {p.shape}) is not a leaf tensor "
                     "that requires grad (nor a frozen Parameter)"
                 )
             if id(p) in here:
                 raise ValueError(
-                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) appears twice in "
+                    f"{name}: parameter {i} (shape {p.shape}) appears twice in "
                     f"one param group (also as parameter {here[id(p)]}); pass each parameter once"
                 )
             if id(p) in existing:
                 raise ValueError(
-                    f"{type(self).__name__}: parameter {i} (shape {p.shape}) appears in more "
-                    "than one param group"
+                    f"{name}: parameter {i} (shape {p.shape}) appears in more than one param group"
                 )
             here[id(p)] = i
             existing.add(id(p))
@@ -217,7 +217,7 @@ class Optimizer:
         self.check_hyperparameters(full)
         self.param_groups.append(full)
 
-    def check_hyperparameters(self, group: dict[str, Any]) -> None:
+    def check_hyperparameters(self, group: Values) -> None:
         """Raise ``ValueError`` for a bad hyperparameter (subclasses extend this).
 
         The constructor (through ``add_param_group``) and ``load_state_dict`` both call it, so
@@ -257,10 +257,7 @@ class Optimizer:
         """Forget the gradients of every parameter."""
         for group in self.param_groups:
             for p in group["params"]:
-                if set_to_none or p.grad is None:
-                    p.grad = None
-                else:
-                    p.grad = p.grad * 0
+                p.grad = None if set_to_none or p.grad is None else p.grad * 0
 
     def backward(self, loss: Tensor) -> None:
         """Compute the gradients of ``loss`` for the parameters (SADL's API; = loss.backward())."""
@@ -278,31 +275,22 @@ class Optimizer:
                     grad = p.grad
                     if grad is None:
                         continue
-                    if isinstance(grad, Tensor):
-                        grad = grad.data
-                    state = self.state.get(p)
-                    if state is None:
-                        state = self.state[p] = {}
-                    self.update(p, grad, state, group)
+                    grad = grad.data if isinstance(grad, Tensor) else grad
+                    self.update(p, grad, self.state.setdefault(p, {}), group)
                     p._version[0] += 1
         return loss
 
-    def update(
-        self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
-    ) -> None:
+    def update(self, param: Tensor, grad: Any, state: Values, group: Values) -> None:
         """Change ``param.data`` in place from ``grad`` (subclasses implement this)."""
         raise NotImplementedError(f"{type(self).__name__} must implement update()")
 
     # ------------------------------------------------------------------ state dicts
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> Values:
         """``{"state": {i: {...}}, "param_groups": [...]}`` with parameters as indices, as torch."""
         index: dict[int, int] = {}
         groups = []
         for group in self.param_groups:
-            ids = []
-            for p in group["params"]:
-                index.setdefault(id(p), len(index))
-                ids.append(index[id(p)])
+            ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
             groups.append(
                 {**{k: copy.deepcopy(v) for k, v in group.items() if k != "params"}, "params": ids}
             )
@@ -318,7 +306,7 @@ class Optimizer:
                     }
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Values) -> None:
         """Restore what ``state_dict`` returned (same parameters, same group layout).
 
         Everything is checked before anything changes: the group layout, each group's keys and
@@ -343,7 +331,7 @@ class Optimizer:
         saved_state = state_dict.get("state", {})
         if not isinstance(saved_state, Mapping):
             raise ValueError(f"{where}: 'state' is {type(saved_state).__name__}, not a mapping")
-        new_state: dict[Tensor, dict[str, Any]] = {}
+        new_state: dict[Tensor, Values] = {}
         for key, values in saved_state.items():
             p = by_index.get(_index(key))
             if p is None:
@@ -356,13 +344,8 @@ class Optimizer:
         self.state = new_state
 
     def _checked_group(
-        self,
-        where: str,
-        number: int,
-        saved: Any,
-        group: dict[str, Any],
-        by_index: dict[int, Tensor],
-    ) -> dict[str, Any]:
+        self, where: str, number: int, saved: Any, group: Values, by_index: dict[int, Tensor]
+    ) -> Values:
         """One saved param group checked like ``add_param_group`` checks a new one."""
         if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), list):
             raise ValueError(f"{where}: param group {number} has no list of 'params'")
@@ -392,7 +375,5 @@ class Optimizer:
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"  group {i}: {len(group['params'])} params")
-            for k in sorted(group):
-                if k != "params":
-                    lines.append(f"    {k}: {group[k]}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
         return "\n".join([*lines, ")"])

@@ -135,12 +135,9 @@ class OpDef:
             forward_params = ()  # type: ignore[assignment]
         names = tuple(p.name for p in forward_params if p.kind is p.POSITIONAL_OR_KEYWORD)
         object.__setattr__(self, "input_names", names)
-        if not isinstance(self.numpy_funcs, tuple):
-            object.__setattr__(self, "numpy_funcs", tuple(self.numpy_funcs))
-        if not isinstance(self.examples, tuple):
-            object.__setattr__(self, "examples", tuple(self.examples))
-        if not isinstance(self.singular_points, tuple):
-            object.__setattr__(self, "singular_points", tuple(self.singular_points))
+        for key in ("numpy_funcs", "examples", "singular_points"):  # lists given become tuples
+            if not isinstance(getattr(self, key), tuple):
+                object.__setattr__(self, key, tuple(getattr(self, key)))
         if self.singular_points and not self.differentiable:
             raise TypeError(
                 f"OpDef {self.name!r}: singular_points need a gradient; this op is "

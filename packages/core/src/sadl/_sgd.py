@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sadl._optimizer import Optimizer, torch_options
+from sadl._optimizer import Optimizer, Values, torch_options
 from sadl._tensor import Tensor
 
 __all__ = ["SGD"]
@@ -64,7 +64,7 @@ class SGD(Optimizer):
         }  # fmt: skip
         super().__init__(params, defaults)
 
-    def check_hyperparameters(self, group: dict[str, Any]) -> None:
+    def check_hyperparameters(self, group: Values) -> None:
         """Momentum must be >= 0; Nesterov needs momentum and no dampening."""
         super().check_hyperparameters(group)
         if group["momentum"] < 0:
@@ -72,9 +72,7 @@ class SGD(Optimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov=True needs momentum > 0 and dampening = 0")
 
-    def update(
-        self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
-    ) -> None:
+    def update(self, param: Tensor, grad: Any, state: Values, group: Values) -> None:
         """One SGD step on ``param.data``."""
         lr = float(group["lr"])
         momentum = float(group["momentum"])

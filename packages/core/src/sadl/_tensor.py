@@ -22,7 +22,9 @@ from sadl._engine import new_tensor
 from sadl._grad_mode import _state as _grad_state
 from sadl._methods import (
     ArithmeticMethods,
+    Bool,
     ElementwiseMethods,
+    Int,
     ReductionMethods,
     ShapeMethods,
     _index_key,
@@ -31,7 +33,7 @@ from sadl._ops import indexing as _ix
 from sadl._ops import nondifferentiable as _nd
 from sadl._tensor_base import TensorBase
 from sadl._torch_methods import TorchMethods
-from sadl.backends import Device, array_module, device_of, is_array, to_device
+from sadl.backends import Device, Where, array_module, device_of, is_array, to_device
 
 __all__ = ["Parameter", "Tensor", "tensor"]
 
@@ -63,11 +65,7 @@ class Tensor(
     __array_priority__ = 1000
 
     def __new__(
-        cls,
-        data: Any,
-        dtype: Any = None,
-        device: str | Device | None = None,
-        requires_grad: builtins.bool = False,
+        cls, data: Any, dtype: Any = None, device: Where = None, requires_grad: Bool = False
     ) -> Tensor:
         tensor = new_tensor(_as_array(data, dtype, device), cls=cls)
         if requires_grad:
@@ -82,7 +80,7 @@ class Tensor(
 
     # ---------------------------------------------------------------- autograd
     @property
-    def requires_grad(self) -> builtins.bool:
+    def requires_grad(self) -> Bool:
         """Whether operations on this tensor are recorded for differentiation.
 
         Assigning it validates like ``requires_grad_``: only floating tensors can require grad,
@@ -91,10 +89,10 @@ class Tensor(
         return self._requires_grad
 
     @requires_grad.setter
-    def requires_grad(self, value: builtins.bool) -> None:
+    def requires_grad(self, value: Bool) -> None:
         self.requires_grad_(value)
 
-    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
+    def requires_grad_(self, requires_grad: Bool = True) -> Tensor:
         """Set ``requires_grad`` in place (leaves only; floating dtypes only)."""
         if not isinstance(requires_grad, builtins.bool | np.bool_):
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
@@ -110,10 +108,7 @@ class Tensor(
         return self
 
     def backward(
-        self,
-        grad: Any = None,
-        retain_graph: builtins.bool = False,
-        create_graph: builtins.bool = False,
+        self, grad: Any = None, retain_graph: Bool = False, create_graph: Bool = False
     ) -> None:
         """Accumulate the gradient of this tensor into every leaf's ``.grad``.
 
@@ -186,7 +181,7 @@ class Tensor(
     def __setitem__(self, key: Any, value: Any) -> None:
         self._assign(_index_key(key), value)
 
-    def _records_inplace(self, *others: Any) -> builtins.bool:
+    def _records_inplace(self, *others: Any) -> Bool:
         """Whether an in-place op on this tensor must be recorded on the graph.
 
         A leaf that requires grad may not be overwritten while recording (its gradient would
@@ -222,9 +217,7 @@ class Tensor(
         return self
 
     # ---------------------------------------------------------------- protocols
-    def __array__(
-        self, dtype: Any = None, copy: builtins.bool | None = None
-    ) -> np.ndarray[Any, Any]:
+    def __array__(self, dtype: Any = None, copy: Bool | None = None) -> np.ndarray[Any, Any]:
         if type(self.data) is not np.ndarray:
             raise TypeError(
                 f"this tensor lives on {self.device}; call .numpy() or .to('cpu') to get a "
@@ -262,7 +255,7 @@ class Tensor(
             extras.append("requires_grad=True")
         return f"{type(self).__name__}({body}{''.join(', ' + e for e in extras)})"
 
-    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
+    def __deepcopy__(self, memo: dict[Int, Any]) -> Tensor:
         out = new_tensor(self.data.copy(), cls=type(self))
         out.grad = None if self.grad is None else self.grad.copy()
         out._requires_grad = self._requires_grad
@@ -290,11 +283,7 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(
-        cls,
-        data: Any,
-        dtype: Any = None,
-        device: str | Device | None = None,
-        requires_grad: builtins.bool = True,
+        cls, data: Any, dtype: Any = None, device: Where = None, requires_grad: Bool = True
     ) -> Parameter:
         arr = _as_array(data, dtype, device)
         if arr.dtype.kind not in "fc":
@@ -312,7 +301,7 @@ class Parameter(Tensor):
 
 
 def tensor(
-    data: Any, dtype: Any = None, device: str | Device | None = None, requires_grad: bool = False
+    data: Any, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A new tensor holding a copy of ``data`` (Python floats become float32).
 
@@ -331,7 +320,7 @@ def tensor(
     return Tensor(data, dtype, device, requires_grad)
 
 
-def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) -> Any:
+def _as_array(data: Any, dtype: Any = None, device: Where = None) -> Any:
     """Turn user data into an array of the requested dtype on the requested device."""
     if isinstance(data, Tensor):
         arr = data.data
@@ -358,12 +347,12 @@ def _as_array(data: Any, dtype: Any = None, device: str | Device | None = None) 
     return arr
 
 
-def _is_numpy_data(data: Any) -> builtins.bool:
+def _is_numpy_data(data: Any) -> Bool:
     """NumPy scalars and array-likes keep their dtype; Python floats take the default dtype."""
     return hasattr(data, "__array__") or isinstance(data, np.generic)
 
 
-def _rebuild(cls: type, data: Any, requires_grad: builtins.bool) -> Tensor:
+def _rebuild(cls: type, data: Any, requires_grad: Bool) -> Tensor:
     if cls is Parameter:
         return Parameter(data)
     return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]

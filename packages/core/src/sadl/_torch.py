@@ -20,26 +20,12 @@ from sadl._grad_mode import enable_grad, no_grad
 from sadl._tensor import Tensor
 from sadl.random import generator as _generator
 
+#: torch's dtype names: NumPy's own (float32, int64, ...) and torch's short ones (float, long, ...).
 DTYPES: dict[str, Any] = {
-    "float32": np.float32,
-    "float": np.float32,
-    "float64": np.float64,
-    "double": np.float64,
-    "float16": np.float16,
-    "half": np.float16,
-    "int8": np.int8,
-    "int16": np.int16,
-    "short": np.int16,
-    "int32": np.int32,
-    "int": np.int32,
-    "int64": np.int64,
-    "long": np.int64,
-    "uint8": np.uint8,
-    "bool": np.bool_,
-    "complex64": np.complex64,
-    "cfloat": np.complex64,
-    "complex128": np.complex128,
-    "cdouble": np.complex128,
+    **{n: getattr(np, n) for n in "float32 float64 float16 int8 int16 int32 int64 uint8".split()},
+    **{"complex64": np.complex64, "complex128": np.complex128, "bool": np.bool_},
+    **{"float": np.float32, "double": np.float64, "half": np.float16, "short": np.int16},
+    **{"int": np.int32, "long": np.int64, "cfloat": np.complex64, "cdouble": np.complex128},
 }
 
 #: torch names sadl lacks -> the nearest sadl spelling (the AttributeError says it).

@@ -58,6 +58,7 @@ __all__ = [
     "synchronize",
     "to_device",
     "value_dependent",
+    "Where",
 ]
 
 _ndarray = np.ndarray
@@ -92,6 +93,7 @@ class Device:
 
 
 CPU = Device("cpu")
+Where = str | Device | None  # a device spec; None: the CPU, or where the data is
 
 
 def _numpy_generator(seed: int | None, index: int) -> np.random.Generator:
@@ -127,10 +129,7 @@ class Backend:
     __slots__ = ("module", "name", "record", "types")
 
     def __init__(self, name: str, record: BackendDef, module: ModuleType, types: tuple[type, ...]):
-        self.name = name
-        self.record = record
-        self.module = module
-        self.types = types
+        self.name, self.record, self.module, self.types = name, record, module, types
 
     def device(self, array: Any) -> Device:
         """The Device ``array`` (one of this backend's arrays) lives on."""
@@ -265,10 +264,7 @@ def _sync() -> None:
     with _table.lock:
         _table.records = {"cpu": CPU_BACKEND, **reg.records("backends")}
         _table.contested = {name: why for name, (_, why) in reg.unserved("backends").items()}
-        _table.aliases = {}
-        _table.loaded = {}
-        _table.by_type = {}
-        _table.not_arrays = set()
+        _table.aliases, _table.loaded, _table.by_type, _table.not_arrays = {}, {}, {}, set()
         _table.registry, _table.generation = reg, reg.generation
 
 
@@ -355,10 +351,7 @@ def _backend_of_type(kind: type) -> Backend | None:
                 backend(device_type)
         found = _table.by_type.get(kind)
         if found is None:
-            found = next(
-                (b for t, b in _table.by_type.items() if issubclass(kind, t)),
-                None,
-            )
+            found = next((b for t, b in _table.by_type.items() if issubclass(kind, t)), None)
         if found is None:
             _table.not_arrays.add(kind)
         else:
@@ -423,13 +416,18 @@ def array_module(data: Any) -> ModuleType:
     return found.module
 
 
+def _owned(data: Any) -> tuple[Any, Backend | None]:
+    """``data`` (the array behind a traced stand-in) and the backend owning it (or None)."""
+    if type(data) is _traced_kind:
+        data = _arrays_tracer.array_of(data)
+    return data, _backend_of_type(type(data))
+
+
 def device_of(data: Any) -> Device:
     """The Device an array or Tensor lives on (the CPU for NumPy data and anything else)."""
     if isinstance(data, _host_types):
         return CPU
-    if type(data) is _traced_kind:
-        data = _arrays_tracer.array_of(data)
-    found = _backend_of_type(type(data))
+    data, found = _owned(data)
     if found is None:
         return device_of(data.data) if isinstance(data, TensorBase) else CPU
     return found.device(data)
@@ -487,9 +485,7 @@ def match_key(key: Any, like: Any) -> Any:
     """
     if isinstance(like, _ndarray):
         return key
-    if type(like) is _traced_kind:
-        like = _arrays_tracer.array_of(like)
-    found = _backend_of_type(type(like))
+    like, found = _owned(like)
     if found is None:
         return key
     index = int(found.record.device_index(like))
@@ -510,20 +506,13 @@ def scatter_add(target: Any, key: Any, values: Any) -> None:
     array_module(target).add.at(target, key, values)  # CuPy >= 12 has add.at too
 
 
-_cupy: ModuleType | None = None
-_cupy_checked = False
-
-
+@functools.cache
 def cupy_or_none() -> ModuleType | None:
     """CuPy if it imports, else None (checked once, silently)."""
-    global _cupy, _cupy_checked
-    if not _cupy_checked:
-        _cupy_checked = True
-        try:
-            _cupy = importlib.import_module("cupy")
-        except Exception:
-            _cupy = None
-    return _cupy
+    try:
+        return importlib.import_module("cupy")
+    except Exception:
+        return None
 
 
 @contextlib.contextmanager

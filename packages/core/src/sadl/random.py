@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from sadl import backends as _backends
-from sadl.backends import CPU, Device, backend, parse_device, to_device
+from sadl.backends import CPU, Device, Where, backend, parse_device, to_device
 
 __all__ = [
     "Generator",
@@ -39,6 +39,8 @@ __all__ = [
     "set_rng_state",
     "standard_normal",
 ]
+
+Seed = np.random.Generator | int | None  # an explicit NumPy generator, a seed, or sadl's own
 
 
 class Generator(np.random.Generator):
@@ -104,7 +106,7 @@ def default_generator() -> Generator:
     return _generator
 
 
-def generator(device: str | Device | None = None) -> Any:
+def generator(device: Where = None) -> Any:
     """The seeded generator of ``device``: the CPU's :class:`Generator`, the backend's elsewhere.
 
     A device generator offers ``random``, ``standard_normal``, ``integers`` and ``uniform`` with
@@ -152,9 +154,7 @@ def observed_device_generator(gen: Any) -> tuple[Any, Device] | None:
     """``(device generator, its device)`` for a generator :func:`generator` handed out while a
     tracer was installed; None for any other generator.
     """
-    if type(gen) is _ObservedDevice:
-        return gen._generator, gen._device
-    return None
+    return (gen._generator, gen._device) if type(gen) is _ObservedDevice else None
 
 
 def get_rng_state() -> dict[str, Any]:
@@ -187,7 +187,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
             _device_generators[device] = (record, copy.deepcopy(gen))
 
 
-def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
+def resolve_generator(rng: Seed) -> np.random.Generator:
     """The default generator (None), a new one seeded with ``rng`` (an int), or ``rng`` itself.
 
     A plain ``numpy.random.Generator`` comes back as a sadl :class:`Generator` drawing from its
@@ -204,7 +204,7 @@ def resolve_generator(rng: np.random.Generator | int | None) -> np.random.Genera
     raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None, got {rng!r}")
 
 
-def _draw(method: str, device: str | Device | None, rng: Any, *args: Any, **kwargs: Any) -> Any:
+def _draw(method: str, device: Where, rng: Any, *args: Any, **kwargs: Any) -> Any:
     target = parse_device(device)
     if rng is None and target.type != "cpu":
         return getattr(generator(target), method)(*args, **kwargs)
@@ -213,10 +213,7 @@ def _draw(method: str, device: str | Device | None, rng: Any, *args: Any, **kwar
 
 
 def random(
-    shape: tuple[int, ...],
-    dtype: Any = np.float64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    shape: tuple[int, ...], dtype: Any = np.float64, device: Where = None, rng: Seed = None
 ) -> Any:
     """An array of uniform samples in ``[0, 1)`` on ``device``, drawn there.
 
@@ -227,10 +224,7 @@ def random(
 
 
 def standard_normal(
-    shape: tuple[int, ...],
-    dtype: Any = np.float64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    shape: tuple[int, ...], dtype: Any = np.float64, device: Where = None, rng: Seed = None
 ) -> Any:
     """An array of standard normal samples on ``device`` (drawn as in :func:`random`)."""
     return _draw("standard_normal", device, rng, tuple(shape), dtype=dtype)
@@ -241,8 +235,8 @@ def integers(
     high: int,
     shape: tuple[int, ...],
     dtype: Any = np.int64,
-    device: str | Device | None = None,
-    rng: np.random.Generator | int | None = None,
+    device: Where = None,
+    rng: Seed = None,
 ) -> Any:
     """An array of random integers in ``[low, high)`` on ``device`` (drawn as in :func:`random`)."""
     return _draw("integers", device, rng, low, high, tuple(shape), dtype=dtype)

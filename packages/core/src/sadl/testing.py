@@ -74,10 +74,7 @@ def outputs(result: Any) -> list[Tensor]:
     if isinstance(result, Tensor):
         return [result]
     if isinstance(result, list | tuple):
-        out = []
-        for r in result:
-            out.extend(outputs(r))
-        return out
+        return [out for r in result for out in outputs(r)]
     return []
 
 
@@ -148,10 +145,7 @@ def gradcheck(
     project = Projection(seed)
     s = project(fn(*xs))
     targets = [xs[i] for i in diff]
-    if s.requires_grad:
-        analytic = _grad(s, targets, allow_unused=True)
-    else:
-        analytic = tuple(None for _ in targets)
+    analytic = _grad(s, targets, allow_unused=True) if s.requires_grad else (None,) * len(targets)
     for slot, (i, x) in enumerate(zip(diff, targets)):
         a = analytic[slot]
         a_data = np.zeros(x.shape) if a is None else np.asarray(a.data, dtype=np.float64)

@@ -20,33 +20,16 @@ def _maximum_share(g, a, b):
     return g * (a > b) + (g * 0.5) * (a == b)
 
 
-ADD = OpDef(
-    "add",
-    np.add,
-    (lambda g, out, a, b: g, lambda g, out, a, b: g),
-    numpy_funcs=(np.add,),
-    examples=_SHAPES,
-)
-SUBTRACT = OpDef(
-    "subtract",
-    np.subtract,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g),
-    numpy_funcs=(np.subtract,),
-    examples=_SHAPES,
-)
-MULTIPLY = OpDef(
-    "multiply",
-    np.multiply,
-    (lambda g, out, a, b: g * b, lambda g, out, a, b: g * a),
-    numpy_funcs=(np.multiply,),
-    examples=_SHAPES,
-)
-DIVIDE = OpDef(
-    "divide",
-    np.divide,
-    (lambda g, out, a, b: g / b, lambda g, out, a, b: -g * out / b),
-    numpy_funcs=(np.divide,),
-    examples=_POSITIVE,
+def _ufunc(ufunc, backward, examples, **fields):
+    """The op that is the ufunc itself: its name, its forward and the NumPy call it serves."""
+    return OpDef(ufunc.__name__, ufunc, backward, numpy_funcs=(ufunc,), examples=examples, **fields)
+
+
+ADD = _ufunc(np.add, (lambda g, out, a, b: g, lambda g, out, a, b: g), _SHAPES)
+SUBTRACT = _ufunc(np.subtract, (lambda g, out, a, b: g, lambda g, out, a, b: -g), _SHAPES)
+MULTIPLY = _ufunc(np.multiply, (lambda g, out, a, b: g * b, lambda g, out, a, b: g * a), _SHAPES)
+DIVIDE = _ufunc(
+    np.divide, (lambda g, out, a, b: g / b, lambda g, out, a, b: -g * out / b), _POSITIVE
 )
 # np.true_divide *is* np.divide; the name is kept so code written against either reads the same.
 TRUE_DIVIDE = OpDef(
@@ -56,8 +39,6 @@ TRUE_DIVIDE = OpDef(
     examples=_POSITIVE,
     doc="Alias of divide (NumPy's true_divide).",
 )
-
-_ROUNDING_MODES = (None, "trunc", "floor")
 
 
 def _div(a, b, *, rounding_mode=None):
@@ -116,58 +97,45 @@ def _power_grad_exponent(g, out, a, b):
         return g * np.where(flat, 0.0 * out, out * np.log(np.where(flat, 1.0, a)))
 
 
-POWER = OpDef(
-    "power",
+POWER = _ufunc(
     np.power,
     (_power_grad_base, _power_grad_exponent),
-    numpy_funcs=(np.power,),
-    examples=_POSITIVE + (Example((3, 4), 3.0, domain=(-2, 2)), Example((3, 4), 0.0)),
+    _POSITIVE + (Example((3, 4), 3.0, domain=(-2, 2)), Example((3, 4), 0.0)),
     singular_points=(
         Example(np.array([0.0, 1.5]), 0.0),  # x ** 0 at 0
         Example(np.array([0.0, 1.5]), np.array([0.0, 0.0])),  # x ** x at 0
         Example(np.array([0.0, 0.0, 0.0]), np.array([1.0, 2.0, 3.0])),  # base 0
     ),
 )
-MAXIMUM = OpDef(
-    "maximum",
-    np.maximum,
-    (lambda g, out, a, b: _maximum_share(g, a, b), lambda g, out, a, b: _maximum_share(g, b, a)),
-    numpy_funcs=(np.maximum,),
-    examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
-    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
+_TIE = Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0]))
+
+
+def _to_larger_a(g, out, a, b):
+    return _maximum_share(g, a, b)
+
+
+def _to_larger_b(g, out, a, b):
+    return _maximum_share(g, b, a)
+
+
+MAXIMUM = _ufunc(
+    np.maximum, (_to_larger_a, _to_larger_b), _SHAPES + (_TIE,), singular_points=(_TIE,)
 )
-MINIMUM = OpDef(
-    "minimum",
-    np.minimum,
-    (lambda g, out, a, b: _maximum_share(g, b, a), lambda g, out, a, b: _maximum_share(g, a, b)),
-    numpy_funcs=(np.minimum,),
-    examples=_SHAPES + (Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
-    singular_points=(Example(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0])),),
+MINIMUM = _ufunc(
+    np.minimum, (_to_larger_b, _to_larger_a), _SHAPES + (_TIE,), singular_points=(_TIE,)
 )
 
 
-LOGADDEXP = OpDef(
-    "logaddexp",
+LOGADDEXP = _ufunc(
     np.logaddexp,
     (lambda g, out, a, b: g * np.exp(a - out), lambda g, out, a, b: g * np.exp(b - out)),
-    numpy_funcs=(np.logaddexp,),
-    examples=_SHAPES + (Example(np.array([1000.0, -1000.0]), np.array([999.0, -1000.0])),),
+    _SHAPES + (Example(np.array([1000.0, -1000.0]), np.array([999.0, -1000.0])),),
 )
 _MODULO = (Example((3, 4), np.full((3, 4), 0.7)),)
-REMAINDER = OpDef(
-    "remainder",
-    np.remainder,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)),
-    numpy_funcs=(np.remainder,),
-    examples=_MODULO,
+REMAINDER = _ufunc(
+    np.remainder, (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)), _MODULO
 )
-FMOD = OpDef(
-    "fmod",
-    np.fmod,
-    (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)),
-    numpy_funcs=(np.fmod,),
-    examples=_MODULO,
-)
+FMOD = _ufunc(np.fmod, (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)), _MODULO)
 OPS = (
     REMAINDER,
     FMOD,

@@ -4,8 +4,9 @@
 float64 follows fdlibm's ``s_erf.c`` (Sun Microsystems, 1993: "Permission to use, copy, modify,
 and distribute this software is freely granted, provided that this notice is preserved."): four
 rational approximations on ``|x| < 0.84375``, ``< 1.25``, ``< 1/0.35`` and beyond, each within
-1 ulp. Here every element goes through the one formula of its interval (index arrays pick them
-out, which is much cheaper than boolean masks in NumPy).
+1 ulp; erf beyond the first is ``1 - erfc(|x|)`` (still within 1 ulp). Here every element goes
+through the one formula of its interval (index arrays pick them out, which is much cheaper than
+boolean masks in NumPy).
 
 float32 (and float16) ``erf`` takes a branch-free route for speed: ``erf(x) = tanh(x R(x^2))``
 with R a (3, 3) rational fitted to ``artanh(erf(x)) / x`` (relative error 3e-9 on
@@ -35,80 +36,50 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _BLOCK = 65536  # elements per block on the CPU: temporaries stay in the L2 cache
 
+
+def _table(text):
+    """Coefficients written as one string of numbers (each read as its float literal would be)."""
+    return tuple(float(c) for c in text.split())
+
+
 # fdlibm s_erf.c, lowest degree first.
 _ERX = 8.45062911510467529297e-01
-_PP = (
-    1.28379167095512558561e-01,
-    -3.25042107247001499370e-01,
-    -2.84817495755985104766e-02,
-    -5.77027029648944159157e-03,
-    -2.37630166566501626084e-05,
+_PP = _table(
+    "1.28379167095512558561e-01 -3.25042107247001499370e-01 -2.84817495755985104766e-02 "
+    "-5.77027029648944159157e-03 -2.37630166566501626084e-05"
 )
-_QQ = (
-    1.0,
-    3.97917223959155352819e-01,
-    6.50222499887672944485e-02,
-    5.08130628187576562776e-03,
-    1.32494738004321644526e-04,
-    -3.96022827877536812320e-06,
+_QQ = _table(
+    "1.0 3.97917223959155352819e-01 6.50222499887672944485e-02 5.08130628187576562776e-03 "
+    "1.32494738004321644526e-04 -3.96022827877536812320e-06"
 )
-_PA = (
-    -2.36211856075265944077e-03,
-    4.14856118683748331666e-01,
-    -3.72207876035701323847e-01,
-    3.18346619901161753674e-01,
-    -1.10894694282396677476e-01,
-    3.54783043256182359371e-02,
-    -2.16637559486879084300e-03,
+_PA = _table(
+    "-2.36211856075265944077e-03 4.14856118683748331666e-01 -3.72207876035701323847e-01 "
+    "3.18346619901161753674e-01 -1.10894694282396677476e-01 3.54783043256182359371e-02 "
+    "-2.16637559486879084300e-03"
 )
-_QA = (
-    1.0,
-    1.06420880400844228286e-01,
-    5.40397917702171048937e-01,
-    7.18286544141962662868e-02,
-    1.26171219808761642112e-01,
-    1.36370839120290507362e-02,
-    1.19844998467991074170e-02,
+_QA = _table(
+    "1.0 1.06420880400844228286e-01 5.40397917702171048937e-01 7.18286544141962662868e-02 "
+    "1.26171219808761642112e-01 1.36370839120290507362e-02 1.19844998467991074170e-02"
 )
-_RA = (
-    -9.86494403484714822705e-03,
-    -6.93858572707181764372e-01,
-    -1.05586262253232909814e01,
-    -6.23753324503260060396e01,
-    -1.62396669462573470355e02,
-    -1.84605092906711035994e02,
-    -8.12874355063065934246e01,
-    -9.81432934416914548592e00,
+_RA = _table(
+    "-9.86494403484714822705e-03 -6.93858572707181764372e-01 -1.05586262253232909814e01 "
+    "-6.23753324503260060396e01 -1.62396669462573470355e02 -1.84605092906711035994e02 "
+    "-8.12874355063065934246e01 -9.81432934416914548592e00"
 )
-_SA = (
-    1.0,
-    1.96512716674392571292e01,
-    1.37657754143519042600e02,
-    4.34565877475229228821e02,
-    6.45387271733267880336e02,
-    4.29008140027567833386e02,
-    1.08635005541779435134e02,
-    6.57024977031928170135e00,
-    -6.04244152148580987438e-02,
+_SA = _table(
+    "1.0 1.96512716674392571292e01 1.37657754143519042600e02 4.34565877475229228821e02 "
+    "6.45387271733267880336e02 4.29008140027567833386e02 1.08635005541779435134e02 "
+    "6.57024977031928170135e00 -6.04244152148580987438e-02"
 )
-_RB = (
-    -9.86494292470009928597e-03,
-    -7.99283237680523006574e-01,
-    -1.77579549177547519889e01,
-    -1.60636384855821916062e02,
-    -6.37566443368389627722e02,
-    -1.02509513161107724954e03,
-    -4.83519191608651397019e02,
+_RB = _table(
+    "-9.86494292470009928597e-03 -7.99283237680523006574e-01 -1.77579549177547519889e01 "
+    "-1.60636384855821916062e02 -6.37566443368389627722e02 -1.02509513161107724954e03 "
+    "-4.83519191608651397019e02"
 )
-_SB = (
-    1.0,
-    3.03380607434824582924e01,
-    3.25792512996573918826e02,
-    1.53672958608443695994e03,
-    3.19985821950859553908e03,
-    2.55305040643316442583e03,
-    4.74528541206955367215e02,
-    -2.24409524465858183362e01,
+_SB = _table(
+    "1.0 3.03380607434824582924e01 3.25792512996573918826e02 1.53672958608443695994e03 "
+    "3.19985821950859553908e03 2.55305040643316442583e03 4.74528541206955367215e02 "
+    "-2.24409524465858183362e01"
 )
 # float32: erf(x) = tanh(x R(x*x)), R(s) = a + b / (s + c + d / (s + e + f / (s + g))), the
 # (3, 3) rational fitted for this module to artanh(erf(x)) / x on |x| <= 3.95 (relative error
@@ -117,14 +88,9 @@ _SB = (
 # s = inf needs no special case.
 _F32_CF = tuple(
     np.float32(c)
-    for c in (
-        6.7,
-        -356.8875310243414,
-        66.18950515507946,
-        -5.470408731654572,
-        -12.07379080156743,
-        273.8838951242516,
-        18.712942183050888,
+    for c in _table(
+        "6.7 -356.8875310243414 66.18950515507946 -5.470408731654572 -12.07379080156743 "
+        "273.8838951242516 18.712942183050888"
     )
 )
 # ndtr in float32: erf(x / sqrt 2) = tanh(x R'(x*x)) with R'(s) = R(s / 2) / sqrt 2, i.e. the
@@ -134,27 +100,13 @@ _F32_NDTR_CF = tuple(
     for c, k in zip(_F32_CF, (_SQRT_HALF, math.sqrt(2.0), 2.0, 4.0, 2.0, 4.0, 2.0), strict=True)
 )
 # Giles' single-precision erfinv, central (w < 5) and tail parts, highest degree first.
-_GILES_CENTRAL = (
-    2.81022636e-08,
-    3.43273939e-07,
-    -3.5233877e-06,
-    -4.39150654e-06,
-    0.00021858087,
-    -0.00125372503,
-    -0.00417768164,
-    0.246640727,
-    1.50140941,
+_GILES_CENTRAL = _table(
+    "2.81022636e-08 3.43273939e-07 -3.5233877e-06 -4.39150654e-06 0.00021858087 -0.00125372503 "
+    "-0.00417768164 0.246640727 1.50140941"
 )
-_GILES_TAIL = (
-    -0.000200214257,
-    0.000100950558,
-    0.00134934322,
-    -0.00367342844,
-    0.00573950773,
-    -0.0076224613,
-    0.00943887047,
-    1.00167406,
-    2.83297682,
+_GILES_TAIL = _table(
+    "-0.000200214257 0.000100950558 0.00134934322 -0.00367342844 0.00573950773 -0.0076224613 "
+    "0.00943887047 1.00167406 2.83297682"
 )
 
 
@@ -168,16 +120,16 @@ def _poly(coeffs, t):
 
 
 def _blockwise(kernel, x, dtype):
-    """``kernel(block, out_block)`` over cache-sized blocks of ``x`` (one call off the CPU)."""
-    if x.ndim == 0:  # kernels write with out=: NumPy turns 0-d results into scalars
-        return _blockwise(kernel, x.reshape(1), dtype).reshape(())
+    """``kernel(flat_block, flat_out_block)`` over cache-sized blocks of ``x`` (one call off the
+    CPU); flat views also keep a 0-d result an array (kernels write with ``out=``).
+    """
     xp = array_module(x)
     out = xp.empty(x.shape, dtype=dtype)
+    flat_in, flat_out = x.reshape(-1), out.reshape(-1)
     with np.errstate(all="ignore"):
         if xp is not np or x.size <= _BLOCK:
-            kernel(x, out)
+            kernel(flat_in, flat_out)
             return out
-        flat_in, flat_out = x.reshape(-1), out.reshape(-1)
         for start in range(0, x.size, _BLOCK):
             kernel(flat_in[start : start + _BLOCK], flat_out[start : start + _BLOCK])
     return out
@@ -199,27 +151,41 @@ def _where(condition):
     return array_module(condition).flatnonzero(condition)
 
 
-def _erf64_into(x, out):
-    """Erf by fdlibm, each element by the formula of its interval (``x`` and ``out`` flat)."""
-    a = np.abs(x)
-    out[...] = np.sign(x)  # |x| >= 6 (and +-inf) give +-1, NaN stays NaN
-    small = _where(a < 0.84375)
-    if small.size:
-        xs = x[small]
-        z = xs * xs
-        out[small] = xs + xs * (_poly(_PP, z) / _poly(_QQ, z))
-    middle = _where((a >= 0.84375) & (a < 1.25))
-    if middle.size:
-        s = a[middle] - 1.0
-        out[middle] = np.copysign(_ERX + _poly(_PA, s) / _poly(_QA, s), x[middle])
-    for lo, hi, r, s in ((1.25, 1 / 0.35, _RA, _SA), (1 / 0.35, 6.0, _RB, _SB)):
-        tail = _where((a >= lo) & (a < hi))
-        if tail.size:
-            at = a[tail]
-            inv = 1.0 / (at * at)
-            # erfc(|x|) is under 0.08 here, so the rounding of -x*x barely reaches erf.
-            e = np.exp(_poly(r, inv) / _poly(s, inv) - at * at - 0.5625) / at
-            out[tail] = np.copysign(1.0 - e, x[tail])
+_ERF_EXAMPLES = (
+    Example((3, 4)),
+    Example((2, 3, 4), domain=(-5.0, 5.0)),
+    Example(np.array([-7.0, -1.0, -0.3, 0.0, 1e-9, 0.9, 1.3, 3.0, 6.5])),
+)
+
+
+def _op(name, doc, wide, narrow, grad):
+    """The op ``name``: kernel ``wide`` in float64, ``narrow`` (None: ``wide``) below it."""
+
+    def forward(x):
+        x = _float_input(x, name)
+        kernel, dtype = (
+            (narrow, np.float32) if narrow and x.dtype != np.float64 else (wide, np.float64)
+        )
+        return _blockwise(kernel, x.astype(dtype, copy=False), dtype).astype(x.dtype, copy=False)
+
+    forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
+    # value_dependent: picks a formula per element by interval
+    return OpDef(name, value_dependent(forward), (grad,), examples=_ERF_EXAMPLES)
+
+
+def _tanh_of_fraction_into(x, out, coeffs):
+    """``out = tanh(x R(x*x))``, R the continued fraction with ``coeffs`` (see ``_F32_CF``)."""
+    a, b, c, d, e, f, g = coeffs
+    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
+    t = s + g
+    for numerator, term in ((f, e), (d, c)):  # from the innermost fraction outwards
+        np.divide(numerator, t, out=t)
+        t += s
+        t += term
+    np.divide(b, t, out=t)
+    t += a
+    t *= x
+    np.tanh(t, out=out)
 
 
 def _erfc64_into(x, out):
@@ -229,8 +195,7 @@ def _erfc64_into(x, out):
     small = _where(a < 0.84375)
     if small.size:
         xs = x[small]
-        z = xs * xs
-        y = xs * (_poly(_PP, z) / _poly(_QQ, z))
+        y = _near_zero(xs)
         out[small] = np.where(xs < 0.25, 1.0 - (xs + y), 0.5 - (y + (xs - 0.5)))
     middle = _where((a >= 0.84375) & (a < 1.25))
     if middle.size:
@@ -252,21 +217,30 @@ def _erfc64_into(x, out):
             out[tail] = np.where(x[tail] > 0, e, 2.0 - e)
 
 
-def _tanh_of_fraction_into(x, out, coeffs):
-    """``out = tanh(x R(x*x))``, R the continued fraction with ``coeffs`` (see ``_F32_CF``)."""
-    a, b, c, d, e, f, g = coeffs
-    s = np.multiply(x, x, out=out)  # out holds x*x until tanh writes the result over it
-    t = s + g
-    np.divide(f, t, out=t)
-    t += s
-    t += e
-    np.divide(d, t, out=t)
-    t += s
-    t += c
-    np.divide(b, t, out=t)
-    t += a
-    t *= x
-    np.tanh(t, out=out)
+ERFC = _op(
+    "erfc",
+    "The complementary error function 1 - erf(x), accurate where it is tiny (large x).",
+    _erfc64_into,
+    None,
+    lambda g, out, x: g * (-_TWO_OVER_SQRT_PI * np.exp(-x * x)),
+)
+
+
+def _near_zero(xs):
+    """``erf(x) - x`` for ``|x| < 0.84375``: ``x P(x*x) / Q(x*x)``."""
+    z = xs * xs
+    return xs * (_poly(_PP, z) / _poly(_QQ, z))
+
+
+def _erf64_into(x, out):
+    """Erf by fdlibm: ``x + x R(x*x)`` below 0.84375, ``1 - erfc(|x|)`` beyond (flat arrays)."""
+    _erfc64_into(np.abs(x), out)
+    np.subtract(1.0, out, out=out)
+    out *= np.sign(x)  # +-1 for large |x| and +-inf, NaN stays NaN
+    small = _where(np.abs(x) < 0.84375)
+    if small.size:
+        xs = x[small]
+        out[small] = xs + _near_zero(xs)
 
 
 def _erf32_into(x, out):
@@ -274,11 +248,35 @@ def _erf32_into(x, out):
     _tanh_of_fraction_into(x, out, _F32_CF)
 
 
+ERF = _op(
+    "erf",
+    "The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x.",
+    _erf64_into,
+    _erf32_into,
+    lambda g, out, x: g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)),
+)
+
+
+def _ndtr64_into(x, out):
+    """float64 ndtr: ``erfc(-x / sqrt 2) / 2`` (relative accuracy in the left tail)."""
+    _erfc64_into(x * -_SQRT_HALF, out)
+    out *= 0.5
+
+
 def _ndtr32_into(x, out):
     """float32 ndtr: ``(1 + tanh(x R'(x*x))) / 2`` (see ``_F32_NDTR_CF``)."""
     _tanh_of_fraction_into(x, out, _F32_NDTR_CF)
     out += 1.0
     out *= 0.5
+
+
+NDTR = _op(
+    "ndtr",
+    "Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr).",
+    _ndtr64_into,
+    _ndtr32_into,
+    lambda g, out, x: g * (_INV_SQRT_2PI * np.exp(-0.5 * (x * x))),
+)
 
 
 def _erfinv_start(a):
@@ -303,58 +301,11 @@ def _erfinv_start(a):
 
 def _halley_step(t, a):
     """One Halley step for erf(t) = a, the residual computed without cancellation."""
-    flat = t.reshape(-1)
-    erf_t = np.empty_like(flat)
-    erfc_t = np.empty_like(flat)
-    _erf64_into(flat, erf_t)
-    _erfc64_into(flat, erfc_t)
-    erf_t, erfc_t = erf_t.reshape(t.shape), erfc_t.reshape(t.shape)
+    erf_t, erfc_t = (_blockwise(k, t, np.float64) for k in (_erf64_into, _erfc64_into))
     residual = np.where(a <= 0.5, erf_t - a, (1.0 - a) - erfc_t)
     slope = _TWO_OVER_SQRT_PI * np.exp(-t * t)
     step = residual / (slope + t * residual)
     return np.where(np.isfinite(step), t - step, t)
-
-
-_ERF_EXAMPLES = (
-    Example((3, 4)),
-    Example((2, 3, 4), domain=(-5.0, 5.0)),
-    Example(np.array([-7.0, -1.0, -0.3, 0.0, 1e-9, 0.9, 1.3, 3.0, 6.5])),
-)
-
-
-@value_dependent  # picks a formula per element by interval
-def _erf(x):
-    """The error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x."""
-    x = _float_input(x, "erf")
-    if x.dtype == np.float64:
-        return _blockwise(lambda b, o: _erf64_into(b.reshape(-1), o.reshape(-1)), x, x.dtype)
-    out = _blockwise(_erf32_into, x.astype(np.float32, copy=False), np.float32)
-    return out.astype(x.dtype, copy=False)
-
-
-ERF = OpDef(
-    "erf",
-    _erf,
-    (lambda g, out, x: g * (_TWO_OVER_SQRT_PI * np.exp(-x * x)),),
-    examples=_ERF_EXAMPLES,
-)
-
-
-@value_dependent  # picks a formula per element by interval
-def _erfc(x):
-    """The complementary error function 1 - erf(x), accurate where it is tiny (large x)."""
-    x = _float_input(x, "erfc")
-    wide = x.astype(np.float64, copy=False)
-    out = _blockwise(lambda b, o: _erfc64_into(b.reshape(-1), o.reshape(-1)), wide, np.float64)
-    return out.astype(x.dtype, copy=False)
-
-
-ERFC = OpDef(
-    "erfc",
-    _erfc,
-    (lambda g, out, x: g * (-_TWO_OVER_SQRT_PI * np.exp(-x * x)),),
-    examples=_ERF_EXAMPLES,
-)
 
 
 @value_dependent  # picks a formula per element by interval
@@ -383,26 +334,5 @@ ERFINV = OpDef(
     ),
 )
 
-
-@value_dependent  # picks a formula per element by interval
-def _ndtr(x):
-    """Phi(x), the standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch.special.ndtr)."""
-    x = _float_input(x, "ndtr")
-    if x.dtype == np.float64:
-        out = _blockwise(
-            lambda b, o: _erfc64_into((b * -_SQRT_HALF).reshape(-1), o.reshape(-1)), x, x.dtype
-        )
-        out *= 0.5
-        return out
-    out = _blockwise(_ndtr32_into, x.astype(np.float32, copy=False), np.float32)
-    return out.astype(x.dtype, copy=False)
-
-
-NDTR = OpDef(
-    "ndtr",
-    _ndtr,
-    (lambda g, out, x: g * (_INV_SQRT_2PI * np.exp(-0.5 * (x * x))),),
-    examples=_ERF_EXAMPLES,
-)
 
 OPS = (ERF, ERFC, ERFINV, NDTR)

@@ -11,6 +11,12 @@ from sadl._ops.indexing import ADD_AT
 from sadl._records import Example, OpDef
 from sadl.backends import array_module
 
+
+def _numpy_op(func, forward, backward, examples, **fields):
+    """The op named after NumPy's ``func``, which it implements (``np.func(t)`` dispatches here)."""
+    return OpDef(func.__name__, forward, backward, numpy_funcs=(func,), examples=examples, **fields)
+
+
 _SQUARES = (Example((4, 4)), Example((2, 3, 4), k=1), Example((3, 5), k=-1))
 
 
@@ -24,16 +30,11 @@ def _roll_grad(g, out, x, *, shift, axis=None):
     return np.roll(g, back.tolist() if back.ndim else int(back), axis=axis)
 
 
-ROLL = OpDef(
-    "roll",
+ROLL = _numpy_op(
+    np.roll,
     _roll,
     (_roll_grad,),
-    numpy_funcs=(np.roll,),
-    examples=(
-        Example((5,), shift=2),
-        Example((3, 4), shift=(1, -1), axis=(0, 1)),
-        Example((3, 4), shift=1),
-    ),
+    (Example((5,), shift=2), Example((3, 4), shift=(1, -1), axis=(0, 1)), Example((3, 4), shift=1)),
 )
 
 
@@ -53,12 +54,11 @@ def _repeat_grad(g, out, x, *, repeats, axis=None):
     return ADD_AT(g, shape=x.shape, key=key)
 
 
-REPEAT = OpDef(
-    "repeat",
+REPEAT = _numpy_op(
+    np.repeat,
     _repeat,
     (_repeat_grad,),
-    numpy_funcs=(np.repeat,),
-    examples=(
+    (
         Example((3, 2), repeats=2),
         Example((3, 2), repeats=[1, 0, 3], axis=0),
         Example((2, 3), repeats=3, axis=1),
@@ -81,41 +81,25 @@ def _tile_grad(g, out, x, *, reps):
     return np.reshape(summed, x.shape)
 
 
-TILE = OpDef(
-    "tile",
-    _tile,
-    (_tile_grad,),
-    numpy_funcs=(np.tile,),
-    examples=(Example((3, 2), reps=2), Example((2, 3), reps=(2, 1, 2))),
+TILE = _numpy_op(
+    np.tile, _tile, (_tile_grad,), (Example((3, 2), reps=2), Example((2, 3), reps=(2, 1, 2)))
 )
 
 
-def _tril(x, *, k=0):
-    """Lower triangle of the last two axes (zeros above diagonal ``k``)."""
-    return np.tril(x, k)
+def _triangle(numpy_func, doc):
+    """``tril``/``triu``: keep one triangle of the last two axes; the gradient keeps the same."""
+
+    def forward(x, *, k=0):
+        return numpy_func(x, k)
+
+    name = numpy_func.__name__
+    forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
+    grad = (lambda g, out, x, *, k=0: numpy_func(g, k),)
+    return OpDef(name, forward, grad, numpy_funcs=(numpy_func,), examples=_SQUARES)
 
 
-TRIL = OpDef(
-    "tril",
-    _tril,
-    (lambda g, out, x, *, k=0: np.tril(g, k),),
-    numpy_funcs=(np.tril,),
-    examples=_SQUARES,
-)
-
-
-def _triu(x, *, k=0):
-    """Upper triangle of the last two axes (zeros below diagonal ``k``)."""
-    return np.triu(x, k)
-
-
-TRIU = OpDef(
-    "triu",
-    _triu,
-    (lambda g, out, x, *, k=0: np.triu(g, k),),
-    numpy_funcs=(np.triu,),
-    examples=_SQUARES,
-)
+TRIL = _triangle(np.tril, "Lower triangle of the last two axes (zeros above diagonal ``k``).")
+TRIU = _triangle(np.triu, "Upper triangle of the last two axes (zeros below diagonal ``k``).")
 
 
 def _diagonal(x, *, offset=0, axis1=0, axis2=1):
@@ -137,12 +121,11 @@ def _diagonal_grad(g, out, x, *, offset=0, axis1=0, axis2=1):
     return np.moveaxis(placed, (-2, -1), (a1, a2))
 
 
-DIAGONAL = OpDef(
-    "diagonal",
+DIAGONAL = _numpy_op(
+    np.diagonal,
     _diagonal,
     (_diagonal_grad,),
-    numpy_funcs=(np.diagonal,),
-    examples=(Example((4, 4)), Example((3, 5), offset=1), Example((2, 3, 4), axis1=1, axis2=2)),
+    (Example((4, 4)), Example((3, 5), offset=1), Example((2, 3, 4), axis1=1, axis2=2)),
 )
 
 
@@ -151,13 +134,7 @@ def _trace(x, offset=0, axis1=0, axis2=1):
     return np.sum(np.diagonal(x, offset, axis1, axis2), axis=-1)
 
 
-TRACE = OpDef(
-    "trace",
-    _trace,
-    numpy_funcs=(np.trace,),
-    composite=True,
-    examples=(Example((4, 4)),),
-)
+TRACE = OpDef("trace", _trace, numpy_funcs=(np.trace,), composite=True, examples=(Example((4, 4)),))
 
 
 OPS = (ROLL, REPEAT, TILE, TRIL, TRIU, DIAGONAL, TRACE)

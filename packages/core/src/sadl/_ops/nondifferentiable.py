@@ -22,20 +22,25 @@ def _nondiff(name, forward, numpy_funcs=None, examples=_ONE):
     return OpDef(name, forward, numpy_funcs=funcs, differentiable=False, examples=examples)
 
 
-def _argmax(x, *, axis=None, keepdims=False):
-    """Index of the largest value along ``axis`` (of the flattened array when None)."""
-    return np.argmax(x, axis=axis, keepdims=keepdims)
+def _over_axis(numpy_func, doc):
+    """``argmax``, ``all`` ...: ``numpy_func(x, axis=, keepdims=)``, named after it."""
+
+    def forward(x, *, axis=None, keepdims=False):
+        return numpy_func(x, axis=axis, keepdims=keepdims)
+
+    name = numpy_func.__name__
+    forward.__name__, forward.__qualname__, forward.__doc__ = f"_{name}", f"_{name}", doc
+    return OpDef(name, forward, numpy_funcs=(numpy_func,), differentiable=False, examples=_ONE)
 
 
-ARGMAX = _nondiff("argmax", _argmax, (np.argmax,))
+ARGMAX = _over_axis(
+    np.argmax, "Index of the largest value along ``axis`` (of the flattened array when None)."
+)
 
 
-def _argmin(x, *, axis=None, keepdims=False):
-    """Index of the smallest value along ``axis`` (of the flattened array when None)."""
-    return np.argmin(x, axis=axis, keepdims=keepdims)
-
-
-ARGMIN = _nondiff("argmin", _argmin, (np.argmin,))
+ARGMIN = _over_axis(
+    np.argmin, "Index of the smallest value along ``axis`` (of the flattened array when None)."
+)
 
 
 def _argsort(x, *, axis=-1, kind=None, descending=False):
@@ -134,20 +139,10 @@ def _bitcast(x, *, dtype):
 BITCAST = _nondiff("bitcast", _bitcast, (), examples=(Example((3, 4), dtype=np.int32),))
 
 
-def _all(x, *, axis=None, keepdims=False):
-    """True where every element along ``axis`` is truthy."""
-    return np.all(x, axis=axis, keepdims=keepdims)
+ALL = _over_axis(np.all, "True where every element along ``axis`` is truthy.")
 
 
-ALL = _nondiff("all", _all, (np.all,))
-
-
-def _any(x, *, axis=None, keepdims=False):
-    """True where some element along ``axis`` is truthy."""
-    return np.any(x, axis=axis, keepdims=keepdims)
-
-
-ANY = _nondiff("any", _any, (np.any,))
+ANY = _over_axis(np.any, "True where some element along ``axis`` is truthy.")
 
 
 def _zeros_like(x, *, dtype=None, order="K", subok=True, shape=None, device=None):

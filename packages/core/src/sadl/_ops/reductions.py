@@ -16,6 +16,11 @@ from sadl._records import Example, OpDef
 from sadl.backends import array_module
 
 
+def _numpy_op(func, forward, backward, examples, **fields):
+    """The op named after NumPy's ``func``, which it implements (``np.func(t)`` dispatches here)."""
+    return OpDef(func.__name__, forward, backward, numpy_funcs=(func,), examples=examples, **fields)
+
+
 def normalize_axes(axis: int | tuple[int, ...] | None, ndim: int) -> tuple[int, ...]:
     """``axis`` as a sorted tuple of non-negative axes (None means all).
 
@@ -42,9 +47,7 @@ def keepdims_shape(shape: tuple[int, ...], axis: Any) -> tuple[int, ...]:
 
 def unreduce(g: Any, shape: tuple[int, ...], axis: Any, keepdims: bool) -> Any:
     """Reshape a reduction's gradient so it broadcasts against the reduced input."""
-    if keepdims:
-        return g
-    return np.reshape(g, keepdims_shape(shape, axis))
+    return g if keepdims else np.reshape(g, keepdims_shape(shape, axis))
 
 
 def reduced_count(shape: tuple[int, ...], axis: Any) -> int:
@@ -82,7 +85,7 @@ def _sum_grad(g, out, x, *, axis=None, keepdims=False):
     return np.broadcast_to(unreduce(g, x.shape, axis, keepdims), x.shape)
 
 
-SUM = OpDef("sum", _sum, (_sum_grad,), numpy_funcs=(np.sum,), examples=_AXES)
+SUM = _numpy_op(np.sum, _sum, (_sum_grad,), _AXES)
 
 
 def _mean(x, *, axis=None, keepdims=False):
@@ -95,7 +98,7 @@ def _mean_grad(g, out, x, *, axis=None, keepdims=False):
     return np.broadcast_to(unreduce(g, x.shape, axis, keepdims) * scale, x.shape)
 
 
-MEAN = OpDef("mean", _mean, (_mean_grad,), numpy_funcs=(np.mean,), examples=_AXES)
+MEAN = _numpy_op(np.mean, _mean, (_mean_grad,), _AXES)
 
 
 def _max(x, *, axis=None, keepdims=False):
@@ -104,14 +107,7 @@ def _max(x, *, axis=None, keepdims=False):
 
 
 _TIED = (Example(np.array([1.0, 3.0, 3.0])), Example(_TIES, axis=1))
-MAX = OpDef(
-    "max",
-    _max,
-    (_extreme_grad,),
-    numpy_funcs=(np.max,),
-    examples=_EXTREMES,
-    singular_points=_TIED,
-)
+MAX = _numpy_op(np.max, _max, (_extreme_grad,), _EXTREMES, singular_points=_TIED)
 
 
 def _min(x, *, axis=None, keepdims=False):
@@ -119,9 +115,9 @@ def _min(x, *, axis=None, keepdims=False):
     return np.min(x, axis=axis, keepdims=keepdims)
 
 
-MIN = OpDef("min", _min, (_extreme_grad,), numpy_funcs=(np.min,), examples=_EXTREMES)
-AMAX = OpDef("amax", _max, (_extreme_grad,), numpy_funcs=(np.amax,), examples=_EXTREMES)
-AMIN = OpDef("amin", _min, (_extreme_grad,), numpy_funcs=(np.amin,), examples=_EXTREMES)
+MIN = _numpy_op(np.min, _min, (_extreme_grad,), _EXTREMES)
+AMAX = _numpy_op(np.amax, _max, (_extreme_grad,), _EXTREMES)
+AMIN = _numpy_op(np.amin, _min, (_extreme_grad,), _EXTREMES)
 
 
 def _scan(scan, x, axis):
@@ -145,12 +141,11 @@ def _cumsum_grad(g, out, x, *, axis=None):
     return np.flip(np.cumsum(np.flip(g, axis=axis), axis=axis), axis=axis)
 
 
-CUMSUM = OpDef(
-    "cumsum",
+CUMSUM = _numpy_op(
+    np.cumsum,
     _cumsum,
     (_cumsum_grad,),
-    numpy_funcs=(np.cumsum,),
-    examples=(Example((5,)), Example((3, 4), axis=1), Example((3, 4), axis=0), Example((2, 3))),
+    (Example((5,)), Example((3, 4), axis=1), Example((3, 4), axis=0), Example((2, 3))),
 )
 
 
@@ -194,13 +189,11 @@ def _product_of_others(x, axis):
     return np.moveaxis(others, last, axes)
 
 
-PROD = OpDef(
-    "prod",
+PROD = _numpy_op(
+    np.prod,
     _prod,
     (_prod_grad,),
-    numpy_funcs=(np.prod,),
-    examples=_AXES
-    + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
+    _AXES + (Example(np.array([[1.5, 0.0, 2.0], [0.0, 0.0, 3.0], [1.2, 0.7, 2.0]]), axis=1),),
     singular_points=(Example(np.array([2.0, 0.0, 3.0])), Example(np.array([0.0, 0.0, 3.0]))),
 )
 
@@ -231,13 +224,7 @@ def _inverse_dof(x, axis, ddof):
     return 1.0 / n if n > 0 else np.inf
 
 
-VAR = OpDef(
-    "var",
-    _var,
-    (_var_grad,),
-    numpy_funcs=(np.var,),
-    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
-)
+VAR = _numpy_op(np.var, _var, (_var_grad,), _AXES + (Example((3, 5), axis=1, ddof=1),))
 
 
 def _std(x, *, axis=None, ddof=0, keepdims=False):
@@ -252,12 +239,11 @@ def _std_grad(g, out, x, *, axis=None, ddof=0, keepdims=False):
     return unreduce(g / safe, x.shape, axis, keepdims) * centered * _inverse_dof(x, axis, ddof)
 
 
-STD = OpDef(
-    "std",
+STD = _numpy_op(
+    np.std,
     _std,
     (_std_grad,),
-    numpy_funcs=(np.std,),
-    examples=_AXES + (Example((3, 5), axis=1, ddof=1),),
+    _AXES + (Example((3, 5), axis=1, ddof=1),),
     singular_points=(
         Example(np.full(3, 1.5)),  # a constant: std 0, gradient 0 (not 0/0)
         Example(np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]]), axis=1, ddof=1),
@@ -303,12 +289,11 @@ def _cumprod_grad_with_zeros(g, x, axis):
     return np.moveaxis(np.stack(terms), 0, axis) if n else g
 
 
-CUMPROD = OpDef(
-    "cumprod",
+CUMPROD = _numpy_op(
+    np.cumprod,
     _cumprod,
     (_cumprod_grad,),
-    numpy_funcs=(np.cumprod,),
-    examples=(
+    (
         Example((5,), domain=(0.5, 1.5)),
         Example((3, 4), axis=1, domain=(0.5, 1.5)),
         Example((2, 3), domain=(0.5, 1.5)),

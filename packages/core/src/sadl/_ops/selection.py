@@ -90,9 +90,7 @@ CUMMIN_INDICES = OpDef(
 
 
 def _pick(x, indices, axis):
-    if np.ndim(x) == 0:
-        return x * 1
-    return TAKE_ALONG_AXIS(x, indices=indices, axis=axis)
+    return x * 1 if np.ndim(x) == 0 else TAKE_ALONG_AXIS(x, indices=indices, axis=axis)
 
 
 def _cummax(x, *, axis):

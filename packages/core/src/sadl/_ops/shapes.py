@@ -9,17 +9,21 @@ import numpy as np
 from sadl._records import Example, OpDef
 
 
+def _numpy_op(func, forward, backward, examples, **fields):
+    """The op named after NumPy's ``func``, which it implements (``np.func(t)`` dispatches here)."""
+    return OpDef(func.__name__, forward, backward, numpy_funcs=(func,), examples=examples, **fields)
+
+
 def _reshape(x, *, shape, order="C"):
     """Same data, new ``shape`` (one entry may be -1)."""
     return np.reshape(x, shape, order=order)
 
 
-RESHAPE = OpDef(
-    "reshape",
+RESHAPE = _numpy_op(
+    np.reshape,
     _reshape,
     (lambda g, out, x, *, shape, order="C": np.reshape(g, x.shape, order=order),),
-    numpy_funcs=(np.reshape,),
-    examples=(Example((3, 4), shape=(2, 6)), Example((2, 3, 4), shape=(-1, 4))),
+    (Example((3, 4), shape=(2, 6)), Example((2, 3, 4), shape=(-1, 4))),
 )
 
 
@@ -35,12 +39,11 @@ def _transpose_grad(g, out, x, *, axes=None):
     return np.transpose(g, tuple(np.argsort([int(a) % max(x.ndim, 1) for a in axes])))
 
 
-TRANSPOSE = OpDef(
-    "transpose",
+TRANSPOSE = _numpy_op(
+    np.transpose,
     _transpose,
     (_transpose_grad,),
-    numpy_funcs=(np.transpose,),
-    examples=(Example((3, 4)), Example((2, 3, 4), axes=(1, 2, 0))),
+    (Example((3, 4)), Example((2, 3, 4), axes=(1, 2, 0))),
 )
 
 
@@ -49,12 +52,11 @@ def _swapaxes(x, *, axis1, axis2):
     return np.swapaxes(x, axis1, axis2)
 
 
-SWAPAXES = OpDef(
-    "swapaxes",
+SWAPAXES = _numpy_op(
+    np.swapaxes,
     _swapaxes,
     (lambda g, out, x, *, axis1, axis2: np.swapaxes(g, axis1, axis2),),
-    numpy_funcs=(np.swapaxes,),
-    examples=(Example((2, 3, 4), axis1=0, axis2=2),),
+    (Example((2, 3, 4), axis1=0, axis2=2),),
 )
 
 
@@ -63,12 +65,11 @@ def _moveaxis(x, *, source, destination):
     return np.moveaxis(x, source, destination)
 
 
-MOVEAXIS = OpDef(
-    "moveaxis",
+MOVEAXIS = _numpy_op(
+    np.moveaxis,
     _moveaxis,
     (lambda g, out, x, *, source, destination: np.moveaxis(g, destination, source),),
-    numpy_funcs=(np.moveaxis,),
-    examples=(
+    (
         Example((2, 3, 4), source=0, destination=-1),
         Example((2, 3, 4), source=(0, 1), destination=(2, 0)),
     ),
@@ -80,12 +81,11 @@ def _squeeze(x, *, axis=None):
     return np.squeeze(x, axis=axis)
 
 
-SQUEEZE = OpDef(
-    "squeeze",
+SQUEEZE = _numpy_op(
+    np.squeeze,
     _squeeze,
     (lambda g, out, x, *, axis=None: np.reshape(g, x.shape),),
-    numpy_funcs=(np.squeeze,),
-    examples=(Example((3, 1, 4, 1)), Example((3, 1, 4), axis=1)),
+    (Example((3, 1, 4, 1)), Example((3, 1, 4), axis=1)),
 )
 
 
@@ -94,12 +94,11 @@ def _expand_dims(x, *, axis):
     return np.expand_dims(x, axis)
 
 
-EXPAND_DIMS = OpDef(
-    "expand_dims",
+EXPAND_DIMS = _numpy_op(
+    np.expand_dims,
     _expand_dims,
     (lambda g, out, x, *, axis: np.reshape(g, x.shape),),
-    numpy_funcs=(np.expand_dims,),
-    examples=(Example((3, 4), axis=1), Example((3,), axis=(0, 2))),
+    (Example((3, 4), axis=1), Example((3,), axis=(0, 2))),
 )
 
 
@@ -108,12 +107,11 @@ def _broadcast_to(x, *, shape):
     return np.broadcast_to(x, shape)
 
 
-BROADCAST_TO = OpDef(
-    "broadcast_to",
+BROADCAST_TO = _numpy_op(
+    np.broadcast_to,
     _broadcast_to,
     (lambda g, out, x, *, shape: g,),
-    numpy_funcs=(np.broadcast_to,),
-    examples=(Example((3, 1), shape=(2, 3, 4)), Example((4,), shape=(3, 4))),
+    (Example((3, 1), shape=(2, 3, 4)), Example((4,), shape=(3, 4))),
 )
 
 
@@ -122,12 +120,11 @@ def _ravel(x, *, order="C"):
     return np.ravel(x, order=order)
 
 
-RAVEL = OpDef(
-    "ravel",
+RAVEL = _numpy_op(
+    np.ravel,
     _ravel,
     (lambda g, out, x, *, order="C": np.reshape(g, x.shape, order=order),),
-    numpy_funcs=(np.ravel,),
-    examples=(Example((3, 4)),),
+    (Example((3, 4)),),
 )
 
 
@@ -145,12 +142,11 @@ def _concatenate_grad(g, out, *arrays, axis=0):
     return tuple(np.split(g, np.cumsum(sizes)[:-1].tolist(), axis=axis))
 
 
-CONCATENATE = OpDef(
-    "concatenate",
+CONCATENATE = _numpy_op(
+    np.concatenate,
     _concatenate,
     _concatenate_grad,
-    numpy_funcs=(np.concatenate,),
-    examples=(
+    (
         Example((2, 3), (4, 3)),
         Example((2, 3), (2, 1), (2, 2), axis=1),
         Example((2, 3), (4,), axis=None),
@@ -168,12 +164,11 @@ def _stack_grad(g, out, *arrays, axis=0):
     return tuple(moved[i] for i in range(len(arrays)))
 
 
-STACK = OpDef(
-    "stack",
+STACK = _numpy_op(
+    np.stack,
     _stack,
     _stack_grad,
-    numpy_funcs=(np.stack,),
-    examples=(Example((2, 3), (2, 3)), Example((2, 3), (2, 3), (2, 3), axis=-1)),
+    (Example((2, 3), (2, 3)), Example((2, 3), (2, 3), (2, 3), axis=-1)),
 )
 
 
@@ -229,12 +224,11 @@ def _flip(x, *, axis=None):
     return np.flip(x, axis=axis)
 
 
-FLIP = OpDef(
-    "flip",
+FLIP = _numpy_op(
+    np.flip,
     _flip,
     (lambda g, out, x, *, axis=None: np.flip(g, axis=axis),),
-    numpy_funcs=(np.flip,),
-    examples=(Example((3, 4)), Example((2, 3, 4), axis=(0, 2))),
+    (Example((3, 4)), Example((2, 3, 4), axis=(0, 2))),
 )
 
 
@@ -243,9 +237,7 @@ def _copy(x):
     return x.copy()
 
 
-COPY = OpDef(
-    "copy", _copy, (lambda g, out, x: g,), numpy_funcs=(np.copy,), examples=(Example((3, 4)),)
-)
+COPY = _numpy_op(np.copy, _copy, (lambda g, out, x: g,), (Example((3, 4)),))
 
 OPS = (
     RESHAPE,

@@ -36,12 +36,7 @@ def _to_grad(g, out, x, *, device, source=None):
     return TO_DEVICE(g, device=str(device_of(x)))
 
 
-TO_DEVICE = OpDef(
-    "to_device",
-    _to,
-    (_to_grad,),
-    examples=(Example((3, 4), device="cpu"),),
-)
+TO_DEVICE = OpDef("to_device", _to, (_to_grad,), examples=(Example((3, 4), device="cpu"),))
 
 
 def _no_double_backward(*inputs: Any, value: Any, op_name: str) -> Any:

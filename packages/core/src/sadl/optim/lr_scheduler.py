@@ -14,6 +14,4 @@ def __getattr__(name: str) -> object:
     """A schedule of sadl-optim; another name is looked up as ``sadl.optim.<name>`` is, so its
     error names the nearest schedule sadl has (``OneCycleLR``: ``OneCycle``).
     """
-    if name in _NAMES or name.startswith("__"):
-        return _served(name)
-    return _registered.getattr(name)
+    return _served(name) if name in _NAMES or name.startswith("__") else _registered.getattr(name)
