@@ -27,7 +27,7 @@ from sadl.random import default_generator
 
 from sadl_compile.ir import Node
 
-__all__ = ["Streams", "held_outside", "state_key"]
+__all__ = ["Streams", "held_outside", "seed_of", "state_key"]
 
 
 def state_key(generator: Any) -> str:
@@ -134,3 +134,15 @@ class Streams:
             if mark is not None:
                 out.append((generator, mark))
         return out
+
+
+def seed_of(generator: Any) -> int | None:
+    """The int a generator was seeded with, while it has drawn nothing yet (else None)."""
+    bit = getattr(generator, "bit_generator", None)
+    seq: Any = getattr(bit, "seed_seq", None)
+    entropy = getattr(seq, "entropy", None)
+    if type(bit) is not np.random.PCG64 or not isinstance(entropy, int) or seq.spawn_key:
+        return None
+    if bit.state != np.random.PCG64(entropy).state:
+        return None
+    return entropy

@@ -27,7 +27,7 @@ from sadl.random import default_generator, observed_device_generator
 from sadl_compile import device, rules, streams
 from sadl_compile.ir import Node, Storage, Value
 from sadl_compile.traced import TracedArray, TracedDeviceArray, plain, unwrap_plain
-from sadl_compile.where import caller, source_line
+from sadl_compile.where import caller, orphan_message, read_message, source_line
 
 __all__ = ["Tracer"]
 
@@ -194,7 +194,7 @@ class Tracer:
             value = tree._v
             p = plain(tree)
             if value is None:
-                raise CompileError(_orphan_message())
+                raise CompileError(orphan_message())
             if not self.owns(value):
                 value = self.external(p, ("const", p))
             reads.append(value)
@@ -362,7 +362,7 @@ class Tracer:
         """A call returned a Python value computed from the inputs (``np.count_nonzero``)."""
         if isinstance(result, bool | np.bool_):
             return self._guard(node, bool(result), node.label)
-        raise CompileError(_read_message(f"np.{node.label}(...)", node.label, tensor_level=False))
+        raise CompileError(read_message(f"np.{node.label}(...)", node.label, tensor_level=False))
 
     # ------------------------------------------------------------------ values read into Python
     def host_read(self, traced: Any, what: str, convert: Any) -> Any:
@@ -382,7 +382,7 @@ class Tracer:
             read = Node("call", bool, bool, (value,), {}, reads=(value,))
             read.label, read.where = "bool", caller()
             return self._guard(read, result, "bool")
-        raise CompileError(_read_message(what, traced, tensor_level))
+        raise CompileError(read_message(what, traced, tensor_level))
 
     def _guard(self, source: Node, expected: bool, label: str) -> bool:
         """Record that ``source`` (a call returning a bool) must give ``expected`` on replay."""
@@ -461,7 +461,7 @@ class Tracer:
         """A sadl ``Generator`` was made during the trace: from an int seed (``rng=7``), it is
         made anew on every replay, as every eager call makes it.
         """
-        seed = _seed_of(generator)
+        seed = streams.seed_of(generator)
         if seed is not None and not streams.held_outside(generator, self.arg_generators):
             self._fresh[id(generator)] = (generator, seed)
 
@@ -469,7 +469,7 @@ class Tracer:
         """``sadl.manual_seed`` inside the call: replayed as itself (the stream starts anew)."""
         self.busy += 1
         try:
-            seed = _seed_of(generator)
+            seed = streams.seed_of(generator)
         finally:
             self.busy -= 1
         if seed is None:  # pragma: no cover - manual_seed makes a PCG64 from an int
@@ -567,18 +567,6 @@ def _has_shape(array: Any, shape: tuple[int, ...]) -> bool:
     return tuple(array.shape) == shape
 
 
-def _seed_of(generator: Any) -> int | None:
-    """The int a generator was seeded with, while it has drawn nothing yet (else None)."""
-    bit = getattr(generator, "bit_generator", None)
-    seq: Any = getattr(bit, "seed_seq", None)
-    entropy = getattr(seq, "entropy", None)
-    if type(bit) is not np.random.PCG64 or not isinstance(entropy, int) or seq.spawn_key:
-        return None
-    if bit.state != np.random.PCG64(entropy).state:
-        return None
-    return entropy
-
-
 #: Tensor methods that read values, and what the refusal calls them.
 _TENSOR_READS = {
     "__bool__": "bool",
@@ -588,30 +576,3 @@ _TENSOR_READS = {
     "item": "item",
     "tolist": "tolist",
 }
-
-
-def _orphan_message() -> str:
-    return (
-        "sadl.compile: an array reached a NumPy call without passing through the tracer (it was "
-        f"made by an ndarray attribute the tracer does not know), at {source_line(caller())}; "
-        "use the NumPy function instead (np.transpose(a) for a.T ...)"
-    )
-
-
-def _read_message(what: str, traced: Any, tensor_level: bool) -> str:
-    where = source_line(caller())
-    how = {
-        "bool": "bool(...) (an `if` or `while` on a tensor, a comparison used as a condition)",
-        "item": ".item()",
-        "int": "int(...)",
-        "float": "float(...)",
-        "index": "its use as an index",
-        "tolist": ".tolist()",
-    }.get(what, what)
-    subject = "a tensor's value" if tensor_level else "an array's value"
-    return (
-        f"sadl.compile: {how} reads {subject} into Python while tracing, at {where}. A compiled "
-        "function replays array operations; Python code that depends on values cannot be "
-        "replayed. Return the tensor and read it after the call, or keep this code out of the "
-        "compiled function."
-    )

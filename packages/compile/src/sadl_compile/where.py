@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import sadl
 
-__all__ = ["caller", "source_line"]
+__all__ = ["caller", "orphan_message", "read_message", "source_line"]
 
 _SADL = os.path.dirname(os.path.abspath(sadl.__file__))
 _SKIP = (
@@ -56,3 +56,32 @@ def source_line(where: Any) -> str:
         return "an unknown line"
     text = linecache.getline(where[0], where[1]).strip()
     return f"{where[0]}:{where[1]}" + (f" (`{text}`)" if text else "")
+
+
+def orphan_message() -> str:
+    """Why an array that bypassed the tracer cannot be traced, and what to write instead."""
+    return (
+        "sadl.compile: an array reached a NumPy call without passing through the tracer (it was "
+        f"made by an ndarray attribute the tracer does not know), at {source_line(caller())}; "
+        "use the NumPy function instead (np.transpose(a) for a.T ...)"
+    )
+
+
+def read_message(what: str, traced: Any, tensor_level: bool) -> str:
+    """Why reading a value into Python while tracing is refused, at the caller's line."""
+    where = source_line(caller())
+    how = {
+        "bool": "bool(...) (an `if` or `while` on a tensor, a comparison used as a condition)",
+        "item": ".item()",
+        "int": "int(...)",
+        "float": "float(...)",
+        "index": "its use as an index",
+        "tolist": ".tolist()",
+    }.get(what, what)
+    subject = "a tensor's value" if tensor_level else "an array's value"
+    return (
+        f"sadl.compile: {how} reads {subject} into Python while tracing, at {where}. A compiled "
+        "function replays array operations; Python code that depends on values cannot be "
+        "replayed. Return the tensor and read it after the call, or keep this code out of the "
+        "compiled function."
+    )
