@@ -199,7 +199,9 @@ def docs(session: nox.Session) -> None:
 
     The tests then open that very site from disk in a headless Chromium (search, the notebook's
     figures) and run the README's set-up and Developing lines in a fresh clone (network: PyPI).
+    The PyTorch page's table runs every row under torch too, so torch (the local wheel) is here.
     """
+    _install_torch(session)
     _install_docs(session)
     site = Path(session.create_tmp()).resolve() / "site"
     session.run("mkdocs", "build", "--strict", "--site-dir", str(site))
