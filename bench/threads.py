@@ -124,7 +124,7 @@ def _worker(kind: str, quick: bool) -> dict[str, Any]:
         result = {"mean": sum(times) / len(times), "best": min(times)}
     result["load"] = os.getloadavg()[0]
     result["policy"] = "on" if _threads._blas else "off"
-    result["free cores"] = _threads._load[3]
+    result["free cores"] = _threads._decided[0] if _threads._decided else "-"
     return result
 
 

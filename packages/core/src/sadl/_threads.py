@@ -32,6 +32,7 @@ import glob
 import operator
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,6 @@ _SYMBOLS = [  # (get, set) in the OpenBLAS builds NumPy wheels ship (64-bit ints
 ] + [("MKL_Get_Max_Threads", "MKL_Set_Num_Threads")]
 _matmul = np.matmul
 _blas: Any = None  # (get, set) of the BLAS's thread count; False: sadl leaves the count alone
-_load: list[Any] = [0.0, 0, 0.0, 1]  # when, busy ticks, own CPU seconds, free cores
 
 
 def matmul(a: Any, b: Any, /, **kwargs: Any) -> Any:
@@ -124,26 +124,61 @@ def _free_cores() -> int:
 
 
 _decided: list[int] = []
+#: Seconds :func:`_measure_free_cores` watches the cores for (paid once per process).
+SAMPLE = 0.05
 
 
-def _measure_free_cores() -> int:
-    """Cores that other processes left idle over the last quarter second (at least 1)."""
-    when, ticks, own, free = _load
-    now = time.monotonic()
-    if now - when < 0.25:
-        return int(free)
+def _measure_free_cores(root: str = "/") -> int:
+    """Cores this process may use (affinity mask, cgroup CPU quota) that other processes keep
+    idle now (at least 1): their busy share of those cores over the next ``SAMPLE`` seconds
+    (``/proc/stat``, less this process's own CPU time) or, where the mask holds every core,
+    the runnable tasks ``/proc/loadavg`` counts (less this one), whichever is more.
+
+    Not the load average: it lags by a minute, so busy processes started with this one would
+    not show and its products would wait on threads the busy cores cannot run.
+    """
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    busy, cpu = _busy_ticks(cpus), time.process_time()
-    if busy is None:  # not Linux: every core
-        free = os.cpu_count() or 1
-    else:
-        if when:  # busy seconds of these cores, less this process's own (its BLAS threads too)
-            others = ((busy - ticks) / os.sysconf("SC_CLK_TCK") - (cpu - own)) / (now - when)
-        else:  # the first look: the load average, less this process
-            others = os.getloadavg()[0] - 1
-        free = max(1, len(cpus or ()) - int(max(others, 0) + 0.5))
-    _load[:] = now, busy or 0, cpu, free
-    return int(free)
+    if cpus is None or not os.path.exists(f"{root}proc/stat"):  # not Linux: every core
+        return os.cpu_count() or 1
+    cores = min(len(cpus), _quota_cores(root))
+    runnable = [_runnable(root)]
+    busy, cpu, when = _busy_ticks(cpus, f"{root}proc/stat"), time.process_time(), time.monotonic()
+    time.sleep(SAMPLE)
+    ticks = (_busy_ticks(cpus, f"{root}proc/stat") or 0) - (busy or 0)
+    seconds, runnable = time.monotonic() - when, runnable + [_runnable(root)]
+    others = (ticks / os.sysconf("SC_CLK_TCK") - (time.process_time() - cpu)) / seconds
+    if len(cpus) >= (os.cpu_count() or 1):  # (the count is of the whole machine's tasks)
+        others = max(others, min(runnable) - 1)
+    return max(1, cores - int(max(others, 0) + 0.5))
+
+
+def _quota_cores(root: str = "/") -> int:
+    """Whole cores the cgroup's CPU quota allows (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``);
+    a large number where there is no quota.
+    """
+    try:
+        with open(f"{root}proc/self/cgroup") as f:
+            own = next((ln[3:].strip().rstrip("/") for ln in f if ln.startswith("0::")), "")
+    except OSError:
+        own = ""
+    v1 = f"{root}sys/fs/cgroup/cpu/cpu.cfs_"
+    for files in ([f"{root}sys/fs/cgroup{own}/cpu.max"], [f"{v1}quota_us", f"{v1}period_us"]):
+        try:
+            quota, period = " ".join(Path(name).read_text() for name in files).split()[:2]
+            if quota not in ("max", "-1"):
+                return max(1, int(quota) // int(period))
+        except (OSError, ValueError):
+            continue
+    return 1 << 16
+
+
+def _runnable(root: str = "/") -> int:
+    """Tasks running or ready to run now, machine-wide (``/proc/loadavg``'s fourth field)."""
+    try:
+        with open(f"{root}proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:
