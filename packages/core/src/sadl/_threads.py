@@ -147,8 +147,8 @@ def _measure_free_cores(root: str = "/") -> int:
     ticks = (_busy_ticks(cpus, f"{root}proc/stat") or 0) - (busy or 0)
     seconds, runnable = time.monotonic() - when, runnable + [_runnable(root)]
     others = (ticks / os.sysconf("SC_CLK_TCK") - (time.process_time() - cpu)) / seconds
-    if len(cpus) >= (os.cpu_count() or 1):  # (the count is of the whole machine's tasks)
-        others = max(others, min(runnable) - 1)
+    # (the runnable count is of the whole machine's tasks: only where the mask holds every core)
+    others = max(others, min(runnable) - 1 if len(cpus) >= (os.cpu_count() or 1) else 0)
     return max(1, cores - int(max(others, 0) + 0.5))
 
 
@@ -156,11 +156,9 @@ def _quota_cores(root: str = "/") -> int:
     """Whole cores the cgroup's CPU quota allows (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``);
     a large number where there is no quota.
     """
-    try:
-        with open(f"{root}proc/self/cgroup") as f:
-            own = next((ln[3:].strip().rstrip("/") for ln in f if ln.startswith("0::")), "")
-    except OSError:
-        own = ""
+    cgroups = Path(f"{root}proc/self/cgroup")
+    lines = cgroups.read_text().splitlines() if cgroups.exists() else []
+    own = next((ln[3:].strip().rstrip("/") for ln in lines if ln.startswith("0::")), "")
     v1 = f"{root}sys/fs/cgroup/cpu/cpu.cfs_"
     for files in ([f"{root}sys/fs/cgroup{own}/cpu.max"], [f"{v1}quota_us", f"{v1}period_us"]):
         try:
@@ -175,8 +173,7 @@ def _quota_cores(root: str = "/") -> int:
 def _runnable(root: str = "/") -> int:
     """Tasks running or ready to run now, machine-wide (``/proc/loadavg``'s fourth field)."""
     try:
-        with open(f"{root}proc/loadavg") as f:
-            return int(f.read().split()[3].split("/")[0])
+        return int(Path(f"{root}proc/loadavg").read_text().split()[3].split("/")[0])
     except (OSError, IndexError, ValueError):
         return 0
 
@@ -191,6 +188,22 @@ def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:
     mine = {f"cpu{i}" for i in cpus or ()}
     # user nice system idle iowait irq softirq steal (guest time is counted in user already)
     return sum(sum(map(int, r[1:9])) - int(r[4]) - int(r[5]) for r in rows if r[0] in mine)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s; elsewhere the machine's architecture)."""
+    rows = Path("/proc/cpuinfo").read_text().split("\n") if os.path.exists("/proc/cpuinfo") else []
+    return next((r.split(":")[1].strip() for r in rows if "model name" in r), os.uname().machine)
+
+
+def blas_description() -> str:
+    """NumPy's BLAS libraries, their versions and (in brackets) the CPU kernels they picked."""
+    try:
+        pools = _threadpoolctl("info").threadpool_info()
+    except ModuleNotFoundError as e:
+        return str(e)
+    blas = [p for p in pools if p["user_api"] == "blas"]
+    return "; ".join(f"{p['internal_api']} {p['version']} ({p.get('architecture')})" for p in blas)
 
 
 def set_num_threads(n: int) -> None:
