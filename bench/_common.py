@@ -82,12 +82,14 @@ def where_ran(argv: list[str] | None = None) -> None:
     if any(arg.startswith("--") and arg.endswith("worker") for arg in argv) or _START_LOAD:
         return
     _START_LOAD.append(os.getloadavg()[0])
-    settings = ", ".join(f"{v}={os.environ[v]}" for v in THREAD_VARS if os.environ.get(v))
+    settings = [f"{v}={os.environ[v]}" for v in THREAD_VARS if os.environ.get(v)]
+    if "--threads" in argv[:-1]:  # the script pins (or compares) these counts itself
+        settings.append(f"--threads {argv[argv.index('--threads') + 1]}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"## {os.path.basename(argv[0])} {' '.join(argv[1:])}".rstrip(), flush=True)
     print(f"- CPU: {cpu_model()} ({cores} cores this process may use)")
     print(f"- BLAS: {blas_line()}")
-    print(f"- threads: {settings or 'no thread variable set (sadl picks per product)'}")
+    print(f"- threads: {', '.join(settings) or 'nothing set (sadl picks per product)'}")
     print(f"- load average at start: {_load_text()}", flush=True)
     atexit.register(lambda: print(f"\n- load average at end: {_load_text()}", flush=True))
 
