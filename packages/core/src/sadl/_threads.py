@@ -8,10 +8,10 @@ waiting for one another: a GPT step then takes 7 to 13 times as long (docs/getti
 
 * one thread for a product under ``2 * PER_THREAD`` multiply-adds (per matrix of a batch);
 * above that, one thread per ``PER_THREAD`` multiply-adds, at most the cores that other
-  processes left free when the process first needed to know (the load average, or
-  ``/proc/stat``; on other systems all the cores this process may run on: judged once, so the
-  same products always get the same count and the same bits) and never more than the BLAS had
-  before the call.
+  processes leave free when the process first needs to know (its affinity mask and cgroup
+  CPU quota, less what a 50 ms ``/proc/stat`` sample and ``/proc/loadavg``'s runnable count
+  show busy; on other systems all the cores: judged once, so the same products always get the
+  same count and the same bits) and never more than the BLAS had before the call.
 
 The count goes back to what it was after every product, so NumPy code of the user's own runs as
 it did. The switch is two C calls, skipped when the count would not change. sadl leaves the
