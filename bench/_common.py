@@ -2,11 +2,17 @@
 
 Each ``bench/<area>.py`` is runnable on its own (``python bench/core.py --threads 1``) and prints
 rows ``workload | sadl | reference | ratio``; ``bench/run.py`` runs them all at 1 and 2 threads.
+
+Every report starts with :func:`where_ran`'s header (the CPU model, the BLAS NumPy loaded and
+its kernel, the thread settings, the load average) and ends with the load average again; a
+budget is judged only while the load average stays below ``QUIET_LOAD`` (:func:`judged`):
+on a busier machine the report says "not judged: load X" instead of ok or OVER.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import json
 import os
@@ -16,6 +22,95 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+#: The one-minute load average under which a budget is judged (at the report's start and end).
+QUIET_LOAD = 1.5
+#: The thread settings a report names: the BLAS and OpenMP variables, sadl's BLAS choice.
+THREAD_VARS = (
+    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+    "OPENBLAS_CORETYPE", "SADL_BLAS",
+)  # fmt: skip
+_START_LOAD: list[float] = []
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; elsewhere what ``platform`` knows)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def blas_line() -> str:
+    """NumPy's BLAS as threadpoolctl sees it in a fresh process with this environment: the
+    library, its version, the kernel it picked and its threads (importing NumPy here would
+    load the BLAS before a script sets its thread variables)."""
+    code = (
+        "import json, numpy, threadpoolctl; print(json.dumps(["
+        "p for p in threadpoolctl.threadpool_info() if p.get('user_api') == 'blas']))"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        pools = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return "unknown (threadpoolctl not installed, or NumPy failed to load)"
+    return (
+        "; ".join(
+            f"{p.get('internal_api')} {p.get('version')} (kernel {p.get('architecture')}, "
+            f"{p.get('threading_layer')}, {p.get('num_threads')} threads)"
+            for p in pools
+        )
+        or "none found"
+    )
+
+
+def where_ran(argv: list[str] | None = None) -> None:
+    """Print the report's header (where it ran) and, at exit, the load average at its end.
+
+    Worker processes (``--worker``, ``--torch-worker`` in ``argv``) print nothing: their last
+    line is their JSON.
+    """
+    argv = sys.argv if argv is None else argv
+    if any(arg.startswith("--") and arg.endswith("worker") for arg in argv) or _START_LOAD:
+        return
+    _START_LOAD.append(os.getloadavg()[0])
+    settings = [f"{v}={os.environ[v]}" for v in THREAD_VARS if os.environ.get(v)]
+    if "--threads" in argv[:-1]:  # the script pins (or compares) these counts itself
+        settings.append(f"--threads {argv[argv.index('--threads') + 1]}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"## {os.path.basename(argv[0])} {' '.join(argv[1:])}".rstrip(), flush=True)
+    print(f"- CPU: {cpu_model()} ({cores} cores this process may use)")
+    print(f"- BLAS: {blas_line()}")
+    print(f"- threads: {', '.join(settings) or 'nothing set (sadl picks per product)'}")
+    print(f"- load average at start: {_load_text()}", flush=True)
+    atexit.register(lambda: print(f"\n- load average at end: {_load_text()}", flush=True))
+
+
+def _load_text() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def judged(now: bool = True) -> str:
+    """The empty string when a budget may be judged (load average below ``QUIET_LOAD`` at the
+    report's start and, with ``now``, now), else "not judged: load X".
+
+    ``now=False`` for a report that loads the machine itself (bench/threads.py's busy loops).
+    """
+    load = max(_START_LOAD + [os.getloadavg()[0]] * now)
+    return "" if load < QUIET_LOAD else f"not judged: load {load:.1f}"
+
+
+def verdict(ok: bool, budget: str) -> str:
+    """A budget's note: ``budget: ok`` or ``budget: OVER``, or "not judged: load X"."""
+    return judged() or f"{budget}: {'ok' if ok else 'OVER'}"
 
 
 def parse_args(description: str) -> argparse.Namespace:
@@ -27,6 +122,7 @@ def parse_args(description: str) -> argparse.Namespace:
     )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    where_ran()
     set_threads(args.threads)
     return args
 

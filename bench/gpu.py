@@ -264,4 +264,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from _common import where_ran
+
+    where_ran()
     raise SystemExit(main())

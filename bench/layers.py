@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import best_time, best_times, header, optional_torch, parse_args, row
+from _common import best_time, best_times, header, optional_torch, parse_args, row, verdict
 
 
 def cnn_workloads(np: Any, sadl: Any, torch: Any) -> tuple[Any, Any]:
@@ -192,7 +192,7 @@ def gelu_rows(np: Any, sadl: Any, torch: Any, number: int, repeat: int) -> None:
             f"{t_exact * 1e3:.2f} ms",
             reference,
             f"{ratio:.2f} (exact / tanh)",
-            f"budget <= 2: {'ok' if ratio <= 2.0 else 'OVER'}",
+            verdict(ratio <= 2.0, "budget <= 2"),
         )
 
 
@@ -228,4 +228,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from _common import where_ran
+
+    where_ran()
     raise SystemExit(main())

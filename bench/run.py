@@ -28,6 +28,7 @@ AREAS = [
     "kernels",
     "distributed",
     "threads",
+    "mkl",  # (says so and passes where Intel's mkl wheel is not installed)
 ]
 #: Run once, at the first thread count: scripts that set their own thread counts (they compare
 #: settings), and the compiled-step ratio, whose budget is stated at one thread.

@@ -128,4 +128,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from _common import where_ran
+
+    where_ran()
     main()

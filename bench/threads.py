@@ -28,7 +28,14 @@ smoke test, judges nothing).
 ``--crossover`` times single products of growing size at one thread and at every core (pinned
 through threadpoolctl), to place ``sadl._threads.PER_THREAD``.
 
-Usage: python bench/threads.py [--quick] [--crossover] [--only idle|loaded] [--threads 1,2]
+``--only together`` (also part of the full run): the autodidact loop started at the same moment
+as two fresh busy-loop processes, five runs of the policy and of ``OPENBLAS_NUM_THREADS=1``
+alternating; every policy run at most 1.3x the one-thread runs' median. Each row shows the free
+cores the policy judged and the CPU seconds of the BLAS's worker threads (0 when no product ran
+on a second thread).
+
+Usage: python bench/threads.py [--quick] [--crossover] [--only idle|loaded|together]
+       [--threads 1,2]
 """
 
 from __future__ import annotations
@@ -123,9 +130,25 @@ def _worker(kind: str, quick: bool) -> dict[str, Any]:
         times = loop(steps)  # after two warm-up steps (the compiled step traces in them)
         result = {"mean": sum(times) / len(times), "best": min(times)}
     result["load"] = os.getloadavg()[0]
+    result["workers cpu"] = _other_threads_cpu()
     result["policy"] = "on" if _threads._blas else "off"
-    result["free cores"] = _threads._load[3]
+    result["free cores"] = _threads._decided[0] if _threads._decided else "-"
     return result
+
+
+def _other_threads_cpu() -> float:
+    """CPU seconds of this process's threads but the main one: OpenBLAS's workers, busy only
+    when a product ran on more than one thread (0 where there is no /proc)."""
+    ticks = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) != os.getpid():
+                with open(f"/proc/self/task/{tid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    except OSError:
+        return 0.0
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _run(kind: str, threads: int | None, quick: bool) -> dict[str, Any] | None:
@@ -184,10 +207,15 @@ def _steps_table(phase: str, quick: bool) -> dict[tuple[str, str], float]:
 
 
 def _judge(label: str, ratio: float, limit: float, above: bool = False) -> bool:
+    """Print the verdict; a failure counts only on a machine that was quiet at the start (the
+    busy loops this script starts do not count)."""
+    from _common import judged
+
     ok = ratio >= limit if above else ratio <= limit
     sign = ">=" if above else "<="
-    print(f"- {label}: {ratio:.2f} ({'PASS' if ok else 'FAIL'}: needs {sign} {limit})")
-    return ok
+    busy = judged(now=False)
+    print(f"- {label}: {ratio:.2f} ({busy or ('PASS' if ok else 'FAIL')}: needs {sign} {limit})")
+    return ok or bool(busy)
 
 
 def _phase_idle(quick: bool) -> bool:
@@ -231,6 +259,49 @@ def _phase_loaded(quick: bool) -> bool:
     return ok
 
 
+#: Runs of each setting with busy processes started at the same moment as the loop.
+RUNS_TOGETHER = 5
+
+
+def _phase_together(quick: bool) -> bool:
+    """The autodidact loop started at the same moment as two busy-loop processes (fresh ones
+    each run, so no load average has seen them): the policy against ``OPENBLAS_NUM_THREADS=1``,
+    alternating; every policy run must be at most 1.3x the one-thread runs' median."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the busy loops are ended
+    runs: dict[str, list[dict[str, Any]]] = {"policy": [], _label(1): []}
+    print(f"\n### started together with 2 busy-loop processes: autodidact loop ({CORES} cores)\n")
+    print("| run | setting | mean step | best step | free cores judged | BLAS workers' CPU |")
+    print("|---|---|---|---|---|---|", flush=True)
+    for i in range(1 if quick else RUNS_TOGETHER):
+        for setting, threads in (("policy", None), (_label(1), 1)):
+            busy = _busy_processes(2)  # and the loop right after: the same moment
+            try:
+                r = _run("S", threads, quick)
+            finally:
+                for p in busy:
+                    p.kill()
+                    p.wait()
+            if r is not None:
+                runs[setting].append(r)
+                print(
+                    f"| {i + 1} | {setting} | {r['mean'] * 1e3:.1f} ms | {r['best'] * 1e3:.1f} ms "
+                    f"| {r['free cores']} | {r['workers cpu']:.2f} s |",
+                    flush=True,
+                )
+    print()
+    ones = sorted(r["mean"] for r in runs[_label(1)])
+    if not ones or not runs["policy"]:
+        print("- started together: no runs to compare (a worker failed)")
+        return False
+    one = ones[len(ones) // 2]
+    ok = True
+    for i, r in enumerate(runs["policy"]):
+        ok &= _judge(
+            f"started together, run {i + 1}: policy / 1 thread (median)", r["mean"] / one, 1.3
+        )
+    return ok
+
+
 def _crossover(quick: bool) -> None:
     """Single products at 1 thread and at every core, pinned through threadpoolctl."""
     import numpy as np
@@ -266,7 +337,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke test)")
     parser.add_argument("--crossover", action="store_true", help="single products only")
-    parser.add_argument("--only", choices=("idle", "loaded"))
+    parser.add_argument("--only", choices=("idle", "loaded", "together"))
     parser.add_argument("--threads", default=f"1,{CORES}", help="fixed settings to compare")
     parser.add_argument("--worker", metavar="KIND", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -278,10 +349,12 @@ def main() -> int:
         return 0
     SETTINGS.update({_label(n): n for n in map(int, args.threads.split(","))})
     ok = True
-    if args.only != "loaded":
+    if args.only in (None, "idle"):
         ok &= _phase_idle(args.quick)
-    if args.only != "idle":
+    if args.only in (None, "loaded"):
         ok &= _phase_loaded(args.quick)
+    if args.only in (None, "together"):
+        ok &= _phase_together(args.quick)
     if args.quick:
         print("(--quick: a smoke test, nothing judged)")
         return 0
@@ -289,4 +362,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from _common import where_ran
+
+    where_ran()
     raise SystemExit(main())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -40,7 +39,6 @@ def products(monkeypatch):
     for var in _threads._ENV:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(_threads, "_blas", None)
-    monkeypatch.setattr(_threads, "_load", [time.monotonic() + 3600, 0, 0.0, 2])  # 2 cores free
     monkeypatch.setattr(_threads, "_decided", [2])  # judged once per process: here, 2 free
     seen: list[tuple[int, int]] = []
 

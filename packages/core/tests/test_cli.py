@@ -34,6 +34,21 @@ def test_plugins_table_ops_and_info(capsys):
     assert "numpy" in capsys.readouterr().out
 
 
+def test_info_names_the_cpu_and_the_blas(capsys):
+    from sadl._threads import cpu_model
+
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    cpu = next(line for line in out if line.startswith("cpu "))
+    blas = next(line for line in out if line.startswith("blas "))
+    assert cpu.split(None, 1)[1] == cpu_model() and cpu_model()
+    pytest.importorskip("threadpoolctl", reason="the BLAS line is threadpoolctl's view")
+    from threadpoolctl import threadpool_info
+
+    pools = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    assert all(p["internal_api"] in blas and p["version"] in blas for p in pools), blas
+
+
 def test_unknown_command_exits_2():
     result = run("no-such-command")
     assert result.returncode == 2 and "invalid choice" in result.stderr

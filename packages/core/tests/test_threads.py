@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import types
 
 import numpy as np
 import pytest
@@ -41,8 +42,7 @@ def seen(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(_threads, "_blas", None)
     monkeypatch.setattr(_threads, "_limits", None)
-    monkeypatch.setattr(_threads, "_load", [time.monotonic() + 3600, 0, 0.0, 2])  # 2 cores free
-    monkeypatch.setattr(_threads, "_free_cores", lambda: _threads._load[3])
+    monkeypatch.setattr(_threads, "_decided", [2])  # judged once per process: 2 cores free
     counts: list[int] = []
 
     def recording(a, b, **kwargs):
@@ -68,7 +68,7 @@ def test_small_products_run_on_one_thread_large_ones_on_the_free_cores(seen):
 
 
 def test_a_busy_machine_keeps_large_products_on_one_thread(seen):
-    _threads._load[3] = 1  # other processes keep a core busy
+    _threads._decided[0] = 1  # other processes keep a core busy
     matmul(ones(512, 512), ones(512, 512))
     assert seen == [1]
 
@@ -155,34 +155,82 @@ def test_busy_ticks_count_every_state_but_idle_of_the_given_cores(tmp_path):
     assert _threads._busy_ticks({0}, str(tmp_path / "missing")) is None
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux: /proc/stat")
-def test_free_cores_are_the_cores_other_processes_left_idle(monkeypatch):
-    cores = len(os.sched_getaffinity(0))
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A fake root of ``cores`` cores: /proc/stat, /proc/loadavg and the cgroup files written
+    by ``set``; ``busy`` cores of other processes' work pass while the judgement samples."""
     hz = os.sysconf("SC_CLK_TCK")
-    ticks = [0]
-    monkeypatch.setattr(_threads, "_busy_ticks", lambda cpus: ticks[0])
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text("0::/job\n")
+    state = {"cores": 2, "busy": 0.0, "runnable": 1, "ticks": 0}
 
-    def free_after(busy_cores: float, own_cpu_seconds: float = 0.0) -> int:
-        # one second ago: ``busy_cores`` busy since, this process among them
-        ticks[0] = 1000 + int(busy_cores * hz)
-        past = [time.monotonic() - 1.0, 1000, time.process_time() - own_cpu_seconds, -1]
-        monkeypatch.setattr(_threads, "_load", past)
-        return _threads._measure_free_cores()
+    def write():
+        rows = [("cpu", 0, 0, 0, 0, 0, 0, 0, 0)]
+        rows += [(f"cpu{i}", state["ticks"], 0, 0, 9999, 0, 0, 0, 0) for i in range(4)]
+        _stat(tmp_path / "proc/stat", *rows)
+        (tmp_path / "proc/loadavg").write_text(f"0.00 0.00 0.00 {state['runnable']}/99 123\n")
 
-    assert free_after(0) == cores
-    assert free_after(2) == max(1, cores - 2)
-    assert free_after(2, own_cpu_seconds=2.0) == cores  # this process's own threads
-    monkeypatch.setattr(_threads, "_load", [0.0, 0, 0.0, -1])  # the first look: load average
-    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))
-    assert _threads._measure_free_cores() == max(1, cores - 2)
-    ticks[0] = None  # an answer within a quarter second is the last one
-    assert _threads._measure_free_cores() == max(1, cores - 2)
+    def sleep(seconds):  # the sample: each other process's busy core gives its ticks
+        state["ticks"] += round(state["busy"] * seconds * hz / state["cores"])
+        clock[0] += seconds
+        write()
+
+    clock = [0.0]
+    fake = types.SimpleNamespace(sleep=sleep, monotonic=lambda: clock[0], process_time=lambda: 0)
+
+    def judge(cores=2, busy=0.0, runnable=1, cpu_count=None):
+        state.update(cores=cores, busy=busy, runnable=runnable)
+        write()
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+        monkeypatch.setattr(os, "cpu_count", lambda: cpu_count or cores)
+        return _threads._measure_free_cores(f"{tmp_path}/")
+
+    monkeypatch.setattr(_threads, "SAMPLE", 1.0)
+    monkeypatch.setattr(_threads, "time", fake)
+    judge.root = tmp_path
+    return judge
 
 
-def test_without_proc_stat_every_core_is_free(monkeypatch):
-    monkeypatch.setattr(_threads, "_busy_ticks", lambda cpus: None)
-    monkeypatch.setattr(_threads, "_load", [0.0, 0, 0.0, -1])
-    assert _threads._measure_free_cores() == (os.cpu_count() or 1)
+def test_free_cores_are_the_cores_other_processes_keep_busy_now(machine):
+    assert machine(busy=0) == 2
+    assert machine(busy=1) == 1
+    assert machine(busy=2) == 1  # (at least one)
+    assert machine(cores=4, busy=1.2) == 3
+
+
+def test_runnable_tasks_count_where_the_mask_holds_every_core(machine):
+    # two busy processes just started: the load average shows nothing, the runnable count does
+    assert machine(cores=4, runnable=3) == 2
+    assert machine(cores=4, runnable=3, cpu_count=8) == 4  # (other cores' tasks may be those)
+
+
+def test_a_cgroup_quota_caps_the_cores(machine):
+    job = machine.root / "sys/fs/cgroup/job"
+    job.mkdir(parents=True)
+    (job / "cpu.max").write_text("max 100000\n")
+    assert machine(cores=4) == 4
+    (job / "cpu.max").write_text("250000 100000\n")  # two and a half cores
+    assert machine(cores=4) == 2
+    assert machine(cores=4, busy=1) == 1
+    v1 = machine.root / "sys/fs/cgroup/cpu"
+    v1.mkdir()
+    (job / "cpu.max").unlink()
+    (v1 / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert machine(cores=4) == 1
+
+
+def test_without_proc_stat_every_core_is_free(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert _threads._measure_free_cores(f"{tmp_path}/") == 3
+
+
+def test_the_judgement_is_a_short_look(monkeypatch):
+    start = time.monotonic()
+    free = _threads._measure_free_cores()  # the real machine's files
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert 1 <= free <= (cores or 1)
+    assert time.monotonic() - start < 0.5
 
 
 def test_tensordot_and_its_gradients_follow_the_policy(seen, monkeypatch):

@@ -19,6 +19,7 @@ import pluggy
 
 from sadl._hookspecs import hookimpl
 from sadl._host import registry
+from sadl._threads import blas_description, cpu_model
 from sadl._version import API_VERSION, __version__
 from sadl.backends import backend, backend_names, cupy_or_none
 from sadl.cuda import device_count
@@ -80,6 +81,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"python         {platform.python_version()} ({sys.executable})")
     print(f"numpy          {np.__version__}")
     print(f"pluggy         {pluggy.__version__}")
+    print(f"cpu            {cpu_model()}\nblas           {blas_description() or 'none found'}")
     print(f"cupy           {cp.__version__ if cp is not None else 'not installed'}")
     print(f"cuda devices   {device_count()}")
     devices = ["cpu"]

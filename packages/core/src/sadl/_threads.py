@@ -8,10 +8,10 @@ waiting for one another: a GPT step then takes 7 to 13 times as long (docs/getti
 
 * one thread for a product under ``2 * PER_THREAD`` multiply-adds (per matrix of a batch);
 * above that, one thread per ``PER_THREAD`` multiply-adds, at most the cores that other
-  processes left free when the process first needed to know (the load average, or
-  ``/proc/stat``; on other systems all the cores this process may run on: judged once, so the
-  same products always get the same count and the same bits) and never more than the BLAS had
-  before the call.
+  processes leave free when the process first needs to know (its affinity mask and cgroup
+  CPU quota, less what a 50 ms ``/proc/stat`` sample and ``/proc/loadavg``'s runnable count
+  show busy; on other systems all the cores: judged once, so the same products always get the
+  same count and the same bits) and never more than the BLAS had before the call.
 
 The count goes back to what it was after every product, so NumPy code of the user's own runs as
 it did. The switch is two C calls, skipped when the count would not change. sadl leaves the
@@ -32,6 +32,7 @@ import glob
 import operator
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,6 @@ _SYMBOLS = [  # (get, set) in the OpenBLAS builds NumPy wheels ship (64-bit ints
 ] + [("MKL_Get_Max_Threads", "MKL_Set_Num_Threads")]
 _matmul = np.matmul
 _blas: Any = None  # (get, set) of the BLAS's thread count; False: sadl leaves the count alone
-_load: list[Any] = [0.0, 0, 0.0, 1]  # when, busy ticks, own CPU seconds, free cores
 
 
 def matmul(a: Any, b: Any, /, **kwargs: Any) -> Any:
@@ -124,26 +124,58 @@ def _free_cores() -> int:
 
 
 _decided: list[int] = []
+#: Seconds :func:`_measure_free_cores` watches the cores for (paid once per process).
+SAMPLE = 0.05
 
 
-def _measure_free_cores() -> int:
-    """Cores that other processes left idle over the last quarter second (at least 1)."""
-    when, ticks, own, free = _load
-    now = time.monotonic()
-    if now - when < 0.25:
-        return int(free)
+def _measure_free_cores(root: str = "/") -> int:
+    """Cores this process may use (affinity mask, cgroup CPU quota) that other processes keep
+    idle now (at least 1): their busy share of those cores over the next ``SAMPLE`` seconds
+    (``/proc/stat``, less this process's own CPU time) or, where the mask holds every core,
+    the runnable tasks ``/proc/loadavg`` counts (less this one), whichever is more.
+
+    Not the load average: it lags by a minute, so busy processes started with this one would
+    not show and its products would wait on threads the busy cores cannot run.
+    """
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    busy, cpu = _busy_ticks(cpus), time.process_time()
-    if busy is None:  # not Linux: every core
-        free = os.cpu_count() or 1
-    else:
-        if when:  # busy seconds of these cores, less this process's own (its BLAS threads too)
-            others = ((busy - ticks) / os.sysconf("SC_CLK_TCK") - (cpu - own)) / (now - when)
-        else:  # the first look: the load average, less this process
-            others = os.getloadavg()[0] - 1
-        free = max(1, len(cpus or ()) - int(max(others, 0) + 0.5))
-    _load[:] = now, busy or 0, cpu, free
-    return int(free)
+    if cpus is None or not os.path.exists(f"{root}proc/stat"):  # not Linux: every core
+        return os.cpu_count() or 1
+    cores = min(len(cpus), _quota_cores(root))
+    runnable = [_runnable(root)]
+    busy, cpu, when = _busy_ticks(cpus, f"{root}proc/stat"), time.process_time(), time.monotonic()
+    time.sleep(SAMPLE)
+    ticks = (_busy_ticks(cpus, f"{root}proc/stat") or 0) - (busy or 0)
+    seconds, runnable = time.monotonic() - when, runnable + [_runnable(root)]
+    others = (ticks / os.sysconf("SC_CLK_TCK") - (time.process_time() - cpu)) / seconds
+    # (the runnable count is of the whole machine's tasks: only where the mask holds every core)
+    others = max(others, min(runnable) - 1 if len(cpus) >= (os.cpu_count() or 1) else 0)
+    return max(1, cores - int(max(others, 0) + 0.5))
+
+
+def _quota_cores(root: str = "/") -> int:
+    """Whole cores the cgroup's CPU quota allows (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``);
+    a large number where there is no quota.
+    """
+    cgroups = Path(f"{root}proc/self/cgroup")
+    lines = cgroups.read_text().splitlines() if cgroups.exists() else []
+    own = next((ln[3:].strip().rstrip("/") for ln in lines if ln.startswith("0::")), "")
+    v1 = f"{root}sys/fs/cgroup/cpu/cpu.cfs_"
+    for files in ([f"{root}sys/fs/cgroup{own}/cpu.max"], [f"{v1}quota_us", f"{v1}period_us"]):
+        try:
+            quota, period = " ".join(Path(name).read_text() for name in files).split()[:2]
+            if quota not in ("max", "-1"):
+                return max(1, int(quota) // int(period))
+        except (OSError, ValueError):
+            continue
+    return 1 << 16
+
+
+def _runnable(root: str = "/") -> int:
+    """Tasks running or ready to run now, machine-wide (``/proc/loadavg``'s fourth field)."""
+    try:
+        return int(Path(f"{root}proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:
@@ -156,6 +188,22 @@ def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:
     mine = {f"cpu{i}" for i in cpus or ()}
     # user nice system idle iowait irq softirq steal (guest time is counted in user already)
     return sum(sum(map(int, r[1:9])) - int(r[4]) - int(r[5]) for r in rows if r[0] in mine)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s; elsewhere the machine's architecture)."""
+    rows = Path("/proc/cpuinfo").read_text().split("\n") if os.path.exists("/proc/cpuinfo") else []
+    return next((r.split(":")[1].strip() for r in rows if "model name" in r), os.uname().machine)
+
+
+def blas_description() -> str:
+    """NumPy's BLAS libraries, their versions and (in brackets) the CPU kernels they picked."""
+    try:
+        pools = _threadpoolctl("info").threadpool_info()
+    except ModuleNotFoundError as e:
+        return str(e)
+    blas = [p for p in pools if p["user_api"] == "blas"]
+    return "; ".join(f"{p['internal_api']} {p['version']} ({p.get('architecture')})" for p in blas)
 
 
 def set_num_threads(n: int) -> None:
