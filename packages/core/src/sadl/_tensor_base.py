@@ -11,6 +11,7 @@ result, which is defined above it: the subclass declared with
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -18,7 +19,18 @@ import numpy as np
 if TYPE_CHECKING:
     from sadl._engine import Node
 
-__all__ = ["TensorBase"]
+__all__ = ["TRACING", "TensorBase"]
+
+
+class _Tracing(threading.local):
+    """The tracer installed in this thread (set by ``sadl.backends.install_tracer``)."""
+
+    tracer: Any = None
+
+
+TRACING = _Tracing()
+#: The number of threads with a tracer installed: 0 (nobody traces) is eager's one check.
+watching = 0
 
 
 class TensorBase:
@@ -29,13 +41,13 @@ class TensorBase:
         "_grad_hooks",
         "_node",
         "_requires_grad",
+        "_data",
+        "_grad",
         "_version",
-        "data",
-        "grad",
     )
 
-    data: Any  #: the NumPy or CuPy array
-    grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
+    _data: Any  #: the slot behind ``data``
+    _grad: Any  #: the slot behind ``grad``
     _requires_grad: bool  #: read by the engine directly; set through ``Tensor.requires_grad``
     _node: Node | None  #: the engine's record of the op that produced this tensor (None: a leaf)
     _version: list[int]  #: bumped by every in-place write; shared by tensors viewing one memory
@@ -44,19 +56,45 @@ class TensorBase:
     result_class: ClassVar[type[TensorBase]]  #: the class of op results (``sadl.Tensor``)
 
     @property
+    def data(self) -> Any:
+        """The NumPy or CuPy array."""
+        if watching and TRACING.tracer is not None:
+            return TRACING.tracer.on_read(self, "data", self._data)
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        if watching and TRACING.tracer is not None:
+            TRACING.tracer.on_write(self, "data", value)
+        self._data = value
+
+    @property
+    def grad(self) -> Any:
+        """The accumulated gradient (an array; a Tensor under create_graph), or None."""
+        if watching and TRACING.tracer is not None:
+            return TRACING.tracer.on_read(self, "grad", self._grad)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        if watching and TRACING.tracer is not None:
+            TRACING.tracer.on_write(self, "grad", value)
+        self._grad = value
+
+    @property
     def shape(self) -> tuple[int, ...]:
         """The shape of the data."""
-        return self.data.shape  # type: ignore[no-any-return]
+        return self._data.shape  # type: ignore[no-any-return]
 
     @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype of the data."""
-        return self.data.dtype  # type: ignore[no-any-return]
+        return self._data.dtype  # type: ignore[no-any-return]
 
     @property
     def ndim(self) -> int:
         """Number of axes."""
-        return self.data.ndim  # type: ignore[no-any-return]
+        return self._data.ndim  # type: ignore[no-any-return]
 
     @property
     def is_leaf(self) -> bool:
