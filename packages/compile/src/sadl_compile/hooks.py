@@ -53,7 +53,7 @@ CONSTRUCTORS = (
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _WRAPPED = threading.Lock()  # guards the count of running traces and NumPy's originals
-_running = 0
+_running = [0]  # traces running (a list: tracing rebinds no name of this module either)
 _originals: dict[str, Any] = {}
 
 
@@ -173,14 +173,13 @@ TRACER = _Tracer()
 
 def _wrap_constructors(delta: int) -> None:
     """Count a trace starting (+1) or ending (-1); wrap NumPy's constructors while any runs."""
-    global _running
     with _WRAPPED:
-        _running += delta
-        if delta > 0 and _running == 1:
+        _running[0] += delta
+        if delta > 0 and _running[0] == 1:
             _originals.update({name: getattr(np, name) for name in CONSTRUCTORS})
             for name, original in _originals.items():
                 setattr(np, name, _recording(name, original))
-        elif delta < 0 and _running == 0:
+        elif delta < 0 and _running[0] == 0:
             for name, original in _originals.items():
                 setattr(np, name, original)
             _originals.clear()

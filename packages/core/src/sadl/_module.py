@@ -16,7 +16,9 @@ import numpy as np
 
 from sadl._compat import FunctionNames
 from sadl._tensor import Parameter, Tensor
-from sadl.backends import Device, current_tracer, is_array, parse_device, to_device
+from sadl import _tensor_base
+from sadl._tensor_base import seen, told
+from sadl.backends import Device, is_array, parse_device, to_device
 
 __all__ = ["Function", "IncompatibleKeys", "Module"]
 
@@ -48,15 +50,13 @@ class Function(FunctionNames):
     def training(self) -> bool:
         """Training mode (``train()``, ``eval()``); a tracer in this thread sees each read."""
         flag: bool = self.__dict__.get("training", True)
-        tracer = current_tracer()
-        return flag if tracer is None else tracer.on_read(self, "training", flag)  # type: ignore[no-any-return]
+        return flag if not _tensor_base.watching else seen(self, "training", flag)  # type: ignore[no-any-return]
 
     @training.setter
     def training(self, flag: bool) -> None:
-        tracer = current_tracer()
-        if tracer is not None:
-            tracer.on_write(self, "training", flag)
-        self.__dict__["training"] = flag
+        self.__dict__["training"] = (
+            flag if not _tensor_base.watching else told(self, "training", flag)
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -19,7 +19,7 @@ import numpy as np
 if TYPE_CHECKING:
     from sadl._engine import Node
 
-__all__ = ["TRACING", "TensorBase"]
+__all__ = ["TRACING", "TensorBase", "seen", "told"]
 
 
 class _Tracing(threading.local):
@@ -31,6 +31,19 @@ class _Tracing(threading.local):
 TRACING = _Tracing()
 #: The number of threads with a tracer installed: 0 (nobody traces) is eager's one check.
 watching = 0
+
+
+def seen(obj: Any, name: str, value: Any) -> Any:
+    """What a read of ``obj.name`` (holding ``value``) gets: the thread's tracer decides."""
+    tracer = TRACING.tracer
+    return value if tracer is None else tracer.on_read(obj, name, value)
+
+
+def told(obj: Any, name: str, value: Any) -> Any:
+    """``value``, about to be written to ``obj.name``, once the thread's tracer is told."""
+    if TRACING.tracer is not None:
+        TRACING.tracer.on_write(obj, name, value)
+    return value
 
 
 class TensorBase:
@@ -58,28 +71,20 @@ class TensorBase:
     @property
     def data(self) -> Any:
         """The NumPy or CuPy array."""
-        if watching and TRACING.tracer is not None:
-            return TRACING.tracer.on_read(self, "data", self._data)
-        return self._data
+        return self._data if not watching else seen(self, "data", self._data)
 
     @data.setter
     def data(self, value: Any) -> None:
-        if watching and TRACING.tracer is not None:
-            TRACING.tracer.on_write(self, "data", value)
-        self._data = value
+        self._data = value if not watching else told(self, "data", value)
 
     @property
     def grad(self) -> Any:
         """The accumulated gradient (an array; a Tensor under create_graph), or None."""
-        if watching and TRACING.tracer is not None:
-            return TRACING.tracer.on_read(self, "grad", self._grad)
-        return self._grad
+        return self._grad if not watching else seen(self, "grad", self._grad)
 
     @grad.setter
     def grad(self, value: Any) -> None:
-        if watching and TRACING.tracer is not None:
-            TRACING.tracer.on_write(self, "grad", value)
-        self._grad = value
+        self._grad = value if not watching else told(self, "grad", value)
 
     @property
     def shape(self) -> tuple[int, ...]:
