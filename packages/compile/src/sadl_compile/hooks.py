@@ -1,4 +1,4 @@
-"""How a trace hears what the traced function does: sadl's tracer protocol, and NumPy's constructors.
+"""How a trace hears what the traced function does: sadl's tracer protocol; NumPy's constructors.
 
 Nothing of sadl or of a plugin is replaced while tracing. :data:`TRACER` is installed in the
 tracing thread with ``sadl.backends.install_tracer`` (its protocol: ``sadl.backends.Tracer``);

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sadl import _tensor_base
 from sadl._compat import FunctionNames
 from sadl._tensor import Parameter, Tensor
-from sadl import _tensor_base
 from sadl._tensor_base import seen, told
 from sadl.backends import Device, is_array, parse_device, to_device
 

@@ -51,11 +51,11 @@ class TensorBase:
 
     __slots__ = (
         "__weakref__",
+        "_data",
+        "_grad",
         "_grad_hooks",
         "_node",
         "_requires_grad",
-        "_data",
-        "_grad",
         "_version",
     )
 

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sadl._plugin_records import BackendDef
 from sadl import _tensor_base
+from sadl._plugin_records import BackendDef
 from sadl._tensor_base import TRACING, TensorBase
 from sadl._threads import matmul, on_threads
 
