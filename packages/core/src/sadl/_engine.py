@@ -276,7 +276,7 @@ def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
     # An output that views an input's memory shares that input's version counter, so an
     # in-place write through either one is seen by every node that saved the other.
     for a in args:
-        if isinstance(a, TensorBase) and (a.data is base or a.data.base is base):
+        if isinstance(a, TensorBase) and (a._data is base or a._data.base is base):
             return a._version
     return [0]
 

@@ -278,7 +278,7 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
-                    grad = p.grad
+                    grad = p._grad  # the slots: a trace records the step whole (on_step)
                     if grad is None:
                         continue
                     grad = grad.data if isinstance(grad, Tensor) else grad
