@@ -59,6 +59,8 @@ class TensorBase:
         "_version",
     )
 
+    data: Any  #: the NumPy or CuPy array (a property of ``sadl.Tensor`` over ``_data``)
+    grad: Any  #: the accumulated gradient or None (a property of ``sadl.Tensor`` over ``_grad``)
     _data: Any  #: the slot behind ``data``
     _grad: Any  #: the slot behind ``grad``
     _requires_grad: bool  #: read by the engine directly; set through ``Tensor.requires_grad``
@@ -67,24 +69,6 @@ class TensorBase:
     _grad_hooks: dict[int, Any]  #: post-accumulate-grad hooks (unset until one is added)
 
     result_class: ClassVar[type[TensorBase]]  #: the class of op results (``sadl.Tensor``)
-
-    @property
-    def data(self) -> Any:
-        """The NumPy or CuPy array."""
-        return self._data if not watching else seen(self, "data", self._data)
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        self._data = value if not watching else told(self, "data", value)
-
-    @property
-    def grad(self) -> Any:
-        """The accumulated gradient (an array; a Tensor under create_graph), or None."""
-        return self._grad if not watching else seen(self, "grad", self._grad)
-
-    @grad.setter
-    def grad(self, value: Any) -> None:
-        self._grad = value if not watching else told(self, "grad", value)
 
     @property
     def shape(self) -> tuple[int, ...]:
