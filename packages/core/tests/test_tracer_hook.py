@@ -1,6 +1,10 @@
 """One install point for a tracer: ``sadl.backends.install_tracer`` takes a
 ``sadl.backends.Tracer`` that sees device-array stand-ins, host/device copies, value-dependent
-calls and draws; None removes it, and then nothing is routed anywhere."""
+calls, draws, tensors' data and grad, modules' training flags, optimizer steps, generators made
+and rng states, in the thread that installed it only; None removes it, and then nothing is
+routed anywhere."""
+
+import threading
 
 import numpy as np
 import pytest
@@ -34,6 +38,23 @@ class Recorder:
         self.seen.append(("value_dependent", fn.__name__))
         return fn(*args, **kwargs)
 
+    def on_read(self, obj, name, value):
+        self.seen.append(("read", name))
+        return value
+
+    def on_write(self, obj, name, value):
+        self.seen.append(("write", name))
+
+    def on_step(self, optimizer, closure, step):
+        self.seen.append(("step", type(optimizer).__name__))
+        return step(optimizer, closure)
+
+    def on_generator(self, generator, seeded):
+        self.seen.append(("generator", seeded))
+
+    def on_rng_state(self, state, setting):
+        self.seen.append(("set_rng_state" if setting else "get_rng_state", "cpu"))
+
     def on_draw(self, generator, method, args, kwargs):
         self.seen.append(("draw", method))
         found = sadl_random.observed_device_generator(generator)
@@ -61,7 +82,49 @@ def test_an_installed_tracer_sees_draws_and_value_dependent_calls(tracer):
     drawn = gen.standard_normal(3)
     assert halve(4.0) == 2.0
     np.testing.assert_array_equal(drawn, np.random.default_rng(0).standard_normal(3))
-    assert tracer.seen == [("draw", "standard_normal"), ("value_dependent", "halve")]
+    assert tracer.seen == [
+        ("generator", False),
+        ("draw", "standard_normal"),
+        ("value_dependent", "halve"),
+    ]
+
+
+def test_the_tracer_sees_tensors_modules_steps_and_rng_states(tracer):
+    w = sadl.Parameter(np.ones(2))
+    tracer.seen.clear()
+    opt = sadl.SGD([w], lr=0.5)
+    w.grad = np.ones(2)
+    assert tracer.seen == [("write", "grad")]
+    opt.step()  # seen as one step: the step itself works on the slots
+    assert tracer.seen == [("write", "grad"), ("step", "SGD")]
+    np.testing.assert_array_equal(w.data, [0.5, 0.5])
+    module = sadl.nn.Module()
+    tracer.seen.clear()
+    module.eval()
+    assert not module.training
+    sadl.random.set_rng_state(sadl.random.get_rng_state())
+    sadl.manual_seed(3)
+    assert tracer.seen == [
+        ("write", "training"),
+        ("read", "training"),
+        ("get_rng_state", "cpu"),
+        ("set_rng_state", "cpu"),
+        ("generator", True),
+    ]
+
+
+def test_another_thread_is_not_seen_by_this_thread_s_tracer(tracer):
+    def eager():
+        w = sadl.Parameter(np.ones(2))
+        w.grad = np.ones(2)
+        sadl.SGD([w], lr=0.5).step()
+        sadl.nn.Module().eval()
+        sadl_random.Generator(np.random.PCG64(0)).random(2)
+
+    thread = threading.Thread(target=eager)
+    thread.start()
+    thread.join()
+    assert tracer.seen == []
 
 
 def test_removing_the_tracer_routes_nothing():

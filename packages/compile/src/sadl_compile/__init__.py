@@ -1,7 +1,7 @@
 """``sadl.compile``: static graph capture and replay (the sadl-compile package).
 
 A call of a compiled function with a new signature runs it under a tracer that records every
-array call (``tracer``, ``traced``, ``capture``, ``patches``) into a graph (``ir``); passes
+array call (``tracer``, ``traced``, ``capture``, ``hooks``) into a graph (``ir``); passes
 simplify it (``passes``), plan its memory (``memory``), fuse elementwise chains (``fusion``) and
 pack optimizer updates (``optimizer``); ``codegen`` turns it into a Python function that later
 calls replay. ``api`` holds the user-facing ``compile`` and the cache; ``hookspecs`` the

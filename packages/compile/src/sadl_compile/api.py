@@ -29,8 +29,8 @@ from sadl_compile import show  # noqa: F401  (installs str(graph))
 from sadl_compile.capture import Capture
 from sadl_compile.codegen import GuardFailedError, Program, StaleTraceError, generate
 from sadl_compile.cudagraph import generate_graphed, unsupported
+from sadl_compile.hooks import tracing
 from sadl_compile.ir import Graph
-from sadl_compile.patches import tracing
 from sadl_compile.pipeline import Options, run_passes
 from sadl_compile.traced import ACTIVE
 

@@ -33,10 +33,11 @@ from sadl_compile.tracer import Tracer, _asarray
 
 __all__ = ["DATA", "GRAD", "Capture", "rebuild"]
 
-#: The slot descriptors of Tensor's ``data`` and ``grad`` (patched into properties while tracing;
-#: the slots are those of Tensor's base class, so they are looked up along the class's MRO).
-DATA: Any = inspect.getattr_static(Tensor, "data")
-GRAD: Any = inspect.getattr_static(Tensor, "grad")
+#: The slots behind a Tensor's ``data`` and ``grad`` (properties that tell the tracer of each
+#: read and write): the trace reads and writes them without telling itself. They are those of
+#: Tensor's base class, so they are looked up along the class's MRO.
+DATA: Any = inspect.getattr_static(Tensor, "_data")
+GRAD: Any = inspect.getattr_static(Tensor, "_grad")
 
 
 class _Adopted:

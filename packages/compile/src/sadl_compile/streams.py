@@ -83,6 +83,12 @@ class Streams:
         self.last: dict[int, tuple[Any, str]] = {_stream(default): (default, key(default))}
         #: (id(bit generator), state) -> (draw node, "before" or "after") where the call had it
         self.marks: dict[tuple[int, str], tuple[Node, str]] = {}
+        #: the states ``get_rng_state`` handed out inside the call (kept: told apart by identity)
+        self._taken: list[dict[str, Any]] = []
+
+    def taken(self, state: dict[str, Any]) -> None:
+        """``get_rng_state()`` inside the call returned ``state``."""
+        self._taken.append(state)
 
     def reseeded(self, generator: Any) -> None:
         """``manual_seed`` made ``generator`` the default: its stream starts here."""
@@ -108,10 +114,14 @@ class Streams:
 
     def setting(self, state: dict[str, Any], where: str) -> None:
         """``sadl.random.set_rng_state(state)`` inside the call: refused unless a draw of the
-        call had ``state`` (a state from outside the call is not set again by a replay).
+        call had ``state`` (a state from outside the call is not set again by a replay). A state
+        taken inside the call that the generator stands at already moves nothing, on any replay
+        (activation checkpointing puts it back after recomputing a forward without draws).
         """
-        cpu = {k: v for k, v in state.items() if k != "devices"}
-        if (_stream(default_generator()), repr(cpu)) not in self.marks:
+        cpu = repr({k: v for k, v in state.items() if k != "devices"})
+        key = _stream(default_generator())
+        inside = any(state is s for s in self._taken) and self.last.get(key, (None, ""))[1] == cpu
+        if (key, cpu) not in self.marks and not inside:
             raise CompileError(
                 f"sadl.compile: set_rng_state(...) at {where} sets a state that no draw of the "
                 "call had (taken outside the call); a replay could not set it again. Set it "

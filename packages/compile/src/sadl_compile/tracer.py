@@ -8,9 +8,9 @@ tracked per :class:`~sadl_compile.ir.Storage`: a view shares the storage of its 
 
 The tracer is driven from three sides: the traced arrays (``sadl_compile.traced``: NumPy calls
 on host arrays; ``sadl_compile.device``: calls on device arrays and their array module),
-``sadl_compile.patches`` (tensor attributes, modules' training flags, optimizer steps, random
-draws, host/device copies, NumPy's array constructors) and ``sadl_compile.api`` (arguments in,
-results out). A storage records the device its memory lives on (None: the host).
+``sadl_compile.hooks`` (sadl's tracer protocol: tensor attributes, modules' flags, optimizer
+steps, random draws, host/device copies; NumPy's array constructors) and ``sadl_compile.api``
+(arguments in, results out). A storage records the device its memory lives on (None: the host).
 """
 
 from __future__ import annotations

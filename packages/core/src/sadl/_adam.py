@@ -73,7 +73,7 @@ class Adam(Optimizer):
     def update(self, param: Tensor, grad: Any, state: Values, group: Values) -> None:
         """One Adam step on ``param.data``."""
         decoupled = bool(group.get("decoupled_weight_decay", False))
-        adam_update(param.data, grad, state, group, decoupled_weight_decay=decoupled)
+        adam_update(param._data, grad, state, group, decoupled_weight_decay=decoupled)
 
 
 def adam_update(

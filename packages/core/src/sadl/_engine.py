@@ -56,8 +56,8 @@ def new_tensor(
     is the class of op results, ``sadl.Tensor``.
     """
     t: Any = _new(_tensor_base._result if cls is None else cls)
-    t.data = data
-    t.grad = None
+    t._data = data
+    t._grad = None
     t._node = node
     t._requires_grad = node is not None
     t._version = [0] if version is None else version
@@ -128,9 +128,10 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     datas = []
     record = False
     off_cpu = False
+    traced = _tensor_base.watching  # a tracer sees reads through .data; eager reads the slot
     for a in args:
         if isinstance(a, TensorBase):
-            d = a.data
+            d = a.data if traced else a._data
             if a._requires_grad:
                 record = True
             if type(d) is not _ndarray:
@@ -275,7 +276,7 @@ def _shared_counter(base: Any, args: Sequence[Any]) -> list[int]:
     # An output that views an input's memory shares that input's version counter, so an
     # in-place write through either one is seen by every node that saved the other.
     for a in args:
-        if isinstance(a, TensorBase) and (a.data is base or a.data.base is base):
+        if isinstance(a, TensorBase) and (a._data is base or a._data.base is base):
             return a._version
     return [0]
 

@@ -14,8 +14,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sadl import _tensor_base
 from sadl._compat import FunctionNames
 from sadl._tensor import Parameter, Tensor
+from sadl._tensor_base import seen, told
 from sadl.backends import Device, is_array, parse_device, to_device
 
 __all__ = ["Function", "IncompatibleKeys", "Module"]
@@ -44,7 +46,17 @@ class Function(FunctionNames):
     ['w']
     """
 
-    training: bool = True
+    @property
+    def training(self) -> bool:
+        """Training mode (``train()``, ``eval()``); a tracer in this thread sees each read."""
+        flag: bool = self.__dict__.get("training", True)
+        return flag if not _tensor_base.watching else seen(self, "training", flag)  # type: ignore[no-any-return]
+
+    @training.setter
+    def training(self, flag: bool) -> None:
+        self.__dict__["training"] = (
+            flag if not _tensor_base.watching else told(self, "training", flag)
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -19,7 +19,7 @@ import numpy as np
 
 from sadl._grad_mode import enable_grad, no_grad
 from sadl._tensor import Parameter, Tensor
-from sadl.backends import is_array, to_device
+from sadl.backends import current_tracer, is_array, to_device
 
 __all__ = ["Optimizer", "torch_options"]
 
@@ -265,6 +265,12 @@ class Optimizer:
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
+        tracer = current_tracer()
+        if tracer is not None:  # a trace records the step as one call of _step
+            return tracer.on_step(self, closure, Optimizer._step)
+        return self._step(closure)
+
+    def _step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = None
         if closure is not None:
             with enable_grad():
@@ -272,7 +278,7 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
-                    grad = p.grad
+                    grad = p._grad  # the slots: a trace records the step whole (on_step)
                     if grad is None:
                         continue
                     grad = grad.data if isinstance(grad, Tensor) else grad

@@ -78,7 +78,7 @@ class SGD(Optimizer):
         momentum = float(group["momentum"])
         weight_decay = float(group["weight_decay"])
         if weight_decay:
-            grad = grad + weight_decay * param.data
+            grad = grad + weight_decay * param._data
         if momentum:
             buf = state.get("momentum_buffer")
             if buf is None:
@@ -87,4 +87,4 @@ class SGD(Optimizer):
                 buf *= momentum
                 buf += (1.0 - float(group["dampening"])) * grad
             grad = grad + momentum * buf if group["nesterov"] else buf
-        param.data -= lr * grad
+        param._data -= lr * grad

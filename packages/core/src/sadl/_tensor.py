@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl import _backward, _dispatch, _engine, _inplace
+from sadl import _backward, _dispatch, _engine, _inplace, _tensor_base
 from sadl._conversions import ConversionMethods
 from sadl._defaults import get_default_dtype
 from sadl._engine import new_tensor
@@ -31,7 +31,7 @@ from sadl._methods import (
 )
 from sadl._ops import indexing as _ix
 from sadl._ops import nondifferentiable as _nd
-from sadl._tensor_base import TensorBase
+from sadl._tensor_base import TensorBase, seen, told
 from sadl._torch_methods import TorchMethods
 from sadl.backends import Device, Where, array_module, device_of, is_array, to_device
 
@@ -61,8 +61,26 @@ class Tensor(
     array([2., 4.])
     """
 
-    __slots__ = ()  # the state is TensorBase's: data, grad, _node, _requires_grad, _version
+    __slots__ = ()  # the state is TensorBase's: _data, _grad, _node, _requires_grad, _version
     __array_priority__ = 1000
+
+    @property
+    def data(self) -> Any:
+        """The NumPy or CuPy array."""
+        return self._data if not _tensor_base.watching else seen(self, "data", self._data)
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = value if not _tensor_base.watching else told(self, "data", value)
+
+    @property
+    def grad(self) -> Any:
+        """The accumulated gradient (an array; a Tensor under create_graph), or None."""
+        return self._grad if not _tensor_base.watching else seen(self, "grad", self._grad)
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        self._grad = value if not _tensor_base.watching else told(self, "grad", value)
 
     def __new__(
         cls, data: Any, dtype: Any = None, device: Where = None, requires_grad: Bool = False

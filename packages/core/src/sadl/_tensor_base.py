@@ -11,6 +11,7 @@ result, which is defined above it: the subclass declared with
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -18,7 +19,31 @@ import numpy as np
 if TYPE_CHECKING:
     from sadl._engine import Node
 
-__all__ = ["TensorBase"]
+__all__ = ["TRACING", "TensorBase", "seen", "told"]
+
+
+class _Tracing(threading.local):
+    """The tracer installed in this thread (set by ``sadl.backends.install_tracer``)."""
+
+    tracer: Any = None
+
+
+TRACING = _Tracing()
+#: The number of threads with a tracer installed: 0 (nobody traces) is eager's one check.
+watching = 0
+
+
+def seen(obj: Any, name: str, value: Any) -> Any:
+    """What a read of ``obj.name`` (holding ``value``) gets: the thread's tracer decides."""
+    tracer = TRACING.tracer
+    return value if tracer is None else tracer.on_read(obj, name, value)
+
+
+def told(obj: Any, name: str, value: Any) -> Any:
+    """``value``, about to be written to ``obj.name``, once the thread's tracer is told."""
+    if TRACING.tracer is not None:
+        TRACING.tracer.on_write(obj, name, value)
+    return value
 
 
 class TensorBase:
@@ -26,16 +51,18 @@ class TensorBase:
 
     __slots__ = (
         "__weakref__",
+        "_data",
+        "_grad",
         "_grad_hooks",
         "_node",
         "_requires_grad",
         "_version",
-        "data",
-        "grad",
     )
 
-    data: Any  #: the NumPy or CuPy array
-    grad: Any  #: the accumulated gradient (an array; a Tensor under create_graph), or None
+    data: Any  #: the NumPy or CuPy array (a property of ``sadl.Tensor`` over ``_data``)
+    grad: Any  #: the accumulated gradient or None (a property of ``sadl.Tensor`` over ``_grad``)
+    _data: Any  #: the slot behind ``data``
+    _grad: Any  #: the slot behind ``grad``
     _requires_grad: bool  #: read by the engine directly; set through ``Tensor.requires_grad``
     _node: Node | None  #: the engine's record of the op that produced this tensor (None: a leaf)
     _version: list[int]  #: bumped by every in-place write; shared by tensors viewing one memory
@@ -46,17 +73,17 @@ class TensorBase:
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape of the data."""
-        return self.data.shape  # type: ignore[no-any-return]
+        return self._data.shape  # type: ignore[no-any-return]
 
     @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype of the data."""
-        return self.data.dtype  # type: ignore[no-any-return]
+        return self._data.dtype  # type: ignore[no-any-return]
 
     @property
     def ndim(self) -> int:
         """Number of axes."""
-        return self.data.ndim  # type: ignore[no-any-return]
+        return self._data.ndim  # type: ignore[no-any-return]
 
     @property
     def is_leaf(self) -> bool:

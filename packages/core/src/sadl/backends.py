@@ -31,8 +31,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sadl import _tensor_base
 from sadl._plugin_records import BackendDef
-from sadl._tensor_base import TensorBase
+from sadl._tensor_base import TRACING, TensorBase
 from sadl._threads import matmul, on_threads
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "device_of",
     "ensure_same_device",
     "Tracer",
+    "current_tracer",
     "install_plugin_loader",
     "install_tracer",
     "plugin_registry",
@@ -166,12 +168,23 @@ _load_plugins: Callable[[], Any] = _no_loader
 
 
 class Tracer(Protocol):
-    """What a tracer (sadl-compile's ``sadl.compile``) hands :func:`install_tracer`.
+    """What a tracer (sadl-compile's ``sadl.compile``) hands :func:`install_tracer`: sadl reports
+    to the tracer installed in the current thread, and to no other.
 
     * ``array_kind``: the type of its stand-ins for device arrays; ``array_of(x)`` is the
       backend's array behind one, ``module_of(x)`` the array module to hand out for it (one
       that records what is called). ``is_array``, ``device_of`` and ``to_device`` see the array
       behind one; the CPU path never meets one (traced host arrays are ndarrays).
+    * ``on_read(obj, name, value)``: a read of a Tensor's ``data`` or ``grad`` or of a
+      Module's ``training``; what it returns is what the reader gets. ``on_write(obj, name,
+      value)``: a write of one, told before it happens. A tracer reads and writes the slots
+      behind a Tensor's (``_data``, ``_grad``) without being told.
+    * ``on_step(optimizer, closure, step)``: ``optimizer.step(closure)``; it must return what
+      ``step(optimizer, closure)`` (the step itself) returns.
+    * ``on_generator(generator, seeded)``: a ``sadl.random.Generator`` was made (``seeded``:
+      by ``sadl.manual_seed``, as the new default); ``on_rng_state(state, setting)``: a call
+      of ``sadl.random.get_rng_state`` (``setting`` False, with the state it returns) or of
+      ``set_rng_state`` (True, before the state is set).
     * ``on_transfer(copy, data, args)``: every copy between the host and a device; it must
       return ``copy(data, *args)``, so a copy becomes part of the recorded program.
     * ``on_value_dependent(fn, args, kwargs)``: every call of a :func:`value_dependent`
@@ -185,6 +198,11 @@ class Tracer(Protocol):
     def array_kind(self) -> type: ...
     def array_of(self, x: Any) -> Any: ...
     def module_of(self, x: Any) -> ModuleType: ...
+    def on_read(self, obj: Any, name: str, value: Any) -> Any: ...
+    def on_write(self, obj: Any, name: str, value: Any) -> None: ...
+    def on_step(self, optimizer: Any, closure: Any, step: Callable[..., Any]) -> Any: ...
+    def on_generator(self, generator: Any, seeded: bool) -> None: ...
+    def on_rng_state(self, state: Any, setting: bool) -> None: ...
     def on_transfer(self, copy: Callable[..., Any], data: Any, args: tuple[Any, ...]) -> Any: ...
     def on_value_dependent(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any: ...
     def on_draw(self, generator: Any, method: str, args: Any, kwargs: Any) -> Any: ...
@@ -194,27 +212,33 @@ class _NoTracedArrays:
     """No object is of this type: the stand-in array kind before a tracer is installed."""
 
 
-_tracer: Tracer | None = None  # read once per copy, draw or value-dependent call
 # The last installed tracer and its array kind: a traced array can outlive its trace.
 _arrays_tracer: Any = None
 _traced_kind: type = _NoTracedArrays
 
 
 def install_tracer(tracer: Tracer | None) -> None:
-    """Make ``tracer`` see the copies, draws and value-dependent calls (None: nobody does).
+    """Make ``tracer`` see what this thread does (None: nobody does); other threads are not seen.
 
     A tracer installs itself while it traces and removes itself afterwards; its array kind
     stays known after that (a traced array that outlives its trace is seen as its array).
     """
-    global _tracer, _arrays_tracer, _traced_kind
-    if tracer is not None:
-        _arrays_tracer, _traced_kind = tracer, tracer.array_kind
-    _tracer = tracer
+    global _arrays_tracer, _traced_kind
+    with _table.lock:
+        if tracer is not None:
+            _arrays_tracer, _traced_kind = tracer, tracer.array_kind
+        _tensor_base.watching += (tracer is not None) - (TRACING.tracer is not None)
+        TRACING.tracer = tracer
+
+
+def current_tracer() -> Tracer | None:
+    """The tracer installed in this thread (None: none is)."""
+    return TRACING.tracer if _tensor_base.watching else None  # type: ignore[no-any-return]
 
 
 def _transfer(copy: Callable[..., Any], data: Any, *args: Any) -> Any:
     """``copy(data, *args)`` (a backend's ``to_host`` / ``from_host``), seen by the tracer."""
-    tracer = _tracer
+    tracer = current_tracer()
     return copy(data, *args) if tracer is None else tracer.on_transfer(copy, data, args)
 
 
@@ -236,7 +260,7 @@ def value_dependent(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        tracer = _tracer
+        tracer = current_tracer()
         if tracer is None:
             return fn(*args, **kwargs)
         return tracer.on_value_dependent(fn, args, kwargs)

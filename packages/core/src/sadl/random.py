@@ -47,8 +47,15 @@ class Generator(np.random.Generator):
     """NumPy's ``Generator`` whose draws a tracer sees (same values, same stream).
 
     While a tracer is installed (``sadl.backends.install_tracer``) each draw is its
-    ``on_draw(generator, method, args, kwargs)``, which draws the numbers itself.
+    ``on_draw(generator, method, args, kwargs)``, which draws the numbers itself, and is told
+    of each one made (``on_generator``).
     """
+
+    def __init__(self, bit_generator: Any, seeded: bool = False) -> None:
+        super().__init__(bit_generator)
+        tracer = _backends.current_tracer()
+        if tracer is not None:
+            tracer.on_generator(self, seeded)
 
     def __reduce__(self) -> Any:
         return (Generator, (self.bit_generator,))
@@ -58,7 +65,7 @@ def _observed(name: str) -> Callable[..., Any]:
     draw = getattr(np.random.Generator, name)
 
     def method(self: Generator, *args: Any, **kwargs: Any) -> Any:
-        tracer = _backends._tracer
+        tracer = _backends.current_tracer()
         if tracer is None:
             return draw(self, *args, **kwargs)
         return tracer.on_draw(self, name, args, kwargs)
@@ -96,7 +103,7 @@ def manual_seed(seed: int) -> Generator:
         raise ValueError(f"manual_seed: seed must be a non-negative integer, got {seed!r}")
     with _lock:
         _seed = int(seed)
-        _generator = Generator(np.random.PCG64(_seed))
+        _generator = Generator(np.random.PCG64(_seed), seeded=True)
         _device_generators.clear()
     return _generator
 
@@ -121,7 +128,7 @@ def generator(device: Where = None) -> Any:
         if found is None or found[0] is not served.record:
             found = (served.record, served.record.generator(_seed, target.index or 0))
             _device_generators[target] = found
-    tracer = _backends._tracer
+    tracer = _backends.current_tracer()
     return found[1] if tracer is None else _ObservedDevice(found[1], target, tracer.on_draw)
 
 
@@ -169,6 +176,9 @@ def get_rng_state() -> dict[str, Any]:
             device: (record, copy.deepcopy(gen))
             for device, (record, gen) in _device_generators.items()
         }
+    tracer = _backends.current_tracer()
+    if tracer is not None:
+        tracer.on_rng_state(state, False)
     return state
 
 
@@ -178,6 +188,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
     A device generator first used after the snapshot is dropped: it starts afresh from the
     seed on its next use, exactly as it did the first time.
     """
+    tracer = _backends.current_tracer()
+    if tracer is not None:
+        tracer.on_rng_state(state, True)
     state = dict(state)
     devices = state.pop("devices", {})
     _generator.bit_generator.state = state
