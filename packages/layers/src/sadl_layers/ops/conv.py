@@ -118,6 +118,12 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
     geo, G = _conv_setup("conv2d", x_shape, weight.shape, stride, padding, dilation, groups)
     N, C, H, W = x_shape
     Co, Cg = weight.shape[:2]
+    if shape_of(g) != (N, Co, geo.Ho, geo.Wo):
+        raise ValueError(
+            f"conv2d_input_grad: the output gradient has shape {shape_of(g)}, expected "
+            f"{(N, Co, geo.Ho, geo.Wo)} for an input of shape {tuple(x_shape)} and a weight "
+            f"of shape {shape_of(weight)}"
+        )
     xp = array_module(g)
     # g as (G, Co/G, N * Ho * Wo): the output channels of a group against every position
     gt = xp.ascontiguousarray(np.swapaxes(g.reshape(N, Co, geo.Ho * geo.Wo), 0, 1))
