@@ -38,6 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "docs/examples/shakespeare_char.toml"
 DEFAULT_TEXT = ROOT.parent / "shared/data/tinyshakespeare.txt"
 RUNS = ("sadl-compiled", "sadl-eager", "torch")
+#: What ``--publish`` copies into docs/examples/ (shakespeare.md shows them).
+PUBLISHED = {
+    name: ROOT / "docs/examples" / f"shakespeare_{name}"
+    for name in ("curves.png", "sample.txt", "summary.json")
+}
 FETCH = "curl -o input.txt https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 
 
@@ -61,6 +66,12 @@ def _args() -> argparse.Namespace:
     p.add_argument("--runs", default=",".join(RUNS), help=f"a subset of {','.join(RUNS)}")
     p.add_argument("--threads", type=int, help="BLAS / torch threads (default: each decides)")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="also copy curves.png, sample.txt and summary.json into docs/examples/ "
+        "(shakespeare_*: the page's figure, sample and numbers)",
+    )
     p.add_argument(
         "--profile-steps",
         type=int,
@@ -258,7 +269,7 @@ def _torch_worker(spec_path: Path) -> None:
     (out_dir / "result.json").write_text(json.dumps({"train": train_losses, "evals": evals}))
 
 
-def _plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+def _plot(results: dict[str, dict[str, Any]], path: Path, steps: int, load: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -275,9 +286,8 @@ def _plot(results: dict[str, dict[str, Any]], path: Path) -> None:
             color=line.get_color(),
             label=f"{name} val (best {r['best_val']:.3f})",
         )
-    ax.set(
-        xlabel="step", ylabel="loss (nats/char)", title="tiny Shakespeare, nanoGPT's CPU settings"
-    )
+    title = f"tiny Shakespeare, nanoGPT's CPU settings: {steps} iterations (load {load:.1f})"
+    ax.set(xlabel="step", ylabel="loss (nats/char)", title=title)
     ax.set_ylim(top=4.5)
     ax.legend()
     fig.tight_layout()
@@ -329,7 +339,13 @@ def main() -> None:
     sample = next((r["sample"] for r in results.values() if r.get("sample")), "")
     (args.out / "sample.txt").write_text(sample + "\n")
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    _plot(results, args.out / "curves.png")
+    _plot(results, args.out / "curves.png", args.steps, summary["load_average"][0])
+    if args.publish:  # the docs page's figure, sample and numbers
+        for name, target in PUBLISHED.items():
+            tmp = target.with_suffix(target.suffix + ".tmp")
+            tmp.write_bytes((args.out / name).read_bytes())
+            os.replace(tmp, target)
+        print(f"published into {PUBLISHED['curves.png'].parent}")
     print(
         f"wrote {args.out / 'summary.json'}, {args.out / 'curves.png'}, {args.out / 'sample.txt'}"
     )
