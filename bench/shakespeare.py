@@ -15,10 +15,11 @@ with ``--device=cpu --compile=False --eval_iters=20 --block_size=64 --batch_size
 Writes into ``--out`` (default ``runs/shakespeare``): each run's folder, ``summary.json``
 (wall seconds, best val loss, the ratios) and ``curves.png`` (the train and val losses of every
 run in one plot; docs/examples/shakespeare.md shows it). The whole thing takes minutes on a
-quiet machine; ``--steps 50`` is a smoke test of the harness, not a measurement.
+quiet machine; ``--max-iters 20`` is a smoke test of the harness, not a measurement.
 
 Run: python bench/shakespeare.py --text input.txt --nanogpt ~/src/nanoGPT [--threads 1]
      python bench/shakespeare.py --text input.txt --profile-steps 200   (where the time goes)
+     python bench/shakespeare.py --text input.txt --nanogpt nanoGPT/.git --max-iters 20   (smoke)
 """
 
 from __future__ import annotations
@@ -37,18 +38,40 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "docs/examples/shakespeare_char.toml"
 DEFAULT_TEXT = ROOT.parent / "shared/data/tinyshakespeare.txt"
 RUNS = ("sadl-compiled", "sadl-eager", "torch")
+#: What ``--publish`` copies into docs/examples/ (shakespeare.md shows them).
+PUBLISHED = {
+    name: ROOT / "docs/examples" / f"shakespeare_{name}"
+    for name in ("curves.png", "sample.txt", "summary.json")
+}
 FETCH = "curl -o input.txt https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 
 
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--text", type=Path, default=DEFAULT_TEXT, help="char-rnn's input.txt")
-    p.add_argument("--nanogpt", type=Path, help="a nanoGPT checkout (its model.py is imported)")
+    p.add_argument(
+        "--nanogpt",
+        type=Path,
+        help="a nanoGPT checkout or git directory (a bare clone too): its model.py is imported",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "runs/shakespeare")
-    p.add_argument("--steps", type=int, default=2000, help="max_iters (2000: the real run)")
+    p.add_argument(
+        "--max-iters",
+        "--steps",
+        dest="steps",
+        type=int,
+        default=2000,
+        help="nanoGPT's max_iters (2000: the real run; fewer: a smoke test of the harness)",
+    )
     p.add_argument("--runs", default=",".join(RUNS), help=f"a subset of {','.join(RUNS)}")
     p.add_argument("--threads", type=int, help="BLAS / torch threads (default: each decides)")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="also copy curves.png, sample.txt and summary.json into docs/examples/ "
+        "(shakespeare_*: the page's figure, sample and numbers)",
+    )
     p.add_argument(
         "--profile-steps",
         type=int,
@@ -111,12 +134,37 @@ def _sadl_run(args: argparse.Namespace, compiled: bool, out: Path) -> dict[str, 
     }
 
 
-def _torch_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    if args.nanogpt is None or not (args.nanogpt / "model.py").is_file():
+def nanogpt_model(source: Path | None, out: Path) -> Path:
+    """The folder holding nanoGPT's ``model.py``: ``source`` itself when it is a checkout, or
+    ``out/nanogpt`` with ``model.py`` written from ``source``'s HEAD when it is a git directory
+    (a bare clone or a ``.git`` folder, as ``git clone --bare`` or a mirror leaves it).
+    """
+    hint = "git clone https://github.com/karpathy/nanoGPT, or leave torch out of --runs"
+    if source is None:
+        raise SystemExit(f"--nanogpt DIR: a nanoGPT checkout is needed for the torch run ({hint})")
+    if (source / "model.py").is_file():
+        return source
+    if not (source / "HEAD").is_file() or not (source / "objects").is_dir():
         raise SystemExit(
-            "--nanogpt DIR: a nanoGPT checkout holding model.py is needed for the torch run "
-            "(git clone https://github.com/karpathy/nanoGPT), or leave torch out of --runs"
+            f"--nanogpt {source}: neither a checkout with model.py nor a git directory ({hint})"
         )
+    proc = subprocess.run(
+        ["git", "--git-dir", str(source), "show", "HEAD:model.py"], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"--nanogpt {source}: git could not read model.py at HEAD: {proc.stderr.strip()}"
+        )
+    folder = out / "nanogpt"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / "model.py.tmp"
+    tmp.write_text(proc.stdout)
+    os.replace(tmp, folder / "model.py")
+    return folder
+
+
+def _torch_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    args.nanogpt = nanogpt_model(args.nanogpt, out)
     spec = out / "spec.json"
     spec.write_text(
         json.dumps({**vars(args), "text": str(args.text), "out": str(out)}, default=str)
@@ -221,7 +269,7 @@ def _torch_worker(spec_path: Path) -> None:
     (out_dir / "result.json").write_text(json.dumps({"train": train_losses, "evals": evals}))
 
 
-def _plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+def _plot(results: dict[str, dict[str, Any]], path: Path, steps: int, load: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -238,9 +286,8 @@ def _plot(results: dict[str, dict[str, Any]], path: Path) -> None:
             color=line.get_color(),
             label=f"{name} val (best {r['best_val']:.3f})",
         )
-    ax.set(
-        xlabel="step", ylabel="loss (nats/char)", title="tiny Shakespeare, nanoGPT's CPU settings"
-    )
+    title = f"tiny Shakespeare, nanoGPT's CPU settings: {steps} iterations (load {load:.1f})"
+    ax.set(xlabel="step", ylabel="loss (nats/char)", title=title)
     ax.set_ylim(top=4.5)
     ax.legend()
     fig.tight_layout()
@@ -292,7 +339,13 @@ def main() -> None:
     sample = next((r["sample"] for r in results.values() if r.get("sample")), "")
     (args.out / "sample.txt").write_text(sample + "\n")
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    _plot(results, args.out / "curves.png")
+    _plot(results, args.out / "curves.png", args.steps, summary["load_average"][0])
+    if args.publish:  # the docs page's figure, sample and numbers
+        for name, target in PUBLISHED.items():
+            tmp = target.with_suffix(target.suffix + ".tmp")
+            tmp.write_bytes((args.out / name).read_bytes())
+            os.replace(tmp, target)
+        print(f"published into {PUBLISHED['curves.png'].parent}")
     print(
         f"wrote {args.out / 'summary.json'}, {args.out / 'curves.png'}, {args.out / 'sample.txt'}"
     )

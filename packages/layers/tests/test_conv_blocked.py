@@ -87,3 +87,28 @@ def test_blocked_conv2d_matches_torch(monkeypatch) -> None:
     (out * torch.tensor(g)).sum().backward()
     for mine, theirs in zip(ours, (out, xt.grad, wt.grad, bt.grad), strict=True):
         np.testing.assert_allclose(mine, theirs.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_compiled_input_gradient_does_not_grow_with_the_column_blocks(monkeypatch) -> None:
+    """The input gradient adds each kernel tap once per block of images' taps, not once per
+    block of im2col columns: a traced step of a batch of many column blocks stays small."""
+    pytest.importorskip("sadl_compile")
+    x, w, _ = _inputs((16, 2, 6, 6), (3, 2, 3, 3))
+    image_columns = 2 * 3 * 3 * 4 * 4 * 8  # C * kh * kw * Ho * Wo float64s: one image a block
+    monkeypatch.setattr(conv_module, "COLUMN_BYTES", image_columns)
+    assert len(conv_module._blocks(16, image_columns)) == 16
+    weight = sadl.tensor(w)
+
+    def step(a):
+        xt = sadl.tensor(a, requires_grad=True)
+        out = sadl.ops.conv2d(xt, weight, None)
+        (out * out).sum().backward()
+        return xt.grad
+
+    run = sadl.compile(step)
+    run(x)
+    got = run(x)
+    assert run.stats.replays == 1
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(step(x)))
+    calls = sum(1 for node in run.graph.nodes if node.kind == "call")
+    assert calls < 16 * 3 * 3, f"{calls} calls: the input gradient grows with the column blocks"

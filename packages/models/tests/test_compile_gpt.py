@@ -128,3 +128,22 @@ def test_gpt_training_steps_on_a_device_are_eager_on_that_device(device):
         assert np.array_equal(p.numpy(), q.numpy()), name
     assert run.stats.traces == 1 and run.stats.fallbacks == 0
     assert "flat_optimizer: AdamW.step" in str(run.graph)
+
+
+def test_train_gpt_with_compile_replays_clipping_and_the_update(tmp_path, monkeypatch):
+    """The whole step is one replay: clipping and AdamW run in Python only while it traces."""
+    from sadl_models.train import loop
+
+    calls = []
+    clip = loop.clip_grad_norm
+    monkeypatch.setattr(loop, "clip_grad_norm", lambda *a, **k: calls.append(1) or clip(*a, **k))
+    text = tmp_path / "small.txt"
+    text.write_text(builtin_corpus()[:20_000], encoding="utf-8")
+    config = TrainConfig(
+        text=str(text), steps=6, batch_size=2, block_size=8, n_layer=1, n_head=2, n_embd=8,
+        eval_interval=6, eval_batches=1, sample_tokens=4, grad_clip=0.5,
+    )  # fmt: skip
+    result = train(config, tmp_path / "run", progress=False, plot=False, compile=True,
+                   stream=io.StringIO())  # fmt: skip
+    assert len(result.history.train) == 6
+    assert len(calls) == 1, f"clip_grad_norm ran in Python on {len(calls)} of 6 steps"

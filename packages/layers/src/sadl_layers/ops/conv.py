@@ -106,23 +106,44 @@ def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, groups=1):
-    """d<conv2d(x, w), g>/dx: the transposed convolution of g with w (col2im)."""
+    """d<conv2d(x, w), g>/dx: the transposed convolution of g with w, one kernel tap at a time.
+
+    Each tap (i, j) of the kernel adds ``w[:, :, i, j]^T @ g`` into the strided slice of the
+    padded input it read: one GEMM over the whole batch (channels first, so the batch and the
+    positions are one long axis) and one add per tap, kh * kw of each whatever the batch size,
+    and no im2col columns at all. The taps are added in the order col2im adds them, each
+    element's dot product over the output channels is the same, so the result does not depend
+    on any blocking.
+    """
     geo, G = _conv_setup("conv2d", x_shape, weight.shape, stride, padding, dilation, groups)
     N, C, H, W = x_shape
-    Co = weight.shape[0]
-    w2 = weight.reshape(G, Co // G, -1)
-    g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
-    wt = np.swapaxes(w2, -1, -2)
+    Co, Cg = weight.shape[:2]
+    if shape_of(g) != (N, Co, geo.Ho, geo.Wo):
+        raise ValueError(
+            f"conv2d_input_grad: the output gradient has shape {shape_of(g)}, expected "
+            f"{(N, Co, geo.Ho, geo.Wo)} for an input of shape {tuple(x_shape)} and a weight "
+            f"of shape {shape_of(weight)}"
+        )
+    xp = array_module(g)
+    # g as (G, Co/G, N * Ho * Wo): the output channels of a group against every position
+    gt = xp.ascontiguousarray(np.swapaxes(g.reshape(N, Co, geo.Ho * geo.Wo), 0, 1))
+    gt = gt.reshape(G, Co // G, N * geo.Ho * geo.Wo)
+    # the weight as (kh, kw, G, C/G, Co/G): each tap's transposed matrices, contiguous
+    taps = xp.ascontiguousarray(
+        weight.reshape(G, Co // G, Cg, geo.kh, geo.kw).transpose(3, 4, 0, 2, 1)
+    )
     dtype = np.result_type(g.dtype, weight.dtype)
-    gxp = array_module(g).zeros(geo.padded_shape(x_shape), dtype=dtype)
-    image_bytes = C * geo.kh * geo.kw * geo.Ho * geo.Wo * dtype.itemsize
-    for block in _blocks(N, image_bytes):  # the columns of a block of images at a time
-        cols = matmul(wt, g2[block])  # (n, G, K, L)
-        cols = cols.reshape(-1, C, geo.kh, geo.kw, geo.Ho, geo.Wo)
-        part = gxp[block]
-        for i, j, rows, cols_ in geo.offsets():
-            part[:, :, rows, cols_] += cols[:, :, i, j]
-    return geo.crop(gxp, (H, W))
+    padded = geo.padded_shape(x_shape)
+    gxp = xp.zeros((C, N, *padded[2:]), dtype=dtype)  # channels first, as the GEMMs give it
+    L = geo.Ho * geo.Wo
+    for block in _blocks(N, C * L * dtype.itemsize):  # a block of images' taps at a time
+        n = block.stop - block.start
+        g_block = gt[:, :, block.start * L : block.stop * L]
+        for i, j, rows, cols in geo.offsets():
+            part = matmul(taps[i, j], g_block).reshape(C, n, geo.Ho, geo.Wo)
+            view = gxp[:, block, rows, cols]
+            np.add(view, part, out=view)
+    return xp.ascontiguousarray(np.swapaxes(geo.crop(gxp, (H, W)), 0, 1))
 
 
 def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, groups=1):

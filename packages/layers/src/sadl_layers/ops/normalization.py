@@ -455,25 +455,31 @@ def _batch_norm_grad(
     if _per_channel(x) == 0 or shape_of(x)[1] == 0:  # an empty batch: zero gradients
         zeros = np.sum(g, axis=axes)
         return g, None if weight is None else zeros, None if bias is None else zeros
+    # Per-channel sums by einsum (a third of np.sum's time over three axes) and the input
+    # gradient as g * a + xc * b + c with per-channel a, b, c: five passes over the batch
+    # where the textbook form's xhat, gxhat and inner take a dozen.
+    n = _per_channel(x)
+    sub = "abcdefgh"[:nd]
+    total, dot = f"{sub}->{sub[1]}", f"{sub},{sub}->{sub[1]}"
     if training:
-        mean = np.mean(x, axis=axes, keepdims=True)
-        xc = x - mean
-        rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=axes, keepdims=True) + eps)
+        mean, var = _batch_stats(x)
     else:
         dtype = const(x).dtype
         xp = array_module(x)
-        mean = _bn_view(xp.asarray(running_mean, dtype=dtype), nd)
-        rstd = _bn_view(1.0 / np.sqrt(xp.asarray(running_var, dtype=dtype) + eps), nd)
-        xc = x - mean
-    xhat = xc * rstd
-    gxhat = g * _bn_view(weight, nd) if weight is not None else g
-    if training:
-        inner = gxhat - np.mean(gxhat, axis=axes, keepdims=True)
-        gx = (inner - xhat * np.mean(gxhat * xhat, axis=axes, keepdims=True)) * rstd
+        mean, var = xp.asarray(running_mean, dtype=dtype), xp.asarray(running_var, dtype=dtype)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xc = x - _bn_view(mean, nd)
+    sum_g = np.einsum(total, g)
+    sum_gxc = np.einsum(dot, g, xc)
+    a = rstd * weight if weight is not None else rstd
+    if training:  # the batch's mean and variance depend on x too
+        b = a * (rstd * rstd) * sum_gxc * (-1.0 / n)
+        c = a * sum_g * (-1.0 / n)
+        gx = g * _bn_view(a, nd) + (xc * _bn_view(b, nd) + _bn_view(c, nd))
     else:
-        gx = gxhat * rstd
-    gw = np.sum(g * xhat, axis=axes) if weight is not None else None
-    gb = np.sum(g, axis=axes) if bias is not None else None
+        gx = g * _bn_view(a, nd)
+    gw = sum_gxc * rstd if weight is not None else None
+    gb = sum_g if bias is not None else None
     return gx, gw, gb
 
 

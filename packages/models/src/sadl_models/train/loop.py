@@ -500,8 +500,10 @@ def _announce(
 class _Steps:
     """A training step and an evaluation pass, compiled with ``sadl.compile`` when asked.
 
-    Gradient clipping reads the gradients' norm into Python, so with ``compile`` the traced part
-    is the forward and backward pass; clipping, the AdamW step and the schedule run after it.
+    Compiled, the whole step is one replay: forward, backward, gradient clipping (its factor
+    stays an array, nothing is read into Python) and the AdamW update (over flat buffers,
+    with sadl-kernels' fused kernel where installed); only the schedule's learning rate is set
+    in Python between steps, and each replay reads it.
     """
 
     def __init__(
@@ -518,14 +520,16 @@ class _Steps:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.grad_clip = grad_clip
-        self._forward_backward = sadl.compile(self._loss_and_grads) if compiled else None
+        self._step = sadl.compile(self._whole_step) if compiled else self._whole_step
         self._eval_loss = sadl.compile(self._loss) if compiled else self._loss
 
-    def _loss_and_grads(self, x: Any, y: Any) -> Any:
+    def _whole_step(self, x: Any, y: Any) -> Any:
         _, loss = self.model(x, y)
         assert loss is not None
         self.optimizer.zero_grad()
         loss.backward()
+        clip_grad_norm(self.model.parameters(), self.grad_clip)
+        self.optimizer.step()
         return loss
 
     def _loss(self, x: Any, y: Any) -> Any:
@@ -535,10 +539,7 @@ class _Steps:
 
     def train(self, x: Any, y: Any) -> float:
         """One training step on the batch (x, y); the batch loss."""
-        run = self._forward_backward or self._loss_and_grads
-        loss = run(x, y)
-        clip_grad_norm(self.model.parameters(), self.grad_clip)
-        self.optimizer.step()
+        loss = self._step(x, y)
         self.scheduler.step()
         return float(loss.item())
 
