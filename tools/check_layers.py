@@ -33,6 +33,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "_plugin_records",
             "_hookspecs",
             "_known",
+            "_install",
         ],
     ),
     ("arrays and state", ["backends", "cuda", "_grad_mode", "_defaults", "_threads", "random"]),

@@ -47,7 +47,8 @@ from sadl._clashes import claims_of, settle
 from sadl._errors import IncompatiblePluginError as Incompatible
 from sadl._errors import PluginConflictError, PluginError, SadlPluginWarning, UnknownNameError
 from sadl._hookspecs import KINDS, ArgumentParser, RecordKind
-from sadl._known import install_command, known_provider
+from sadl._install import install_command
+from sadl._known import known_provider
 from sadl._version import __version__
 
 __all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginInfo", "Registry", "registry"]
