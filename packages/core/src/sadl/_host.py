@@ -120,10 +120,9 @@ class Registry:
         self.pluginmanager = pluggy.PluginManager("sadl")
         self.pluginmanager.add_hookspecs(_hookspecs)
         self.kinds: dict[str, RecordKind] = dict(KINDS)  # and those plugins declare
-        # kind -> name -> record, the plugin serving it, and (record, why) of those set aside
+        # kind -> name -> record and the plugin serving it (those set aside: PluginInfo.set_aside)
         self._records: dict[str, dict[str, Any]] = defaultdict(dict)
         self._providers: dict[str, dict[str, PluginInfo]] = defaultdict(dict)
-        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = defaultdict(dict)
         self._contested_funcs: dict[Any, PluginConflictError] = {}
         self._commands_settled = False  # see settle_commands
 
@@ -147,7 +146,7 @@ class Registry:
         """Name -> (record, why) for every record of ``kind`` set aside by a clash."""
         if kind == "commands":
             self.settle_commands()
-        return self._unserved[kind]
+        return {n: lost for p in self.plugins for n, lost in p.set_aside.get(kind, {}).items()}
 
     def contested_function(self, func: Any) -> PluginConflictError | None:
         """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None."""
@@ -229,8 +228,10 @@ class Registry:
         for name in os.environ.get("SADL_DISABLE_PLUGINS", "").split(","):
             if name.strip() and not pm.has_plugin(name.strip()):  # a built-in cannot be blocked
                 pm.set_blocked(name.strip())
-        found = metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else None
-        for ep in sorted(found or entry_points or (), key=lambda ep: ep.name):
+        eps = (
+            metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+        )
+        for ep in sorted(eps, key=lambda ep: ep.name):
             dist = getattr(ep, "dist", None)  # None: an entry point given by a test
             name, version = (dist.metadata["Name"], dist.version) if dist else ("(unknown)", "?")
             info = PluginInfo(ep.name, name or "(unknown)", version or "?")
@@ -396,13 +397,12 @@ class Registry:
                     if why is None:
                         served[kind].append(record)
                         continue
-                    self._unserved[kind][name] = (record, why)
                     info.set_aside.setdefault(kind, {})[name] = (record, why)
                     if str(why) not in info.error:
                         info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
             self._commit(info, served, provides=collected)
         served_funcs = {f for op in self._records["ops"].values() for f in op.numpy_funcs}
-        for op, why in self._unserved["ops"].values():
+        for op, why in self.unserved("ops").values():
             for func in set(op.numpy_funcs) - served_funcs:
                 self._contested_funcs.setdefault(func, why)
 
