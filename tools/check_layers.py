@@ -28,6 +28,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
         [
             "_version",
             "_errors",
+            "_argparse",
             "_tensor_base",
             "_records",
             "_plugin_records",

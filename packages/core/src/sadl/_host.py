@@ -50,10 +50,11 @@ from typing import Any, NamedTuple
 import pluggy
 
 from sadl import _hookspecs, backends
+from sadl._argparse import ArgumentParser
 from sadl._clashes import claims_of, settle
 from sadl._errors import IncompatiblePluginError as Incompatible
 from sadl._errors import PluginConflictError, PluginError, SadlPluginWarning, UnknownNameError
-from sadl._hookspecs import KINDS, ArgumentParser, RecordKind
+from sadl._hookspecs import KINDS, RecordKind
 from sadl._install import install_command
 from sadl._known import known_provider
 from sadl._version import __version__
@@ -388,18 +389,18 @@ class Registry:
         labels = {kind: spec.label for kind, spec in self.kinds.items()}
         lost = settle(core, offers, labels, _first_frame_outside_sadl)
         for info, collected in offers:
-            served: dict[str, list[Any]] = {}
             for kind, records in collected.items():
-                served[kind] = []
                 for record in records:
-                    name = record.name
-                    why = lost.get((info.name, kind, name))
+                    why = lost.get((info.name, kind, record.name))
                     if why is None:
-                        served[kind].append(record)
                         continue
-                    info.set_aside.setdefault(kind, {})[name] = (record, why)
+                    info.set_aside.setdefault(kind, {})[record.name] = (record, why)
                     if str(why) not in info.error:
                         info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
+            served = {
+                kind: [r for r in records if r.name not in info.set_aside.get(kind, {})]
+                for kind, records in collected.items()
+            }
             self._commit(info, served, provides=collected)
         served_funcs = {f for op in self._records["ops"].values() for f in op.numpy_funcs}
         for op, why in self.unserved("ops").values():

@@ -26,8 +26,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from sadl._argparse import ArgumentParser
 from sadl._errors import CommandError
-from sadl._hookspecs import ArgumentParser
 from sadl._host import registry
 from sadl._known import KNOWN_COMMANDS
 from sadl._version import API_VERSION, __version__
