@@ -244,8 +244,7 @@ class Registry:
                 pm.register(ep.load(), name=ep.name)
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
         for hook in vars(pm.hook).values():  # record kinds plugins declared (records_hookspec)
-            spec = getattr(getattr(hook, "spec", None), "function", None)
-            kind = getattr(spec, "sadl_records", None)
+            kind = getattr(hook.spec and hook.spec.function, "sadl_records", None)
             if isinstance(kind, RecordKind):
                 self.kinds[kind.kind] = kind
         self._check_hooks()
@@ -318,8 +317,7 @@ class Registry:
     def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
         """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""
         pm = self.pluginmanager
-        mine = pm.get_plugin(info.name)
-        others = [p for p in pm.get_plugins() if p is not mine]
+        others = [p for p in pm.get_plugins() if pm.get_name(p) != info.name]
         return pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)  # type: ignore[no-any-return]
 
     def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
