@@ -28,11 +28,13 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
         [
             "_version",
             "_errors",
+            "_argparse",
             "_tensor_base",
             "_records",
             "_plugin_records",
             "_hookspecs",
             "_known",
+            "_install",
         ],
     ),
     ("arrays and state", ["backends", "cuda", "_grad_mode", "_defaults", "_threads", "random"]),

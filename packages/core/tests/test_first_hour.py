@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import sadl
-from sadl import _known
+from sadl import _install
 from sadl.plugins import UnknownNameError
 
 pytestmark = pytest.mark.usefixtures("restore_plugins")
@@ -64,35 +64,35 @@ def test_the_sadl_namespace_holds_its_public_names_and_underscored_ones_only():
 
 
 def test_install_command_names_the_checkout_path_never_an_unpublished_pypi_name():
-    command = _known.install_command("sadl-optim")
-    root = _known.checkout_root()
+    command = _install.install_command("sadl-optim")
+    root = _install.checkout_root()
     assert root is not None  # these tests run from a checkout
     assert command.endswith(os.path.relpath(root / "packages/optim")) or command.endswith(
         str(root / "packages/optim")
     )
     assert " sadl-optim" not in command
     assert "install" in command
-    gpu = _known.install_command("sadl-core", extra="gpu")
+    gpu = _install.install_command("sadl-core", extra="gpu")
     assert gpu.endswith("core[gpu]'")
 
 
 def test_install_command_without_a_checkout_says_where_to_run_it(monkeypatch):
-    monkeypatch.setattr(_known, "checkout_root", lambda: None)
-    command = _known.install_command("sadl-models")
+    monkeypatch.setattr(_install, "checkout_root", lambda: None)
+    command = _install.install_command("sadl-models")
     assert command.endswith(" packages/models (run it in a clone of the sadl repository)")
 
 
 def test_the_installer_is_the_running_python(monkeypatch):
-    monkeypatch.setattr(_known.importlib.util, "find_spec", lambda name: object())
-    assert " -m pip install" in _known.install_command("threadpoolctl")
-    monkeypatch.setattr(_known.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(_install.importlib.util, "find_spec", lambda name: object())
+    assert " -m pip install" in _install.install_command("threadpoolctl")
+    monkeypatch.setattr(_install.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/uv" if name == "uv" else None)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    assert _known.install_command("threadpoolctl") == (
+    assert _install.install_command("threadpoolctl") == (
         f"uv pip install --python {sys.executable} threadpoolctl"
     )
     monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
-    assert _known.install_command("threadpoolctl") == "uv pip install threadpoolctl"
+    assert _install.install_command("threadpoolctl") == "uv pip install threadpoolctl"
 
 
 def test_every_missing_name_path_names_the_package_and_a_command(monkeypatch):

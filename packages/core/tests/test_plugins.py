@@ -359,3 +359,40 @@ def test_the_import_check_takes_either_cuda_build_of_cupy(tmp_path, declared):
         assert problems == []
     else:
         assert len(problems) == 2 and "cupy-cuda12x or cupy-cuda13x" in problems[0]
+
+
+def test_plugin_authors_get_the_index_checks_gather_makes():
+    """``checked_dim`` is what ``gather`` checks its index with, published for gather-like ops
+    of plugins (sadl-layers' scatter family), so each refuses a bad index in the same words."""
+    import numpy as np
+    import pytest
+    import sadl
+    from sadl.plugins import array_of, checked_dim
+
+    x = np.zeros((3, 4))
+    assert checked_dim("mine", x, -1, np.zeros((2, 4), np.int64)) == 1
+    assert array_of(sadl.tensor([1.0])).tolist() == [1.0]
+    for index, error in [(np.zeros((2, 4)), TypeError), (np.zeros(4, np.int64), ValueError)]:
+        with pytest.raises(error) as mine:
+            checked_dim("gather", x, 0, index)
+        with pytest.raises(error) as gathered:
+            sadl.ops.gather(sadl.tensor(x), 0, index)
+        assert str(mine.value) == str(gathered.value)
+    with pytest.raises(IndexError, match="mine: dim 2 is out of range for 2 dimensions"):
+        checked_dim("mine", x, 2, np.zeros((3, 4), np.int64))
+
+
+def test_subcommands_are_records_the_command_line_reads_from_the_registry():
+    """Each subcommand is a ``Command`` record (name, parser, help line) of the plugin that
+    added it; ``sadl --help`` lists exactly the served ones."""
+    from sadl._host import Command, registry
+    from sadl.cli import build_parser
+
+    reg = registry()
+    commands = reg.commands()
+    assert all(isinstance(c, Command) for c in commands)
+    assert {"plugins", "ops", "info"} <= {c.name for c in commands}
+    assert reg.records("commands")["ops"].parser.prog == "sadl ops"
+    assert reg.provider("commands", "ops").builtin
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert list(sub.choices) == [c.name for c in commands]

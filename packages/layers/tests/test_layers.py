@@ -340,6 +340,43 @@ def test_causal_self_attention_kv_cache_matches_full_sequence():
     assert cache["k"].shape == (2, 2, 5, 4)
 
 
+def test_causal_self_attention_with_a_preallocated_cache_matches_full_sequence():
+    """A cache that keeps keys and values itself (``store(k, v)``, as sadl-models' KVCache
+    slots do) gives what the full sequence gives, one position at a time."""
+
+    class Preallocated:
+        def __init__(self):
+            self.k = np.zeros((2, 2, 5, 4), np.float32)
+            self.v = np.zeros((2, 2, 5, 4), np.float32)
+            self.length = 0
+
+        def store(self, k, v):
+            stop = self.length + k.shape[2]
+            self.k[:, :, self.length : stop], self.v[:, :, self.length : stop] = k, v
+            self.length = stop
+            return sadl.Tensor(self.k[:, :, :stop]), sadl.Tensor(self.v[:, :, :stop])
+
+    layer = CausalSelfAttention(8, 2, rng=0)
+    x = rand(2, 5, 8).astype(np.float32)
+    full = layer(x).data
+    cache = Preallocated()
+    with sadl.no_grad():
+        steps = [layer(x[:, :2], cache=cache).data]
+        steps += [layer(x[:, t : t + 1], cache=cache).data for t in (2, 3, 4)]
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, rtol=1e-5, atol=1e-6)
+    assert cache.length == 5
+
+
+def test_causal_self_attention_draws_dropout_from_its_dropout_rng():
+    x = rand(2, 4, 8).astype(np.float32)
+    a = CausalSelfAttention(8, 2, dropout=0.5, rng=0, dropout_rng=np.random.default_rng(7))
+    b = CausalSelfAttention(8, 2, dropout=0.5, rng=0, dropout_rng=np.random.default_rng(7))
+    c = CausalSelfAttention(8, 2, dropout=0.5, rng=0)
+    np.testing.assert_array_equal(a.c_attn.weight.data, c.c_attn.weight.data)  # same init
+    np.testing.assert_array_equal(a(x).data, b(x).data)
+    assert not np.array_equal(a(x).data, c(x).data)
+
+
 def test_causal_self_attention_is_causal():
     layer = CausalSelfAttention(6, 3, rng=1)
     x = rand(1, 4, 6)

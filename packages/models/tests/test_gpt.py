@@ -230,15 +230,22 @@ def test_loads_a_pytorch_state_dict_by_name():
         model.load_state_dict(state)
 
 
+def _first_attention():
+    return GPT(vocab_size=11, block_size=5, n_layer=1, n_head=2, n_embd=4).transformer.h[0].attn
+
+
 def test_attention_is_sadl_layers_packed_op(monkeypatch):
-    """GPT attends with sadl-layers' ``attention_qkv`` (whose gradients check_op checks): the
-    same values as splitting the heads by hand and calling ``scaled_dot_product_attention``."""
-    import sadl_models.gpt
+    """GPT attends with sadl-layers' ``CausalSelfAttention`` and its ``attention_qkv`` (whose
+    gradients check_op checks): the same values as splitting the heads by hand and calling
+    ``scaled_dot_product_attention``."""
+    import sadl_layers
+    import sadl_layers.ops.attention
     from sadl_layers.ops import attention_qkv, scaled_dot_product_attention
 
+    assert type(_first_attention()) is sadl_layers.CausalSelfAttention
     calls = []
     monkeypatch.setattr(
-        sadl_models.gpt,
+        sadl_layers.ops.attention,
         "attention_qkv",
         lambda qkv, **p: calls.append(p) or attention_qkv(qkv, **p),
     )

@@ -25,7 +25,7 @@ Lost = dict[tuple[str, str, str], PluginConflictError]  # (plugin name, kind, na
 
 
 def _name(record: Any) -> str:
-    return record if isinstance(record, str) else str(record.name)  # a command is its name
+    return str(record.name)
 
 
 def claims_of(kind: str, record: Any) -> list[Claim]:

@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import pluggy
 
-from sadl._errors import CommandError
 from sadl._plugin_records import BackendDef, FormatDef, LayerDef, ModelDef, OptimizerDef
 from sadl._records import OpDef
 
-__all__ = ["KINDS", "ArgumentParser", "RecordKind", "hookimpl", "hookspec", "records_hookspec"]
+__all__ = ["KINDS", "RecordKind", "hookimpl", "hookspec", "records_hookspec"]
 
 hookspec = pluggy.HookspecMarker("sadl")
 hookimpl = pluggy.HookimplMarker("sadl")
@@ -296,26 +295,6 @@ def add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
     Historic: it is called for every plugin, including ones registered later, so other plugins
     can implement the new hooks whatever the installation order.
     """
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with usage errors as one line (``<prog>: error: <message>``, exit status 2).
-
-    The parser class of the subparsers ``register_commands`` gets (``sadl.cli.ArgumentParser``),
-    so every plugin's subcommands report usage errors in the same format; an unknown option is
-    reported by the subcommand that got it.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        """Stop with one line naming this (sub)command; never the usage block."""
-        raise CommandError(message, 2, prog=self.prog)
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        """As argparse, but a subcommand reports options it does not know itself."""
-        result, extras = super().parse_known_args(args, namespace)
-        if extras and self.prog != "sadl":
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return result, extras
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,22 @@
 """Plugin discovery and the registries: who provides which op, layer, optimizer, model, format.
 
-Built on pluggy's own machinery: entry points are loaded one by one (so one broken plugin is
-recorded, status ``error`` / ``incompatible``, and warned about once while everything else
-works), ``SADL_DISABLE_PLUGINS=a,b`` is ``PluginManager.set_blocked``, a misspelled hook is found
-by ``check_pending``, and every hook is called as a pluggy hook, per plugin
+Built on pluggy's own machinery: each entry point is loaded and registered on its own (so one
+broken plugin is recorded, status ``error`` / ``incompatible``, and warned about once while
+everything else works), ``SADL_DISABLE_PLUGINS=a,b`` is ``PluginManager.set_blocked``, a
+misspelled hook is found by ``check_pending``, ``add_hookspecs`` is a historic hook, and every
+``register_*`` hook is called as a pluggy hook of one plugin, by the plugin's name
 (``subset_hook_caller``), so each record is attributed to the plugin that returned it.
-``SADL_PLUGINS_STRICT=1`` turns a load failure into an exception. (pluggy's
-``load_setuptools_entrypoints`` and ``list_plugin_distinfo`` are not used: the first loads every
-entry point in one call, so one failing plugin stops the rest, and the second lists only what
-loaded, while ``sadl plugins`` names the distribution of blocked and failed plugins too, read
-from each entry point's ``dist``.) Core's own records and
+``SADL_PLUGINS_STRICT=1`` turns a load failure into an exception. Core's own records and
 commands come through the same hooks, from built-in plugins imported by name
 (``BUILTIN_PLUGINS``, as pytest loads its own), which cannot be blocked.
+
+Not used, and why: ``load_setuptools_entrypoints`` loads the whole group in one call, so the
+first failing plugin stops the rest; called once per name instead it rescans every installed
+distribution each time (about 17 ms a plugin here, 170 ms more at discovery for ten), and
+``list_plugin_distinfo``, which it fills, lists only what loaded, while ``sadl plugins`` names
+the distribution of blocked and failed plugins too (read from each entry point's ``dist``). A
+historic ``register_*`` call cannot attribute records: its result callback is not told which
+plugin a result came from.
 
 A name two plugins register is settled by one rule, whatever the discovery order
 (``sadl._clashes``): only the contested records are set aside; both plugins get status
@@ -21,7 +26,9 @@ Discovery is lazy (the first registry use, never ``import sadl``) and runs once,
 other threads wait, and only a fully loaded registry is published. The array layer reads its
 device backends and the NumPy dispatch its op table here (``backends.install_plugin_loader``).
 Subcommands are settled only when the command line or a listing needs them, since that runs
-every plugin's ``register_commands``, which library use never needs.
+every plugin's ``register_commands``, which library use never needs: each plugin adds its
+commands to subparsers of its own, and the :class:`Command` records made from them are settled
+like any record.
 """
 
 from __future__ import annotations
@@ -38,25 +45,35 @@ import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pluggy
 
 from sadl import _hookspecs, backends
+from sadl._argparse import ArgumentParser
 from sadl._clashes import claims_of, settle
 from sadl._errors import IncompatiblePluginError as Incompatible
 from sadl._errors import PluginConflictError, PluginError, SadlPluginWarning, UnknownNameError
-from sadl._hookspecs import KINDS, ArgumentParser, RecordKind
-from sadl._known import install_command, known_provider
+from sadl._hookspecs import KINDS, RecordKind
+from sadl._install import install_command
+from sadl._known import known_provider
 from sadl._version import __version__
 
-__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "PluginInfo", "Registry", "registry"]
+__all__ = ["BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "Command", "PluginInfo", "Registry", "registry"]
 
 ENTRY_POINT_GROUP = "sadl.plugins"
 #: Core's own plugins, imported by name: (plugin name, module). ``sadl`` registers the ops,
 #: optimizers and backends, ``sadl.cli`` the core subcommands of the ``sadl`` command line.
 BUILTIN_PLUGINS = (("sadl", "sadl._builtin"), ("sadl.cli", "sadl._commands"))
 LOADED = ("ok", "conflict")  # a plugin in conflict serves everything but its contested names
+
+
+class Command(NamedTuple):
+    """A subcommand a plugin added: its parser and its line of ``sadl --help`` (None: an alias)."""
+
+    name: str
+    parser: Any
+    line: Any
 
 
 @dataclass
@@ -104,13 +121,11 @@ class Registry:
         self.pluginmanager = pluggy.PluginManager("sadl")
         self.pluginmanager.add_hookspecs(_hookspecs)
         self.kinds: dict[str, RecordKind] = dict(KINDS)  # and those plugins declare
-        # kind -> name -> record, the plugin serving it, and (record, why) of those set aside
+        # kind -> name -> record and the plugin serving it (those set aside: PluginInfo.set_aside)
         self._records: dict[str, dict[str, Any]] = defaultdict(dict)
         self._providers: dict[str, dict[str, PluginInfo]] = defaultdict(dict)
-        self._unserved: dict[str, dict[str, tuple[Any, PluginConflictError]]] = defaultdict(dict)
         self._contested_funcs: dict[Any, PluginConflictError] = {}
         self._commands_settled = False  # see settle_commands
-        self._parsers: dict[str, Any] = {}  # plugin name -> the subparsers its commands are on
 
     # ------------------------------------------------------------------ queries
     def records(self, kind: str) -> dict[str, Any]:
@@ -132,7 +147,7 @@ class Registry:
         """Name -> (record, why) for every record of ``kind`` set aside by a clash."""
         if kind == "commands":
             self.settle_commands()
-        return self._unserved[kind]
+        return {n: lost for p in self.plugins for n, lost in p.set_aside.get(kind, {}).items()}
 
     def contested_function(self, func: Any) -> PluginConflictError | None:
         """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None."""
@@ -214,8 +229,10 @@ class Registry:
         for name in os.environ.get("SADL_DISABLE_PLUGINS", "").split(","):
             if name.strip() and not pm.has_plugin(name.strip()):  # a built-in cannot be blocked
                 pm.set_blocked(name.strip())
-        found = metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else None
-        for ep in sorted(found or entry_points or (), key=lambda ep: ep.name):
+        eps = (
+            metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+        )
+        for ep in sorted(eps, key=lambda ep: ep.name):
             dist = getattr(ep, "dist", None)  # None: an entry point given by a test
             name, version = (dist.metadata["Name"], dist.version) if dist else ("(unknown)", "?")
             info = PluginInfo(ep.name, name or "(unknown)", version or "?")
@@ -227,8 +244,7 @@ class Registry:
                 pm.register(ep.load(), name=ep.name)
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
         for hook in vars(pm.hook).values():  # record kinds plugins declared (records_hookspec)
-            spec = getattr(getattr(hook, "spec", None), "function", None)
-            kind = getattr(spec, "sadl_records", None)
+            kind = getattr(hook.spec and hook.spec.function, "sadl_records", None)
             if isinstance(kind, RecordKind):
                 self.kinds[kind.kind] = kind
         self._check_hooks()
@@ -301,8 +317,7 @@ class Registry:
     def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
         """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""
         pm = self.pluginmanager
-        mine = pm.get_plugin(info.name)
-        others = [p for p in pm.get_plugins() if p is not mine]
+        others = [p for p in pm.get_plugins() if pm.get_name(p) != info.name]
         return pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)  # type: ignore[no-any-return]
 
     def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
@@ -344,30 +359,22 @@ class Registry:
             with contextlib.redirect_stdout(sys.stderr):
                 for info in self.loaded():
                     sub = ArgumentParser(prog="sadl").add_subparsers(parser_class=ArgumentParser)
-                    self._parsers[info.name] = sub
                     try:
                         self.call("register_commands", info, subparsers=sub)
                     except (Exception, SystemExit) as exc:  # the command line warns
                         info.command_error = f"{type(exc).__name__}: {exc}"
-                    offers.append((info, {"commands": list(sub.choices)}))
+                    lines = {line.dest: line for line in sub._choices_actions}
+                    made = [Command(n, p, lines.get(n)) for n, p in sub.choices.items()]
+                    offers.append((info, {"commands": made}))
             for info, commands in offers:
                 if info.builtin:
                     self._commit(info, commands)
             self._settle([offer for offer in offers if not offer[0].builtin])
 
-    def commands(self) -> list[tuple[str, Any, Any]]:
-        """``(name, parser, help line)`` of every subcommand served; an alias has no help line
-        (the argparse pseudo-action its parser's name is listed with in ``sadl --help``).
-        """
+    def commands(self) -> list[Command]:
+        """Every subcommand served, built-in ones first."""
         self.settle_commands()
-        served = []
-        for info in self.loaded():
-            sub = self._parsers[info.name]
-            lines = {line.dest: line for line in sub._choices_actions}
-            for name, parser in sub.choices.items():
-                if self._providers["commands"].get(name) is info:
-                    served.append((name, parser, lines.get(name)))
-        return served
+        return list(self._records["commands"].values())
 
     def _settle(self, offers: list[tuple[PluginInfo, dict[str, list[Any]]]]) -> None:
         """Commit every plugin's records but those that lost a clash (``sadl._clashes``)."""
@@ -380,22 +387,21 @@ class Registry:
         labels = {kind: spec.label for kind, spec in self.kinds.items()}
         lost = settle(core, offers, labels, _first_frame_outside_sadl)
         for info, collected in offers:
-            served: dict[str, list[Any]] = {}
             for kind, records in collected.items():
-                served[kind] = []
                 for record in records:
-                    name = getattr(record, "name", record)
-                    why = lost.get((info.name, kind, name))
+                    why = lost.get((info.name, kind, record.name))
                     if why is None:
-                        served[kind].append(record)
                         continue
-                    self._unserved[kind][name] = (record, why)
-                    info.set_aside.setdefault(kind, {})[name] = (record, why)
+                    info.set_aside.setdefault(kind, {})[record.name] = (record, why)
                     if str(why) not in info.error:
                         info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
+            served = {
+                kind: [r for r in records if r.name not in info.set_aside.get(kind, {})]
+                for kind, records in collected.items()
+            }
             self._commit(info, served, provides=collected)
         served_funcs = {f for op in self._records["ops"].values() for f in op.numpy_funcs}
-        for op, why in self._unserved["ops"].values():
+        for op, why in self.unserved("ops").values():
             for func in set(op.numpy_funcs) - served_funcs:
                 self._contested_funcs.setdefault(func, why)
 
@@ -403,11 +409,11 @@ class Registry:
         self, info: PluginInfo, collected: dict[str, list[Any]], provides: Any = None
     ) -> None:
         for kind, records in (provides or collected).items():
-            info.provides[f"register_{kind}"] = [getattr(r, "name", r) for r in records]
+            info.provides[f"register_{kind}"] = [r.name for r in records]
         for kind, records in collected.items():
             for record in records:
-                self._records[kind][getattr(record, "name", record)] = record
-                self._providers[kind][getattr(record, "name", record)] = info
+                self._records[kind][record.name] = record
+                self._providers[kind][record.name] = info
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # sadl's, not sadl_layers/ and such

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl._known import install_command
+from sadl._install import install_command
 
 __all__ = ["PER_THREAD", "get_num_threads", "matmul", "on_threads", "set_num_threads"]
 

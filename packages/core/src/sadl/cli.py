@@ -26,8 +26,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from sadl._argparse import ArgumentParser
 from sadl._errors import CommandError
-from sadl._hookspecs import ArgumentParser
 from sadl._host import registry
 from sadl._known import KNOWN_COMMANDS
 from sadl._version import API_VERSION, __version__
@@ -77,10 +77,10 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     # Each plugin's commands were built once, on subparsers of its own, when they were settled;
     # the ones it serves join the command line here, with their line of ``sadl --help``.
-    for name, command, line in reg.commands():
-        sub.choices[name] = command
-        if line is not None:
-            sub._choices_actions.append(line)
+    for command in reg.commands():
+        sub.choices[command.name] = command.parser
+        if command.line is not None:
+            sub._choices_actions.append(command.line)
     for info in reg.loaded():
         if info.command_error:
             _warn_line(

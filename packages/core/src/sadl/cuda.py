@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from sadl._known import install_command
+from sadl._install import install_command
 from sadl._plugin_records import BackendDef
 from sadl.backends import backend, parse_device
 from sadl.backends import synchronize as _synchronize_device

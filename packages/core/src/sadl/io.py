@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sadl._host import registry
-from sadl._known import install_command
+from sadl._install import install_command
 from sadl._namespace import served
 from sadl._plugin_records import FormatDef
 

@@ -36,7 +36,9 @@ from sadl._errors import (
 from sadl._hookspecs import hookimpl, records_hookspec
 from sadl._host import registry
 from sadl._host import reload_plugins as _reload
-from sadl._known import KNOWN_PROVIDERS, install_command
+from sadl._install import install_command
+from sadl._known import KNOWN_PROVIDERS
+from sadl._ops.take import array_of, checked_dim
 from sadl._plugin_records import BackendDef, FormatDef, LayerDef, ModelDef, OptimizerDef
 from sadl._records import Example, OpDef
 from sadl._version import API_VERSION, __version__
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = [
     "API_VERSION",
     "BackendDef",
+    "array_of",
+    "checked_dim",
     "command_registrations",
     "Example",
     "FormatDef",

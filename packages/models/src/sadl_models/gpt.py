@@ -26,14 +26,12 @@ from sadl import Tensor, is_grad_enabled, no_grad
 from sadl.backends import array_module, is_array, to_device
 from sadl.nn import Module
 from sadl.random import resolve_generator
-from sadl_layers import Dropout, Embedding, LayerNorm, Linear, checkpoint
+from sadl_layers import CausalSelfAttention, Dropout, Embedding, LayerNorm, Linear, checkpoint
 from sadl_layers.ops import (
-    attention_qkv,
     cross_entropy,
     gelu,
     layer_norm,
     linear,
-    scaled_dot_product_attention,
 )
 
 __all__ = [
@@ -74,63 +72,22 @@ class KVCache:
         self.values[layer][:, :, start:stop] = v
         return Tensor(self.keys[layer][:, :, :stop]), Tensor(self.values[layer][:, :, :stop])
 
-
-class CausalSelfAttention(Module):
-    """Multi-head causal self-attention: ``c_attn`` (C -> 3C), heads, ``c_proj`` (C -> C).
-
-    The attention itself is sadl-layers': ``attention_qkv`` on the packed projection in training
-    (one graph node that splits, attends and merges the heads), and, with a :class:`KVCache`,
-    ``scaled_dot_product_attention`` of the new queries over every cached key (Tq < Tk).
-    """
-
-    def __init__(
-        self,
-        n_embd: int,
-        n_head: int,
-        bias: bool = True,
-        dropout: float = 0.0,
-        *,
-        rng: np.random.Generator | None = None,
-        dropout_rng: np.random.Generator | None = None,
-    ) -> None:
-        super().__init__()
-        if n_embd % n_head:
-            raise ValueError(f"n_embd={n_embd} must be divisible by n_head={n_head}")
-        self.n_embd = n_embd
-        self.n_head = n_head
-        self.c_attn = Linear(n_embd, 3 * n_embd, bias=bias, rng=rng)
-        self.c_proj = Linear(n_embd, n_embd, bias=bias, rng=rng)
-        self.attn_dropout = Dropout(dropout, rng=dropout_rng)
-        self.resid_dropout = Dropout(dropout, rng=dropout_rng)
-
-    def _attention_dropout(self, shape: tuple[int, ...], like: Tensor) -> Any:
-        """The scaled keep-mask for the attention probabilities, on ``like``'s device (None: no
-        dropout now).
+    def slot(self, layer: int) -> _Slot:
+        """This cache as layer ``layer`` sees it: ``store(k, v)`` writes that layer's keys and
+        values (sadl-layers' ``CausalSelfAttention`` takes it as its ``cache``).
         """
-        drop = self.attn_dropout
-        if not drop.training or drop.p == 0.0:
-            return None
-        mask = drop.keep_mask(shape, like.device).astype(np.float32)
-        mask /= np.float32(1.0 - drop.p)
-        return mask
+        return _Slot(self, layer)
 
-    def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
-        """Attend over ``x`` (batch, time, n_embd); with ``cache``, also over cached positions."""
-        B, T, C = x.shape
-        H = self.n_head
-        D = C // H
-        qkv = linear(x, self.c_attn.weight, self.c_attn.bias)  # (B, T, 3C)
-        if cache is None:
-            dropout_mask = self._attention_dropout((B, H, T, T), x)
-            y = attention_qkv(qkv, n_head=H, causal=True, dropout_mask=dropout_mask)  # (B, T, C)
-        else:  # generation (no gradient): the new queries attend to every cached position
-            heads = qkv.data.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
-            k, v = cache.store(layer, heads[1], heads[2])
-            y = scaled_dot_product_attention(Tensor(heads[0]), k, v, causal=True)  # (B, H, T, D)
-            y = y.transpose(0, 2, 1, 3).reshape(B, T, C)
-        y = linear(y, self.c_proj.weight, self.c_proj.bias)
-        out: Tensor = self.resid_dropout(y)
-        return out
+
+class _Slot:
+    """One layer's view of a :class:`KVCache`."""
+
+    def __init__(self, cache: KVCache, layer: int) -> None:
+        self.cache, self.layer = cache, layer
+
+    def store(self, k: Any, v: Any) -> tuple[Tensor, Tensor]:
+        """Keep ``k``/``v`` for this layer; every key and value so far."""
+        return self.cache.store(self.layer, k, v)
 
 
 class MLPBlock(Module):
@@ -180,7 +137,7 @@ class Block(Module):
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         """(batch, time, C) -> (batch, time, C)."""
-        x = x + self.attn(_ln(self.ln_1, x), cache, layer)
+        x = x + self.attn(_ln(self.ln_1, x), None if cache is None else cache.slot(layer))
         out: Tensor = x + self.mlp(_ln(self.ln_2, x))
         return out
 

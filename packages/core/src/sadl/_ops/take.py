@@ -18,14 +18,18 @@ from sadl._records import Example, OpDef
 from sadl.backends import array_module, match_key
 
 
-def _array(value):
+def array_of(value):
     """The array inside a Tensor (rules run on Tensors under create_graph), else ``value``."""
     return value.data if hasattr(value, "requires_grad") else value
 
 
-def _checked_dim(name, x, dim, index):
-    """``dim`` made non-negative, after checking ``index`` against ``x`` as torch does."""
-    idx = _array(index)
+def checked_dim(name, x, dim, index):
+    """``dim`` made non-negative, after checking ``index`` against ``x`` as torch does.
+
+    What gather-like ops (``gather``, sadl-layers' ``scatter`` family) check first, published
+    in ``sadl.plugins`` so each family refuses a bad index with the same words.
+    """
+    idx = array_of(index)
     if not hasattr(idx, "dtype") or idx.dtype.kind not in "iu":
         raise TypeError(f"{name}: index must be an integer array, got {type(idx).__name__}")
     ndim = np.ndim(x)
@@ -150,8 +154,8 @@ TAKE_ALONG_AXIS = _ParamsByPosition(
 
 def _gather(x, dim, index, /):
     """``out[i][j] = x[index[i][j]][j]`` along ``dim`` (torch's gather; out has index's shape)."""
-    dim = _checked_dim("gather", x, dim, index)
-    idx = _array(index)
+    dim = checked_dim("gather", x, dim, index)
+    idx = array_of(index)
     lead = tuple(slice(0, n) if d != dim else slice(None) for d, n in enumerate(idx.shape))
     if any(n != m for d, (n, m) in enumerate(zip(idx.shape, np.shape(x))) if d != dim):
         x = x[lead]

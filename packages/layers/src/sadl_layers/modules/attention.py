@@ -286,10 +286,13 @@ class CausalSelfAttention(Layer):
     """GPT-2's causal self-attention: ``c_attn`` (n_embd -> 3 n_embd), heads, ``c_proj``.
 
     ``attn(x)`` maps ``(B, T, n_embd)`` to the same shape; position ``t`` attends to ``0..t``.
-    For generation pass a dict as ``cache``: the layer appends this call's keys and values to
-    it and lets the new queries attend to everything cached (the causal mask is aligned to the
-    end), so feeding one token at a time gives the same result as the full sequence.
-    ``dropout`` applies to the attention probabilities and to the output (training mode).
+    For generation pass a ``cache``: a dict, to which the layer appends this call's keys and
+    values, or an object whose ``store(k, v)`` keeps them and returns every key and value so far
+    (a preallocated cache such as sadl-models' ``KVCache.slot(layer)``); the new queries attend
+    to everything cached (the causal mask is aligned to the end), so feeding one token at a time
+    gives the same result as the full sequence. ``dropout`` applies to the attention
+    probabilities and to the output (training mode); the dropout masks draw from
+    ``dropout_rng`` when it is given, else from ``rng``'s generator (or sadl's default one).
     """
 
     def __init__(
@@ -300,6 +303,7 @@ class CausalSelfAttention(Layer):
         dropout: float = 0.0,
         *,
         rng: np.random.Generator | int | None = None,
+        dropout_rng: np.random.Generator | int | None = None,
         dtype: Any = None,
     ) -> None:
         super().__init__()
@@ -313,12 +317,12 @@ class CausalSelfAttention(Layer):
         gen = resolve_generator(rng)
         self.c_attn = Linear(self.n_embd, 3 * self.n_embd, bias=bias, rng=gen, dtype=dtype)
         self.c_proj = Linear(self.n_embd, self.n_embd, bias=bias, rng=gen, dtype=dtype)
-        drop_rng = None if rng is None else gen
+        drop_rng = dropout_rng if dropout_rng is not None else None if rng is None else gen
         self.attn_dropout = Dropout(dropout, rng=drop_rng)
         self.resid_dropout = Dropout(dropout, rng=drop_rng)
         self.dropout = float(dropout)
 
-    def forward(self, x: Any, cache: dict[str, Any] | None = None) -> Tensor:
+    def forward(self, x: Any, cache: Any = None) -> Tensor:
         """Causal self-attention over ``x`` of shape ``(B, T, n_embd)``."""
         x = as_tensor(x)
         if x.ndim != 3 or x.shape[-1] != self.n_embd:
@@ -335,12 +339,16 @@ class CausalSelfAttention(Layer):
         out: Tensor = self.resid_dropout(self.c_proj(y))
         return out
 
-    def _with_cache(self, qkv: Tensor, cache: dict[str, Any]) -> Tensor:
+    def _with_cache(self, qkv: Tensor, cache: Any) -> Tensor:
         B, T, _ = qkv.shape
         H, hd = self.n_head, self.n_embd // self.n_head
         parts = qkv.reshape(B, T, 3, H, hd).transpose(2, 0, 3, 1, 4)
         q, k, v = parts[0], parts[1], parts[2]
-        past_k, past_v = cache.get("k"), cache.get("v")
+        if not isinstance(cache, dict):  # preallocated: it keeps them and hands back all so far
+            k, v = cache.store(k.data, v.data)
+            past_k = past_v = None
+        else:
+            past_k, past_v = cache.get("k"), cache.get("v")
         if past_k is not None and past_v is not None:
             if past_k.shape[:2] != (B, H) or past_k.shape[3] != hd or past_v.shape != past_k.shape:
                 raise self.fail(
@@ -349,7 +357,8 @@ class CausalSelfAttention(Layer):
                 )
             k = cast(Tensor, np.concatenate([past_k, k], axis=2))
             v = cast(Tensor, np.concatenate([past_v, v], axis=2))
-        cache["k"], cache["v"] = k.data, v.data
+        if isinstance(cache, dict):
+            cache["k"], cache["v"] = k.data, v.data
         dm = _attention_dropout(self.attn_dropout, (B, H, T, k.shape[2]), qkv)
         y = self.call_op(_attn.scaled_dot_product_attention, q, k, v, causal=True, dropout_mask=dm)
         return _merge(y)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import sadl
 from sadl.backends import array_module, match_key
-from sadl.plugins import Example, OpDef
+from sadl.plugins import Example, OpDef, array_of, checked_dim
 
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -58,37 +58,9 @@ def _constant(g, out, *inputs, **params):
 _UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
 
 
-def _array(value):
-    """The array inside a Tensor (rules run on Tensors under create_graph), else ``value``."""
-    return value.data if hasattr(value, "requires_grad") else value
-
-
-def _checked_dim(name, x, dim, index):
-    """``dim`` made non-negative, after checking ``index`` against ``x`` as torch does."""
-    idx = _array(index)
-    if not hasattr(idx, "dtype") or idx.dtype.kind not in "iu":
-        raise TypeError(f"{name}: index must be an integer array, got {type(idx).__name__}")
-    ndim = np.ndim(x)
-    if idx.ndim != ndim:
-        raise ValueError(
-            f"{name}: index has {idx.ndim} dimensions, the input {ndim}; they must match"
-        )
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"{name}: dim {dim} is out of range for {ndim} dimensions")
-    dim = dim % max(ndim, 1)
-    shape = np.shape(x)
-    for d, (n, m) in enumerate(zip(idx.shape, shape)):
-        if d != dim and n > m:
-            raise ValueError(
-                f"{name}: index has size {n} in dimension {d}, larger than the input's {m}; "
-                "outside dim it may only be smaller (torch's rule)"
-            )
-    return dim
-
-
 def _scatter_key(like, dim, index):
     """The fancy key that sends ``src[i][j]`` to ``out[index[i][j]][j]`` (``dim=0``)."""
-    idx = match_key(_array(index), like)
+    idx = match_key(array_of(index), like)
     xp = array_module(like)
     key = []
     for d, n in enumerate(idx.shape):
@@ -102,7 +74,7 @@ def _scatter_key(like, dim, index):
 
 
 def _check_range(name, x, dim, index):
-    idx = _array(index)
+    idx = array_of(index)
     n = np.shape(x)[dim] if np.ndim(x) else 1
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexError(
@@ -115,7 +87,7 @@ def _region(src, index):
     """The part of ``src`` that ``index`` covers (the leading corner of index's shape)."""
     if np.ndim(src) == 0:
         return src
-    idx_shape = _array(index).shape
+    idx_shape = array_of(index).shape
     for d, (n, m) in enumerate(zip(idx_shape, np.shape(src))):
         if n > m:
             raise ValueError(f"scatter: index has size {n} in dimension {d}, larger than src's {m}")
@@ -134,15 +106,15 @@ def _src_grad(g, dim, index, src):
     if np.ndim(src) == 0:
         return None
     picked = GATHER(g, dim, index)
-    if tuple(_array(index).shape) == tuple(np.shape(src)):
+    if tuple(array_of(index).shape) == tuple(np.shape(src)):
         return picked
-    corner = tuple(slice(0, n) for n in _array(index).shape)
+    corner = tuple(slice(0, n) for n in array_of(index).shape)
     return sadl.ops.add_at(picked, shape=tuple(np.shape(src)), key=corner)
 
 
 def _unscattered(g, dim, index):
     """1 where no ``index`` entry writes, 0 where one does (an array like ``g``'s data)."""
-    like = _array(g)
+    like = array_of(g)
     keep = array_module(like).ones(like.shape, dtype=like.dtype)
     keep[_scatter_key(like, dim, index)] = 0
     return keep
@@ -153,7 +125,7 @@ def _unscattered(g, dim, index):
 
 def _scatter(x, dim, index, src, /):
     """A copy of ``x`` with ``out[index[i][j]][j] = src[i][j]`` (``dim=0``; src may be a number)."""
-    dim = _checked_dim("scatter", x, dim, index)
+    dim = checked_dim("scatter", x, dim, index)
     _check_range("scatter", x, dim, index)
     out = x.copy()
     out[_scatter_key(out, dim, index)] = _region(src, index)
@@ -179,7 +151,7 @@ SCATTER = OpDef(
 
 def _scatter_add(x, dim, index, src, /):
     """A copy of ``x`` with ``out[index[i][j]][j] += src[i][j]`` (repeats accumulate)."""
-    dim = _checked_dim("scatter_add", x, dim, index)
+    dim = checked_dim("scatter_add", x, dim, index)
     _check_range("scatter_add", x, dim, index)
     out = x.copy()
     _scatter_reduce_into(out, _scatter_key(out, dim, index), _region(src, index), "add")
@@ -245,8 +217,8 @@ def _prod_grads(g, out, x, dim, index, src, include_self, unscattered):
     if np.ndim(src) == 0:
         return gx, None, None, None
     src_part = _region(src, index)
-    zero = _array(src_part) == 0
-    zeros_here = GATHER(_counts_of(_array(g), dim, index, zero), dim, index)
+    zero = array_of(src_part) == 0
+    zeros_here = GATHER(_counts_of(array_of(g), dim, index, zero), dim, index)
     single_zero = zero & (zeros_here == 1)
     if hasattr(g, "requires_grad") and bool(np.any(zeros_here > 1)):
         raise RuntimeError(
@@ -261,26 +233,26 @@ def _prod_grads(g, out, x, dim, index, src, include_self, unscattered):
         GATHER(g * others_at_zero, dim, index),
         GATHER(g * out, dim, index) / np.where(zero, 1, src_part),
     )
-    if tuple(_array(index).shape) != tuple(np.shape(src)):
-        corner = tuple(slice(0, n) for n in _array(index).shape)
+    if tuple(array_of(index).shape) != tuple(np.shape(src)):
+        corner = tuple(slice(0, n) for n in array_of(index).shape)
         gsrc = sadl.ops.add_at(gsrc, shape=tuple(np.shape(src)), key=corner)
     return gx, None, None, gsrc
 
 
 def _extreme_grads(g, out, x, dim, index, src, include_self, unscattered):
     """The gradient of amax / amin: shared evenly by the contributors equal to the result."""
-    x_hit = _array(x == out)
+    x_hit = array_of(x == out)
     if not include_self:
         x_hit = x_hit & unscattered
-    hits = x_hit.astype(_array(g).dtype)
+    hits = x_hit.astype(array_of(g).dtype)
     if np.ndim(src) == 0:
         return g / np.maximum(hits, 1) * x_hit, None, None, None
-    src_hit = _array(_region(src, index) == GATHER(out, dim, index))
+    src_hit = array_of(_region(src, index) == GATHER(out, dim, index))
     _scatter_reduce_into(hits, _scatter_key(hits, dim, index), src_hit.astype(hits.dtype), "add")
     share = g / np.maximum(hits, 1)
     gsrc = GATHER(share, dim, index) * src_hit
-    if tuple(_array(index).shape) != tuple(np.shape(src)):
-        corner = tuple(slice(0, n) for n in _array(index).shape)
+    if tuple(array_of(index).shape) != tuple(np.shape(src)):
+        corner = tuple(slice(0, n) for n in array_of(index).shape)
         gsrc = sadl.ops.add_at(gsrc, shape=tuple(np.shape(src)), key=corner)
     return share * x_hit, None, None, gsrc
 
@@ -292,7 +264,7 @@ def _scatter_reduce(x, dim, index, src, /, *, reduce, include_self=True):
     """
     if reduce not in _REDUCTIONS:
         raise ValueError(f"scatter_reduce: reduce must be one of {_REDUCTIONS}, got {reduce!r}")
-    dim = _checked_dim("scatter_reduce", x, dim, index)
+    dim = checked_dim("scatter_reduce", x, dim, index)
     _check_range("scatter_reduce", x, dim, index)
     out = x.copy()
     key = _scatter_key(out, dim, index)
@@ -311,7 +283,7 @@ def _scatter_reduce(x, dim, index, src, /, *, reduce, include_self=True):
 
 def _scatter_reduce_grad(g, out, x, dim, index, src, *, reduce, include_self=True):
     dim = dim % np.ndim(x)
-    counts = _counts(_array(g), _scatter_key(_array(g), dim, index))
+    counts = _counts(array_of(g), _scatter_key(array_of(g), dim, index))
     unscattered = counts == 0
     if reduce == "prod":
         return _prod_grads(g, out, x, dim, index, src, include_self, unscattered)
