@@ -252,6 +252,10 @@ def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
     hp = {"lr": 2e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
     steps = 20
 
+    # One torch thread: its OpenMP workers spin at every op's barrier, which on a busy machine
+    # costs far more than the second core gains on products this small.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     tref = copy.deepcopy(ref).train()
     topt = torch.optim.AdamW(tref.parameters(), **hp)
     x, y = torch.tensor(ids[:, :-1]), torch.tensor(ids[0, 1:])
@@ -267,6 +271,7 @@ def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
     print(f"\ntransformers + torch: {steps} AdamW steps in {time.perf_counter() - start:.1f} s "
           f"({time.process_time() - cpu:.1f} CPU s)")  # fmt: skip
     del tref, topt
+    torch.set_num_threads(threads)
 
     def run(compiled):
         model, _ = load_pretrained(os.path.join(GGUF_DIR, GGUF_NAME))
