@@ -237,8 +237,9 @@ def test_chat_template_matches_transformers(smol):
 
 
 def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
-    """20 AdamW steps on one 32-token window of a paragraph, float32, from the same dequantized
-    GGUF weights (each library loads the file itself): every loss within 1e-4 relative of
+    """20 AdamW steps, each on a 32-token window of a paragraph (the windows move on, so the
+    loss does not collapse onto one memorised window), float32, from the same dequantized GGUF
+    weights (each library loads the file itself): every loss within 1e-4 relative of
     transformers + torch's, for the eager step and for the sadl.compile'd one."""
     import copy
     import time
@@ -248,9 +249,11 @@ def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
     from sadl_optim import AdamW
 
     _, tok, ref, _ = smol
-    ids = np.array([tok.encode(PARAGRAPH)[:33]])
-    hp = {"lr": 2e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+    tokens = tok.encode(PARAGRAPH)
     steps = 20
+    windows = [np.array([tokens[i * 8 : i * 8 + 33]]) for i in range(steps)]
+    assert all(w.shape == (1, 33) for w in windows)
+    hp = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
 
     # One torch thread: its OpenMP workers spin at every op's barrier, which on a busy machine
     # costs far more than the second core gains on products this small.
@@ -258,10 +261,10 @@ def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
     torch.set_num_threads(1)
     tref = copy.deepcopy(ref).train()
     topt = torch.optim.AdamW(tref.parameters(), **hp)
-    x, y = torch.tensor(ids[:, :-1]), torch.tensor(ids[0, 1:])
     want = []
     start, cpu = time.perf_counter(), time.process_time()
-    for _ in range(steps):
+    for ids in windows:
+        x, y = torch.tensor(ids[:, :-1]), torch.tensor(ids[0, 1:])
         logits = tref(x).logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
         topt.zero_grad()
@@ -288,11 +291,10 @@ def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
 
         fn = sadl.compile(step) if compiled else step
         start, cpu = time.perf_counter(), time.process_time()
-        losses = [float(fn(ids[:, :-1], ids[:, 1:]).item()) for _ in range(steps)]
+        losses = [float(fn(ids[:, :-1], ids[:, 1:]).item()) for ids in windows]
         return np.array(losses), time.perf_counter() - start, time.process_time() - cpu
 
     want = np.array(want)
-    assert want[-1] < want[0] * 0.9  # it does learn: the check is not of a flat line
     for compiled in (False, True):
         got, seconds, cpu = run(compiled)
         rel = np.abs(got - want) / np.abs(want)
