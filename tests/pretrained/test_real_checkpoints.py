@@ -234,3 +234,72 @@ def test_chat_template_matches_transformers(smol):
     want = ref_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert tok.apply_chat_template(messages) == want
     assert math.isfinite(len(want))
+
+
+def test_smollm2_fine_tune_follows_transformers_adamw_eager_and_compiled(smol):
+    """20 AdamW steps, each on a 32-token window of a paragraph (the windows move on, so the
+    loss does not collapse onto one memorised window), float32, from the same dequantized GGUF
+    weights (each library loads the file itself): every loss within 1e-4 relative of
+    transformers + torch's, for the eager step and for the sadl.compile'd one."""
+    import copy
+    import time
+
+    import sadl
+    from sadl_layers.ops import cross_entropy
+    from sadl_optim import AdamW
+
+    _, tok, ref, _ = smol
+    tokens = tok.encode(PARAGRAPH)
+    steps = 20
+    windows = [np.array([tokens[i * 8 : i * 8 + 33]]) for i in range(steps)]
+    assert all(w.shape == (1, 33) for w in windows)
+    hp = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+
+    # One torch thread: its OpenMP workers spin at every op's barrier, which on a busy machine
+    # costs far more than the second core gains on products this small.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    tref = copy.deepcopy(ref).train()
+    topt = torch.optim.AdamW(tref.parameters(), **hp)
+    want = []
+    start, cpu = time.perf_counter(), time.process_time()
+    for ids in windows:
+        x, y = torch.tensor(ids[:, :-1]), torch.tensor(ids[0, 1:])
+        logits = tref(x).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+        want.append(loss.item())
+    print(f"\ntransformers + torch: {steps} AdamW steps in {time.perf_counter() - start:.1f} s "
+          f"({time.process_time() - cpu:.1f} CPU s)")  # fmt: skip
+    del tref, topt
+    torch.set_num_threads(threads)
+
+    def run(compiled):
+        model, _ = load_pretrained(os.path.join(GGUF_DIR, GGUF_NAME))
+        model.train()
+        opt = AdamW(model.parameters(), **hp)
+
+        def step(x, y):
+            logits = model(x)
+            loss = cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = sadl.compile(step) if compiled else step
+        start, cpu = time.perf_counter(), time.process_time()
+        losses = [float(fn(ids[:, :-1], ids[:, 1:]).item()) for ids in windows]
+        return np.array(losses), time.perf_counter() - start, time.process_time() - cpu
+
+    want = np.array(want)
+    for compiled in (False, True):
+        got, seconds, cpu = run(compiled)
+        rel = np.abs(got - want) / np.abs(want)
+        print(f"\nSmolLM2 fine-tune, {steps} AdamW steps, {'compiled' if compiled else 'eager'}: "
+              f"losses {got[0]:.5f} -> {got[-1]:.5f} (transformers {want[0]:.5f} -> "
+              f"{want[-1]:.5f}), max relative difference {rel.max():.2g}, {seconds:.1f} s "
+              f"({cpu:.1f} CPU s)")  # fmt: skip
+        assert rel.max() <= 1e-4, (compiled, got.tolist(), want.tolist())

@@ -155,9 +155,12 @@ def write_gguf(
     pre: str = "smollm",
     with_tokenizer: bool = True,
     extra_tensor: str | None = None,
+    feed_forward_length: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Write ``hf_model`` (a transformers Llama) as GGUF; return the weights as stored
-    (dequantized, in Hugging Face names and order) so a reference can use the same values."""
+    (dequantized, in Hugging Face names and order) so a reference can use the same values.
+    ``feed_forward_length`` overrides the metadata's (a header that does not match the weights).
+    """
     import gguf
 
     c = hf_model.config
@@ -167,7 +170,7 @@ def write_gguf(
     w.add_block_count(c.num_hidden_layers)
     w.add_context_length(c.max_position_embeddings)
     w.add_embedding_length(c.hidden_size)
-    w.add_feed_forward_length(c.intermediate_size)
+    w.add_feed_forward_length(feed_forward_length or c.intermediate_size)
     w.add_head_count(c.num_attention_heads)
     w.add_head_count_kv(c.num_key_value_heads)
     w.add_rope_freq_base(float(c.rope_parameters["rope_theta"]))

@@ -136,7 +136,7 @@ def test_chat_template_and_tokenizer_round_trip(llama):
     assert tok.eos_token_id == tok.token_id("<|im_end|>")
 
 
-@pytest.mark.parametrize("qtype", ["F32", "Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_0", "Q4_1"])
 def test_gguf_logits_match_transformers_on_the_stored_weights(llama, tmp_path, qtype):
     """The file stores Q/K permuted for llama.cpp's RoPE: unpermuted at load, the logits equal
     transformers' on the same (dequantized) weights."""
@@ -239,6 +239,18 @@ def test_gguf_without_tokenizer_or_with_stray_tensor_is_refused(llama, tmp_path)
         load_pretrained(_gguf_file(llama, tmp_path, with_tokenizer=False))
     with pytest.raises(PretrainedLoadError, match="does not know: blk.0.attn_q_norm.weight"):
         load_pretrained(_gguf_file(llama, tmp_path, extra_tensor="blk.0.attn_q_norm.weight"))
+
+
+def test_gguf_header_not_matching_its_weights_names_the_file_and_the_tensor(llama, tmp_path):
+    from sadl_models.pretrained import PretrainedLoadError
+
+    path = _gguf_file(llama, tmp_path, feed_forward_length=96)
+    with pytest.raises(
+        PretrainedLoadError,
+        match=r"m\.gguf: the weights do not match the config.*"
+        r"mlp\.down_proj\.weight: file \(32, 64\), config \(32, 96\)",
+    ):
+        load_pretrained(path)
 
 
 def test_hf_config_not_matching_weights_unknown_type_and_missing_tokenizer(tmp_path):

@@ -95,7 +95,9 @@ class LlamaAttention(Module):
         q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:  # generation (no gradient): keys and values of every position
             k, v = cache.store(layer, k.data, v.data)
-        y = scaled_dot_product_attention(q, k, v, causal=True, enable_gqa=self.n_kv != self.n_head)
+        # One new query (a decode step) sees every cached key: no causal mask to build or add.
+        gqa = self.n_kv != self.n_head
+        y = scaled_dot_product_attention(q, k, v, causal=T > 1, enable_gqa=gqa)
         out: Tensor = self.o_proj(
             y.transpose(0, 2, 1, 3).reshape(B, T, self.n_head * self.head_dim)
         )
