@@ -170,6 +170,7 @@ class Graph:
     values: list[Value] = field(default_factory=list)
     storages: list[Storage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  #: what the passes did, for printing
+    passes: list[str] = field(default_factory=list)  #: the passes that ran, in order
     meta: dict[str, Any] = field(default_factory=dict)
 
     def output_values(self) -> list[Value]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sadl_compile.ir import Graph, Node, Storage, Value, iter_values, map_values
 
-__all__ = ["common_subexpressions", "dead_code", "fold_constants", "substitute"]
+__all__ = ["common_subexpressions", "dead_code", "dead_code_final", "fold_constants", "substitute"]
 
 
 def fold_constants(graph: Graph, context: Any) -> None:
@@ -76,6 +76,13 @@ def dead_code(graph: Graph, context: Any) -> None:
     graph.nodes = kept
     if removed:
         graph.notes.append(f"dead_code: {removed} calls removed")
+
+
+def dead_code_final(graph: Graph, context: Any) -> None:
+    """:func:`dead_code` again, after the passes that rewrite calls (fusion, kernels, flat
+    optimizer steps) left calls whose results nothing reads any more.
+    """
+    dead_code(graph, context)
 
 
 def _tensor_key(ref: Any) -> Any:
