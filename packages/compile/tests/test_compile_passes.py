@@ -257,3 +257,32 @@ def test_a_plugin_adds_a_pass_through_register_compile_passes(tmp_path):
     assert "count_calls: 2 calls (fusion False)" in found["notes"]
     assert found["fake"]["register_compile_passes"] == ["count_calls"]
     assert {"memory_plan", "flat_optimizer"} <= set(found["compile"]["register_compile_passes"])
+
+
+def test_the_graph_records_which_op_and_which_backward_rule_made_each_call():
+    """Passes see both levels: each call's node names the op application that made it."""
+    functional = pytest.importorskip("sadl_layers.functional")
+    w = sadl.Parameter(np.ones(8, np.float32))
+    b = sadl.Parameter(np.zeros(8, np.float32))
+    x = sadl.Tensor(np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32))
+
+    @sadl.compile(fusion=False)
+    def step(x):
+        y = functional.layer_norm(x, (8,), w, b)
+        (y * y).sum().backward()
+        return y
+
+    step(x)
+    regions = {}
+    for node in step.graph.nodes:
+        region = node.region
+        while region is not None:
+            regions.setdefault(region.name, region)
+            region = region.parent
+    assert {"layer_norm", "layer_norm/backward", "layer_norm_backward"} <= set(regions)
+    forward = regions["layer_norm"]
+    assert forward.op is sadl.plugins.records("ops")["layer_norm"]
+    assert [v.shape for v in forward.inputs] == [(4, 8), (8,), (8,)]
+    assert forward.params == {"eps": 1e-05, "normalized_shape": (8,)}
+    assert forward.outputs[0].shape == (4, 8)
+    assert regions["layer_norm_backward"].parent is regions["layer_norm/backward"]
