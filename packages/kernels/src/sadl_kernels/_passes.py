@@ -1,28 +1,38 @@
-"""The compile passes of sadl-kernels: pattern kernels (norms, softmax, GELU) and flat updates."""
+"""The compile passes of sadl-kernels: recorded norm ops, softmax and GELU kernels."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from sadl_kernels._api import Graph
+from sadl_kernels._api import Graph, PassContext
 from sadl_kernels._bias import fold_bias_into_gelu
 from sadl_kernels._elementwise import GELU_PATTERNS, SOFTMAX_PATTERNS
 from sadl_kernels._jit import enabled, numba_error
 from sadl_kernels._match import Pattern, rewrite_all
-from sadl_kernels._norm import PATTERNS as NORM_PATTERNS
+from sadl_kernels._ops import norm_op_kernels
 
-__all__ = ["pattern_kernels"]
+__all__ = ["op_kernels", "pattern_kernels"]
 
 #: The pattern kernels by switch name (``SADL_KERNELS_DISABLE``), in the order they are tried.
 PATTERNS: dict[str, tuple[Pattern, ...]] = {
-    "layer_norm": NORM_PATTERNS,
     "softmax": SOFTMAX_PATTERNS,
     "gelu": GELU_PATTERNS,
 }
 
 
-def pattern_kernels(graph: Graph, context: Any) -> None:
-    """Replace layer/RMS norm, softmax and GELU call sequences with fused numba kernels."""
+def op_kernels(graph: Graph, context: PassContext) -> None:
+    """Replace the recorded applications of layer norm and RMS norm (forward and backward)."""
+    if numba_error():
+        graph.notes.append(f"sadl_kernels: off, {numba_error()}")
+        return
+    if not enabled("layer_norm"):
+        return
+    counts = norm_op_kernels(graph)
+    if counts:
+        done = ", ".join(f"{n} x{k}" for n, k in counts.items())
+        graph.notes.append(f"sadl_kernels: op kernels {done}")
+
+
+def pattern_kernels(graph: Graph, context: PassContext) -> None:
+    """Replace softmax and GELU call sequences with fused numba kernels."""
     if numba_error():
         graph.notes.append(f"sadl_kernels: off, {numba_error()}")
         return
