@@ -16,8 +16,8 @@ from typing import Any
 from sadl.plugins import application_hook
 
 from sadl_compile.ir import OpRegion, Value
-from sadl_compile.tracer import Tracer
 from sadl_compile.traced import TracedArray, TracedDeviceArray
+from sadl_compile.tracer import Tracer
 
 __all__ = ["OpRecorder"]
 

@@ -195,7 +195,7 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             raw = _call_rule(op, node, g, node.out, datas, wanted)
         else:
             args = (g, node.out, *datas)
-            run = lambda: _call_rule(op, node, g, node.out, datas, wanted)  # noqa: E731
+            run = lambda: _call_rule(op, node, g, node.out, datas, wanted)
             raw = hook(op, "backward", run, args, node.params)
 
     return [

@@ -7,7 +7,7 @@ from sadl_kernels._bias import fold_bias_into_gelu
 from sadl_kernels._elementwise import GELU_PATTERNS, SOFTMAX_PATTERNS
 from sadl_kernels._jit import enabled, numba_error
 from sadl_kernels._match import Pattern, rewrite_all
-from sadl_kernels._ops import norm_op_kernels
+from sadl_kernels._ops import op_kernels as replace_op_applications
 
 __all__ = ["op_kernels", "pattern_kernels"]
 
@@ -20,12 +20,9 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
 
 def op_kernels(graph: Graph, context: PassContext) -> None:
     """Replace the recorded applications of layer norm and RMS norm (forward and backward)."""
-    if numba_error():
-        graph.notes.append(f"sadl_kernels: off, {numba_error()}")
+    if not enabled("layer_norm"):  # off without numba too (``pattern_kernels`` says why)
         return
-    if not enabled("layer_norm"):
-        return
-    counts = norm_op_kernels(graph)
+    counts = replace_op_applications(graph)
     if counts:
         done = ", ".join(f"{n} x{k}" for n, k in counts.items())
         graph.notes.append(f"sadl_kernels: op kernels {done}")

@@ -3,9 +3,9 @@
 It registers three passes of ``sadl.compile``, all ``fusion=True`` (skipped by
 ``sadl.compile(fusion=False)``): ``kernels_ops`` (recorded layer/RMS norm applications, after
 ``common_subexpressions`` and before ``shared_recomputation``, which would otherwise share the
-norm's row statistics between forward and backward), ``kernels`` (after sadl-compile's ``shared_recomputation``,
-before its ``fuse_elementwise``) and ``kernels_optimizer`` (after ``flat_optimizer``, before
-``dead_code_final``).
+norm's row statistics between forward and backward), ``kernels`` (softmax and GELU, after
+sadl-compile's ``shared_recomputation``, before its ``fuse_elementwise``) and
+``kernels_optimizer`` (after ``flat_optimizer``, before ``dead_code_final``).
 """
 
 from __future__ import annotations
