@@ -13,11 +13,10 @@ crosses memory once less and the separate call is gone. Bit for bit the same
 from __future__ import annotations
 
 from sadl_kernels._api import Graph, Node, Value, new_node
-from sadl_kernels._elementwise import _gelu_forward, gelu_forward
 from sadl_kernels._jit import jit
 from sadl_kernels._match import contiguous, extent, func_name, is_view
 
-__all__ = ["fold_bias_into_gelu", "gelu_forward_bias"]
+__all__ = ["fold_bias_into_gelu"]
 
 
 @jit
@@ -36,14 +35,6 @@ def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
     start = head + rows * nb
     for k in range(n - start):
         x1[start + k] = x1[start + k] + bias[k]
-
-
-def gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untyped-def]
-    """``x += bias`` (``bias`` repeating along ``x``'s flat elements from ``offset``), then
-    :func:`sadl_kernels._elementwise.gelu_forward`.
-    """
-    _add_bias(x, bias, offset)  # in the cache: the block is read once from memory
-    _gelu_forward(x, s, out, ac, c)
 
 
 def _bias_add(node: Node) -> tuple[Value, Value] | None:
@@ -69,6 +60,8 @@ def _gelu_blocks(graph: Graph, start: int, h: Value) -> list[tuple[int, int]] | 
     """``(node index, element offset in h)`` of the GELU kernels that cover ``h`` right after
     ``start``, with nothing but views of ``h`` in between; None when that is not so.
     """
+    from sadl_kernels._gelu import gelu_forward_into  # it imports _add_bias from here
+
     span = extent(h)
     if span is None:
         return None
@@ -76,7 +69,7 @@ def _gelu_blocks(graph: Graph, start: int, h: Value) -> list[tuple[int, int]] | 
     covered = span[0]
     for j in range(start + 1, len(graph.nodes)):
         node = graph.nodes[j]
-        if node.func is gelu_forward and node.args[0].storage is h.storage:
+        if node.func is gelu_forward_into and node.args[0].storage is h.storage:
             part = extent(node.args[0])
             if part is None or part[0] != covered:
                 return None
@@ -106,15 +99,19 @@ def fold_bias_into_gelu(graph: Graph) -> int:
         if found is None or blocks is None:
             i += 1
             continue
+        from sadl_kernels._gelu import gelu_forward_bias_into
+
         bias = found[1]
-        width = bias.shape[0]
-        for j, offset in blocks:
+        if len(blocks) != 1 or blocks[0][1] != 0:
+            i += 1  # one kernel per GELU application, from h's first element
+            continue
+        for j, _ in blocks:
             node = graph.nodes[j]
-            x, s, out, ac, c = node.args
+            x, out = node.args
             graph.nodes[j] = new_node(
                 node,
-                func=gelu_forward_bias,
-                args=(x, bias, s, out, ac, c, offset % width),
+                func=gelu_forward_bias_into,
+                args=(x, bias, out),
                 reads=(*node.reads, bias),
                 writes=(*node.writes, x),
                 label="kernel[gelu+bias]",

@@ -73,7 +73,7 @@ class _Scratch(threading.local):
 _SCRATCH = _Scratch()
 
 
-def _scratch(tag: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+def scratch(tag: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
     """A buffer of ``shape`` kept per thread between calls (contents undefined)."""
     key = (tag, shape, np.dtype(dtype))
     array = _SCRATCH.arrays.get(key)
@@ -92,16 +92,16 @@ def norm_forward_into(
 ) -> None:
     """``y = norm(x) [* w] [+ b]`` over rows of ``d`` (centered: layer norm; else RMS norm)."""
     if y.dtype == np.float16:
-        wide = _scratch("wide", y.shape, np.float32)
+        wide = scratch("wide", y.shape, np.float32)
         x32, w32, b32 = _widened(x, w, b)
         norm_forward_into(x32, w32, b32, wide, eps, d, centered)
         y[...] = wide
         return
     x2, y2 = x.reshape(-1, d), y.reshape(-1, d)
     n = x2.shape[0]
-    stats = _scratch("stats", (2, n, 1), x.dtype)
+    stats = scratch("stats", (2, n, 1), x.dtype)
     affine = 0 if w is None else (1 if b is None else 2)
-    dummy = _scratch("vec", (d,), x.dtype)
+    dummy = scratch("vec", (d,), x.dtype)
     w1 = dummy if w is None else w.reshape(-1)
     b1 = dummy if b is None else b.reshape(-1)
     # y doubles as the normalized rows: each element is read before its affine map writes it
@@ -120,7 +120,7 @@ def norm_backward_into(
 ) -> None:
     """``packed`` = dx, dweight (when ``w``), dbias (when ``has_bias``) back to back."""
     if packed.dtype == np.float16:
-        wide = _scratch("wide", packed.shape, np.float32)
+        wide = scratch("wide", packed.shape, np.float32)
         g32, x32, w32 = _widened(g, x, w)
         norm_backward_into(g32, x32, w32, wide, eps, d, centered, has_bias)
         packed[...] = wide
@@ -134,9 +134,9 @@ def norm_backward_into(
     if w is not None:
         dweight, at = packed[at : at + d], at + d
     dbias = packed[at : at + d] if has_bias else None
-    stats = _scratch("stats", (4, n, 1), dt)
-    xhat = _scratch("xhat", (n, d), dt)
-    vecs = _scratch("vecs", (4, d), dt)
+    stats = scratch("stats", (4, n, 1), dt)
+    xhat = scratch("xhat", (n, d), dt)
+    vecs = scratch("vecs", (4, d), dt)
     inv = 1.0 / d
     _forward(x2, vecs[0], vecs[0], stats[0], xhat, stats[1], xhat, centered, 0, inv, eps)
     for total in (dweight, dbias):

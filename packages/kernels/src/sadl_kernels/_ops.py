@@ -2,7 +2,8 @@
 
 sadl.compile marks the calls each op application made (``Node.region``, an ``OpRegion`` naming
 the registered ``OpDef`` with its inputs, parameters and outputs). :func:`op_kernels` finds the
-applications of the ops in :data:`OP_KERNELS` (layer norm, RMS norm and their backward op) and
+applications of the ops in :data:`OP_KERNELS` (layer norm, RMS norm, GELU and their backward
+ops) and
 replaces the calls each made with one kernel call computing the op's result from the op's inputs,
 whatever NumPy calls the op's implementation makes inside. The calls that allocate the result
 and view it stay; every other call of the region goes, so the replacement is refused (the calls
@@ -19,13 +20,14 @@ import numpy as np
 
 from sadl_kernels._api import Graph, Node, OpRegion, Value, new_node
 from sadl_kernels._match import contiguous
+from sadl_kernels._gelu import GELU_KERNELS
 from sadl_kernels._norm import NORM_KERNELS
 
-__all__ = ["OP_KERNELS", "op_kernels", "replace_application"]
+__all__ = ["OP_KERNELS", "SWITCHES", "op_kernels", "replace_application"]
 
 #: For each registered op name, ``kernel(region)``: ``(function, arguments, result value)``
 #: for an application the kernel handles, None for one it does not (left to the op's code).
-OP_KERNELS: dict[str, Callable[[OpRegion], Any]] = {**NORM_KERNELS}
+OP_KERNELS: dict[str, Callable[[OpRegion], Any]] = {**NORM_KERNELS, **GELU_KERNELS}
 
 
 def _regions(graph: Graph) -> list[OpRegion]:
@@ -133,10 +135,24 @@ def _allocates(node: Node, out: Value) -> bool:
     )
 
 
-def op_kernels(graph: Graph) -> dict[str, int]:
-    """Replace each recorded application that its op's kernel handles; counts by op name."""
+#: The switch (``SADL_KERNELS_DISABLE``) that turns each op's kernel off.
+SWITCHES = {
+    "layer_norm": "layer_norm",
+    "rms_norm": "layer_norm",
+    "layer_norm_backward": "layer_norm",
+    "gelu": "gelu",
+    "gelu_backward": "gelu",
+}
+
+
+def op_kernels(graph: Graph, enabled: Callable[[str], bool]) -> dict[str, int]:
+    """Replace each recorded application that its op's kernel handles (and whose switch
+    ``enabled`` allows); counts by op name.
+    """
     counts: dict[str, int] = {}
     for region in _regions(graph):
+        if not enabled(SWITCHES.get(region.op.name, region.op.name)):
+            continue
         found = OP_KERNELS[region.op.name](region)
         if found is not None and replace_application(graph, region, *found):
             counts[region.op.name] = counts.get(region.op.name, 0) + 1
