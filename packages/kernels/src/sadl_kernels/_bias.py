@@ -13,10 +13,13 @@ crosses memory once less and the separate call is gone. Bit for bit the same
 from __future__ import annotations
 
 from sadl_kernels._api import Graph, Node, Value, new_node
+from sadl_kernels._elementwise import _gelu_forward
+from sadl_kernels._gelu import AC, BLOCK, C, gelu_forward_into
 from sadl_kernels._jit import jit
 from sadl_kernels._match import contiguous, extent, func_name, is_view
+from sadl_kernels._norm import Array, scratch
 
-__all__ = ["fold_bias_into_gelu"]
+__all__ = ["fold_bias_into_gelu", "gelu_forward_bias_into"]
 
 
 @jit
@@ -35,6 +38,19 @@ def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
     start = head + rows * nb
     for k in range(n - start):
         x1[start + k] = x1[start + k] + bias[k]
+
+
+def gelu_forward_bias_into(x: Array, bias: Array, out: Array) -> None:
+    """``x += bias`` (``bias`` repeating along ``x``'s rows), then :func:`gelu_forward_into`,
+    block by block: the bias is added to a block while the GELU is about to read it.
+    """
+    x1, o1 = x.reshape(-1), out.reshape(-1)
+    s = scratch("gelu", (min(BLOCK, max(x1.size, 1)),), x1.dtype)
+    width = bias.shape[0]
+    for i in range(0, x1.size, BLOCK):
+        j = min(i + BLOCK, x1.size)
+        _add_bias(x1[i:j], bias, i % width)
+        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], AC, C)
 
 
 def _bias_add(node: Node) -> tuple[Value, Value] | None:
@@ -60,8 +76,6 @@ def _gelu_blocks(graph: Graph, start: int, h: Value) -> list[tuple[int, int]] | 
     """``(node index, element offset in h)`` of the GELU kernels that cover ``h`` right after
     ``start``, with nothing but views of ``h`` in between; None when that is not so.
     """
-    from sadl_kernels._gelu import gelu_forward_into  # it imports _add_bias from here
-
     span = extent(h)
     if span is None:
         return None
@@ -99,8 +113,6 @@ def fold_bias_into_gelu(graph: Graph) -> int:
         if found is None or blocks is None:
             i += 1
             continue
-        from sadl_kernels._gelu import gelu_forward_bias_into
-
         bias = found[1]
         if len(blocks) != 1 or blocks[0][1] != 0:
             i += 1  # one kernel per GELU application, from h's first element

@@ -16,49 +16,35 @@ from typing import Any
 import numpy as np
 
 from sadl_kernels._api import OpRegion, Value
-from sadl_kernels._bias import _add_bias
 from sadl_kernels._elementwise import _gelu_backward, _gelu_forward
 from sadl_kernels._match import contiguous
 from sadl_kernels._norm import Array, scratch
 
-__all__ = ["GELU_KERNELS", "gelu_backward_into", "gelu_forward_bias_into", "gelu_forward_into"]
+__all__ = ["BLOCK", "GELU_KERNELS", "gelu_backward_into", "gelu_forward_into"]
 
 #: The tanh form's constants, as sadl-layers (and torch) define them.
-_C = math.sqrt(2.0 / math.pi)
-_AC = 0.044715 * _C
-_BLOCK = 65536
+C = math.sqrt(2.0 / math.pi)
+AC = 0.044715 * C
+BLOCK = 65536
 
 
 def gelu_forward_into(x: Array, out: Array) -> None:
     """``out = 0.5 * x * (1 + tanh(c * (x + a x^3)))`` over the flat elements."""
     x1, o1 = x.reshape(-1), out.reshape(-1)
-    s = scratch("gelu", (min(_BLOCK, max(x1.size, 1)),), x1.dtype)
-    for i in range(0, x1.size, _BLOCK):
-        j = min(i + _BLOCK, x1.size)
-        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], _AC, _C)
-
-
-def gelu_forward_bias_into(x: Array, bias: Array, out: Array) -> None:
-    """``x += bias`` (``bias`` repeating along ``x``'s rows), then :func:`gelu_forward_into`,
-    block by block: the bias is added to a block while the GELU is about to read it.
-    """
-    x1, o1 = x.reshape(-1), out.reshape(-1)
-    s = scratch("gelu", (min(_BLOCK, max(x1.size, 1)),), x1.dtype)
-    width = bias.shape[0]
-    for i in range(0, x1.size, _BLOCK):
-        j = min(i + _BLOCK, x1.size)
-        _add_bias(x1[i:j], bias, i % width)
-        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], _AC, _C)
+    s = scratch("gelu", (min(BLOCK, max(x1.size, 1)),), x1.dtype)
+    for i in range(0, x1.size, BLOCK):
+        j = min(i + BLOCK, x1.size)
+        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], AC, C)
 
 
 def gelu_backward_into(g: Array, x: Array, out: Array) -> None:
     """``out = g * GELU'(x)`` (tanh form) over the flat elements."""
     x1, g1, o1 = x.reshape(-1), g.reshape(-1), out.reshape(-1)
-    s = scratch("gelu2", (2, min(_BLOCK, max(x1.size, 1))), x1.dtype)
-    for i in range(0, x1.size, _BLOCK):
-        j = min(i + _BLOCK, x1.size)
+    s = scratch("gelu2", (2, min(BLOCK, max(x1.size, 1))), x1.dtype)
+    for i in range(0, x1.size, BLOCK):
+        j = min(i + BLOCK, x1.size)
         m = j - i
-        _gelu_backward(x1[i:j], g1[i:j], s[0, :m], s[1, :m], o1[i:j], _AC, _C, 3.0 * _AC, _C)
+        _gelu_backward(x1[i:j], g1[i:j], s[0, :m], s[1, :m], o1[i:j], AC, C, 3.0 * AC, C)
 
 
 def _float32(*values: Any) -> bool:
@@ -76,6 +62,8 @@ def _call(region: OpRegion) -> tuple[Callable[..., None], tuple[Any, ...], Value
     if region.params.get("approximate") != "tanh" or len(region.outputs) != 1:
         return None
     out = region.outputs[0]
+    if out is None:
+        return None
     if region.op.name == "gelu_backward" and len(region.inputs) == 2:
         g, x = region.inputs
         return (gelu_backward_into, (g, x, out), out) if _float32(x, g, out) else None

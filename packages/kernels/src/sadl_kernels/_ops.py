@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from sadl_kernels._api import Graph, Node, OpRegion, Value, new_node
-from sadl_kernels._match import contiguous
 from sadl_kernels._gelu import GELU_KERNELS
+from sadl_kernels._match import contiguous
 from sadl_kernels._norm import NORM_KERNELS
 
 __all__ = ["OP_KERNELS", "SWITCHES", "op_kernels", "replace_application"]
