@@ -2,7 +2,8 @@
 
 The pass record ``CompilePassDef`` and the IR's types (``Graph``, ``Node``, ``Value``,
 ``OpRegion``: what an op application made, see ``sadl_compile.ir``) come from sadl-compile, which
-declares the ``register_compile_passes`` hook; ``hookimpl`` and ``records`` (the registered
+declares the ``register_compile_passes`` hook, with its tools to edit a graph by op application
+(``op_regions``, ``replace_region``); ``hookimpl`` and ``records`` (the registered
 optimizers, by name) from core's plugin-author API.
 
 The passes edit nodes through ``new_node`` (a copy of an existing node with some fields
@@ -15,7 +16,16 @@ import dataclasses
 from typing import Any
 
 from sadl.plugins import hookimpl, records
-from sadl_compile import CompilePassDef, Graph, Node, OpRegion, PassContext, Value
+from sadl_compile import (
+    CompilePassDef,
+    Graph,
+    Node,
+    OpRegion,
+    PassContext,
+    Value,
+    op_regions,
+    replace_region,
+)
 
 __all__ = [
     "CompilePassDef",
@@ -26,7 +36,9 @@ __all__ = [
     "Value",
     "hookimpl",
     "new_node",
+    "op_regions",
     "records",
+    "replace_region",
 ]
 
 
