@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sadl.plugins import UnknownNameError, records, served
+from sadl.plugins import PluginConflictError, UnknownNameError, records, served
 
 from sadl_compile.hookspecs import CompilePassDef
 from sadl_compile.ir import Graph
@@ -44,20 +44,34 @@ class PassContext:
     data: dict[str, Any]
 
 
+def _contested(name: str) -> bool:
+    """A pass name two plugins register: sadl serves neither (its ordering names are moot)."""
+    try:
+        served("compile_passes", name)
+    except PluginConflictError:
+        return True
+    except UnknownNameError:
+        return False
+    return False
+
+
 def _edges(registered: Mapping[str, CompilePassDef]) -> dict[str, set[str]]:
-    """For each pass, the passes that must run before it (checked: every name registered)."""
+    """For each pass, the passes that must run before it (checked: every name registered; one
+    that plugins contest runs nowhere, so ordering against it is dropped).
+    """
     needs: dict[str, set[str]] = {name: set() for name in registered}
     for name, p in registered.items():
         for field, names in (("after", p.after), ("before", p.before)):
-            missing = [n for n in names if n not in registered]
+            missing = [n for n in names if n not in registered and not _contested(n)]
             if missing:
                 raise PassOrderError(
                     f"compile pass {name!r} runs {field} {missing}, which no plugin registered; "
                     f"registered passes: {sorted(registered)}"
                 )
-        needs[name].update(p.after)
+        needs[name].update(n for n in p.after if n in registered)
         for later in p.before:
-            needs[later].add(name)
+            if later in registered:
+                needs[later].add(name)
     return needs
 
 

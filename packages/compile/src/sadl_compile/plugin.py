@@ -32,10 +32,12 @@ def _lazy(module: str, name: str) -> Callable[[Any, Any], None]:
 
 
 def _chain(*passes: tuple[str, str, str, bool]) -> tuple[CompilePassDef, ...]:
-    """``(name, module, doc, fusion)`` records, each declared to run after the one before."""
+    """``(name, module, doc, fusion)`` records, each declared to run after every one before it
+    (so the rest keep their order when plugins contest one name, which then runs nowhere).
+    """
     made: list[CompilePassDef] = []
     for name, module, doc, fusion in passes:
-        after = (made[-1].name,) if made else ()
+        after = tuple(p.name for p in made)
         made.append(CompilePassDef(name, _lazy(module, name), after=after, fusion=fusion, doc=doc))
     return tuple(made)
 
