@@ -129,13 +129,18 @@ def thirdparty(session: nox.Session) -> None:
         "sample-only": (["sadl_core", "sadl_sample"], "tests/thirdparty/test_sample_plugin.py"),
         # Every fixture: broken, conflicting, incompatible and misspelled plugins beside it.
         "all-fixtures": (
-            sorted(set(wheels) - {*first_party, "sadl_linclash"}),
+            sorted(set(wheels) - {*first_party, "sadl_linclash", "sadl_opkernel"}),
             "tests/thirdparty/test_fixture_plugins.py",
         ),
         # The first-party plugins and a third party whose Linear clashes with sadl-layers'.
         "first-party-clash": (
             ["sadl_core", "sadl_check", *first_party, "sadl_linclash"],
             "tests/thirdparty/test_clash_with_first_party.py",
+        ),
+        # A third-party compiler plugin: a kernel for its own op and passes ordered by name.
+        "compiler-plugin": (
+            ["sadl_core", "sadl_compile", "sadl_opkernel"],
+            "tests/thirdparty/test_compiler_plugin.py",
         ),
     }
     for name, (dists, test_file) in suites.items():

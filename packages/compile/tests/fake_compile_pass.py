@@ -14,4 +14,8 @@ def count_calls(graph, context):
 
 @hookimpl
 def register_compile_passes():
-    return [CompilePassDef("count_calls", count_calls, order=80)]
+    return [
+        CompilePassDef(
+            "count_calls", count_calls, after=("dead_code_final",), before=("memory_plan",)
+        )
+    ]

@@ -168,8 +168,56 @@ def test_compile_pass_records_are_checked():
         CompilePassDef("no spaces", lambda g, c: None)
     with pytest.raises(TypeError, match="callable"):
         CompilePassDef("bad", run=3)
-    with pytest.raises(TypeError, match="order"):
-        CompilePassDef("bad", lambda g, c: None, order="first")
+    with pytest.raises(TypeError, match="tuple of pass names"):
+        CompilePassDef("bad", lambda g, c: None, after="dead_code")
+    with pytest.raises(ValueError, match="itself"):
+        CompilePassDef("bad", lambda g, c: None, before=("bad",))
+
+
+def _noop(graph, context):
+    """Does nothing."""
+
+
+def test_passes_run_in_the_order_their_names_declare():
+    from sadl_compile.pipeline import pass_order
+
+    registered = {
+        "c": CompilePassDef("c", _noop, after=("b",)),
+        "a": CompilePassDef("a", _noop),
+        "b": CompilePassDef("b", _noop, after=("a",)),
+        "early": CompilePassDef("early", _noop, before=("a",)),
+    }
+    assert [p.name for p in pass_order(registered)] == ["early", "a", "b", "c"]
+
+
+def test_a_cycle_among_passes_is_refused_with_its_names():
+    from sadl_compile.pipeline import PassOrderError, pass_order
+
+    registered = {
+        "a": CompilePassDef("a", _noop, after=("c",)),
+        "b": CompilePassDef("b", _noop, after=("a",)),
+        "c": CompilePassDef("c", _noop, after=("b",)),
+    }
+    with pytest.raises(PassOrderError, match="cycle: .*a.*b.*c"):
+        pass_order(registered)
+
+
+def test_a_pass_ordered_against_an_unregistered_name_is_refused():
+    from sadl_compile.pipeline import PassOrderError, pass_order
+
+    registered = {"a": CompilePassDef("a", _noop, after=("fusoin",))}
+    with pytest.raises(PassOrderError, match="'a' runs after \\['fusoin'\\]"):
+        pass_order(registered)
+
+
+def test_the_printed_graph_shows_the_passes_in_the_order_they_ran():
+    compiled = sadl.compile(lambda x: x * 2 + 1, fusion=False)
+    compiled(sadl.ones(3))
+    ran = compiled.graph.passes
+    assert ran[:3] == ["fold_constants", "dead_code", "common_subexpressions"]
+    assert ran.index("flat_optimizer") < ran.index("dead_code_final") < ran.index("memory_plan")
+    assert "fuse_elementwise" not in ran  # fusion=False skips it
+    assert "# passes, in order: fold_constants, dead_code," in str(compiled.graph)
 
 
 PLUGIN_CHECK = """
@@ -209,3 +257,32 @@ def test_a_plugin_adds_a_pass_through_register_compile_passes(tmp_path):
     assert "count_calls: 2 calls (fusion False)" in found["notes"]
     assert found["fake"]["register_compile_passes"] == ["count_calls"]
     assert {"memory_plan", "flat_optimizer"} <= set(found["compile"]["register_compile_passes"])
+
+
+def test_the_graph_records_which_op_and_which_backward_rule_made_each_call():
+    """Passes see both levels: each call's node names the op application that made it."""
+    functional = pytest.importorskip("sadl_layers.functional")
+    w = sadl.Parameter(np.ones(8, np.float32))
+    b = sadl.Parameter(np.zeros(8, np.float32))
+    x = sadl.Tensor(np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32))
+
+    @sadl.compile(fusion=False)
+    def step(x):
+        y = functional.layer_norm(x, (8,), w, b)
+        (y * y).sum().backward()
+        return y
+
+    step(x)
+    regions = {}
+    for node in step.graph.nodes:
+        region = node.region
+        while region is not None:
+            regions.setdefault(region.name, region)
+            region = region.parent
+    assert {"layer_norm", "layer_norm/backward", "layer_norm_backward"} <= set(regions)
+    forward = regions["layer_norm"]
+    assert forward.op is sadl.plugins.records("ops")["layer_norm"]
+    assert [v.shape for v in forward.inputs] == [(4, 8), (8,), (8,)]
+    assert forward.params == {"eps": 1e-05, "normalized_shape": (8,)}
+    assert forward.outputs[0].shape == (4, 8)
+    assert regions["layer_norm_backward"].parent is regions["layer_norm/backward"]

@@ -53,8 +53,7 @@ def test_the_bias_add_is_folded_into_the_gelu_blocks():
     for rows in (64, 1500):  # one GELU block; three (65536 is not a multiple of 96)
         data = _data(rows)
         out_e, out_c, ge, gc, compiled = eager_and_compiled(mlp_step, data)
-        blocks = -(-rows * 96 // 65536)
-        assert str(compiled.graph).count("kernel[gelu+bias]") == blocks
+        assert str(compiled.graph).count("kernel[gelu+bias]") == 1  # one per application
         assert "bias-add into gelu x1" in str(compiled.graph)
         assert_close(out_c, out_e, 1e-6)
         assert np.all(np.abs(gc[0] - ge[0]) <= 5e-6 * 96 + 1e-6 * np.abs(ge[0]))
@@ -70,13 +69,13 @@ def test_the_add_stays_when_h_is_read_first_or_bias_is_switched_off(monkeypatch)
     data = _data(64)
     (ye, pe), (yc, pc), _, _, compiled = eager_and_compiled(mlp_step_reading_h_first, data)
     assert "kernel[gelu+bias]" not in str(compiled.graph)
-    assert kernels_in(compiled, "gelu") == 2
+    assert kernels_in(compiled, "gelu") == kernels_in(compiled, "gelu_backward") == 1
     assert_close(yc, ye, 1e-6)
     assert pc.item() == pe.item()
     monkeypatch.setenv("SADL_KERNELS_DISABLE", "bias")
     *_, compiled = eager_and_compiled(mlp_step, data)
     assert "kernel[gelu+bias]" not in str(compiled.graph)
-    assert kernels_in(compiled, "gelu") == 2
+    assert kernels_in(compiled, "gelu") == kernels_in(compiled, "gelu_backward") == 1
 
 
 def test_the_bias_loop_adds_bit_for_bit_from_any_offset():

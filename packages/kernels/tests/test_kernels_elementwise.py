@@ -25,8 +25,8 @@ def test_gelu_forward_and_backward_match_eager_within_the_stated_tolerance(shape
     x = (rng.standard_normal(shape) * 3).astype(np.float32)
     g = rng.standard_normal(shape).astype(np.float32)
     out_e, out_c, ge, gc, compiled = eager_and_compiled(gelu_step, [x, g])
-    blocks = -(-x.size // 65536)
-    assert kernels_in(compiled, "gelu") == 2 * blocks
+    # one kernel per recorded application, however many blocks sadl-layers' code takes
+    assert kernels_in(compiled, "gelu") == kernels_in(compiled, "gelu_backward") == 1
     assert_close(out_c, out_e, 1e-6)
     assert np.all(np.abs(gc[0] - ge[0]) <= 5e-6 * np.abs(g) + 1e-6 * np.abs(ge[0]))
 
@@ -43,7 +43,7 @@ def test_gelu_gradient_from_the_kernel_matches_the_derivative():
     x = np.linspace(-6, 6, 4001, dtype=np.float32).reshape(1, -1)
     g = np.ones_like(x)
     _, _, _, gc, compiled = eager_and_compiled(gelu_step, [x, g])
-    assert kernels_in(compiled, "gelu") == 2
+    assert kernels_in(compiled, "gelu_backward") == 1
     x64 = x.astype(np.float64)
     c, a = np.sqrt(2 / np.pi), 0.044715
     t = np.tanh(c * (x64 + a * x64**3))
@@ -54,7 +54,7 @@ def test_gelu_gradient_from_the_kernel_matches_the_derivative():
 def test_float64_gelu_stays_numpy_and_exact():
     x = np.linspace(-3, 3, 64).reshape(8, 8)
     out_e, out_c, ge, gc, compiled = eager_and_compiled(gelu_step, [x, np.ones_like(x)])
-    assert kernels_in(compiled, "gelu") == 0
+    assert kernels_in(compiled, "gelu") == kernels_in(compiled, "gelu_backward") == 0
     np.testing.assert_array_equal(out_c.numpy(), out_e.numpy())
     np.testing.assert_array_equal(gc[0], ge[0])
 

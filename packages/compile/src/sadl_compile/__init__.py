@@ -21,14 +21,40 @@ from sadl_compile.hookspecs import CompilePassDef
 
 if TYPE_CHECKING:
     from sadl_compile.api import CompiledFunction, compile
+    from sadl_compile.ir import Graph, Node, OpRegion, Storage, Value
+    from sadl_compile.pipeline import Options, PassContext, PassOrderError
+    from sadl_compile.rewrite import op_regions, replace_region
     from sadl_compile.show import format_graph
 
-__all__ = ["CompilePassDef", "CompiledFunction", "__version__", "compile", "format_graph"]
-_LAZY = {"compile": "api", "CompiledFunction": "api", "format_graph": "show"}
+__all__ = [
+    "CompilePassDef",
+    "CompiledFunction",
+    "Graph",
+    "Node",
+    "OpRegion",
+    "Options",
+    "PassContext",
+    "PassOrderError",
+    "Storage",
+    "Value",
+    "__version__",
+    "compile",
+    "format_graph",
+    "op_regions",
+    "replace_region",
+]
+_LAZY = {
+    "compile": "api",
+    "CompiledFunction": "api",
+    "format_graph": "show",
+    **dict.fromkeys(("Graph", "Node", "OpRegion", "Storage", "Value"), "ir"),
+    **dict.fromkeys(("Options", "PassContext", "PassOrderError"), "pipeline"),
+    **dict.fromkeys(("op_regions", "replace_region"), "rewrite"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``compile``, ``CompiledFunction``, ``format_graph`` (and the version) on first use."""
+    """``compile``, the IR's and the pipeline's classes (and the version) on first use."""
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 

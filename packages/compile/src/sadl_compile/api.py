@@ -32,6 +32,7 @@ from sadl_compile.cudagraph import generate_graphed, unsupported
 from sadl_compile.hooks import tracing
 from sadl_compile.ir import Graph
 from sadl_compile.pipeline import Options, run_passes
+from sadl_compile.regions import OpRecorder
 from sadl_compile.traced import ACTIVE
 
 __all__ = ["CompiledFunction", "compile"]
@@ -182,7 +183,7 @@ class CompiledFunction:
                 stacklevel=3,
             )
         capture = Capture(getattr(self.fn, "__name__", "fn"))
-        with tracing(capture):
+        with tracing(capture), OpRecorder(capture).installed():
             try:
                 # What the names the function reads hold at entry, read with the tracer
                 # installed: sadl's own tracer slots (sadl.backends) then hold what every later

@@ -10,27 +10,48 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sadl.plugins import records_hookspec
 
+if TYPE_CHECKING:
+    from sadl_compile.ir import Graph
+    from sadl_compile.pipeline import PassContext
+
 __all__ = ["CompilePassDef", "register_compile_passes"]
+
+
+def _names(owner: str, field: str, names: Any) -> tuple[str, ...]:
+    if isinstance(names, str) or not isinstance(names, tuple | list):
+        raise TypeError(
+            f"CompilePassDef {owner!r}: {field} must be a tuple of pass names, got {names!r}"
+        )
+    for n in names:
+        if not isinstance(n, str) or not n.isidentifier():
+            raise ValueError(f"CompilePassDef {owner!r}: {field} holds {n!r}, not a pass name")
+        if n == owner:
+            raise ValueError(f"CompilePassDef {owner!r}: a pass cannot run {field} itself")
+    return tuple(names)
 
 
 @dataclass(frozen=True)
 class CompilePassDef:
     """A pass of ``sadl.compile``: ``run(graph, context)`` edits the traced graph in place.
 
-    Passes run in ascending ``order`` (sadl-compile's: fold_constants 10, dead_code 20,
-    common_subexpressions 30, shared_recomputation 35, fuse_elementwise 50, flat_optimizer 60,
-    dead_code_final 70, memory_plan 90). ``fusion=True`` marks a pass that changes how values
-    are computed (results may differ from eager in the last bits); ``sadl.compile(fusion=False)``
-    skips it.
+    The order is declared by name: ``after=("fusion_pass",)`` runs this pass after the named
+    ones, ``before=(...)`` before them. The pipeline sorts the registered passes by these
+    constraints (ties keep registration order) and refuses a cycle or a name no plugin
+    registered, naming the passes involved. sadl-compile's own run as a chain:
+    fold_constants, dead_code, common_subexpressions, shared_recomputation, fuse_elementwise,
+    flat_optimizer, dead_code_final, memory_plan. ``print(compiled.graph)`` shows the order a
+    call ran. ``fusion=True`` marks a pass that changes how values are computed (results may
+    differ from eager in the last bits); ``sadl.compile(fusion=False)`` skips it.
     """
 
     name: str
-    run: Callable[..., Any]
-    order: float = 50.0
+    run: Callable[[Graph, PassContext], None]
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
     fusion: bool = False
     doc: str = ""
 
@@ -39,8 +60,11 @@ class CompilePassDef:
             raise ValueError(f"CompilePassDef: name must be a Python identifier, got {self.name!r}")
         if not callable(self.run):
             raise TypeError(f"CompilePassDef {self.name!r}: run must be callable")
-        if isinstance(self.order, bool) or not isinstance(self.order, int | float):
-            raise TypeError(f"CompilePassDef {self.name!r}: order must be a number")
+        object.__setattr__(self, "before", _names(self.name, "before", self.before))
+        object.__setattr__(self, "after", _names(self.name, "after", self.after))
+        if set(self.before) & set(self.after):
+            both = sorted(set(self.before) & set(self.after))
+            raise ValueError(f"CompilePassDef {self.name!r}: {both} both before and after it")
         if not self.doc:
             doc = (getattr(self.run, "__doc__", None) or "").strip()
             object.__setattr__(self, "doc", doc.split("\n\n")[0].replace("\n", " "))
@@ -48,7 +72,7 @@ class CompilePassDef:
 
 @records_hookspec(CompilePassDef, "compile pass")
 def register_compile_passes() -> Iterable[CompilePassDef]:
-    """Return passes for ``sadl.compile`` as ``CompilePassDef(name, run, order=50, fusion=False)``.
+    """Return passes for ``sadl.compile`` as ``CompilePassDef(name, run, before=(), after=())``.
 
     ``run(graph, context)`` edits the traced graph in place. A graph is a list of nodes in
     program order (``graph.nodes``); a node calls ``node.func`` on ``node.args`` /
@@ -59,12 +83,12 @@ def register_compile_passes() -> Iterable[CompilePassDef]:
     ``"call"``) must be kept in order. ``context.options.fusion`` is False when the user asked
     for results identical to eager.
 
-    Passes run in ascending ``order``. sadl-compile's: ``fold_constants`` (10), ``dead_code``
-    (20), ``common_subexpressions`` (30), ``shared_recomputation`` (35),
-    ``fuse_elementwise`` (50, fusion), ``flat_optimizer`` (60),
-    ``dead_code_final`` (70), ``memory_plan`` (90). A pass that changes how values are computed
-    (a fused kernel whose rounding differs from NumPy's) sets ``fusion=True`` and is skipped
-    under ``sadl.compile(fusion=False)``. ``docs/compile.md`` shows a complete example.
+    A pass names the passes it runs ``after=`` and ``before=``; sadl-compile's run as a chain:
+    ``fold_constants``, ``dead_code``, ``common_subexpressions``, ``shared_recomputation``,
+    ``fuse_elementwise`` (fusion), ``flat_optimizer``, ``dead_code_final``, ``memory_plan``.
+    A cycle or an unknown name is refused with the passes named. A pass that changes how values
+    are computed (a fused kernel whose rounding differs from NumPy's) sets ``fusion=True`` and
+    is skipped under ``sadl.compile(fusion=False)``. ``docs/compile.md`` shows a complete example.
 
     Example::
 
@@ -79,6 +103,6 @@ def register_compile_passes() -> Iterable[CompilePassDef]:
 
         @hookimpl
         def register_compile_passes():
-            return [CompilePassDef("count_calls", count_calls, order=95)]
+            return [CompilePassDef("count_calls", count_calls, after=("dead_code_final",))]
     """
     raise NotImplementedError

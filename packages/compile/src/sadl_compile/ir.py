@@ -25,11 +25,13 @@ __all__ = [
     "Graph",
     "ObjectResult",
     "Node",
+    "OpRegion",
     "Storage",
     "Value",
     "install_formatter",
     "iter_values",
     "map_values",
+    "region_nodes",
 ]
 
 #: Where a value comes from when it is not computed by a node: ``("arg", i)`` the i-th array
@@ -149,6 +151,7 @@ class Node:
     where: Any = None
     const: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    region: OpRegion | None = None  #: the innermost op application that made this call
 
     @property
     def is_effect(self) -> bool:
@@ -157,6 +160,50 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<node {self.label or self.kind}>"
+
+
+@dataclass(eq=False)
+class OpRegion:
+    """One op application the traced code made: the registered op, what it was given, what it
+    returned, and (through ``Node.region``) the calls it made.
+
+    ``op`` is the ``sadl.plugins.OpDef`` that ran; ``phase`` is ``"forward"`` (its forward, on
+    the graph or on plain arrays as a backward rule calls an op) or ``"backward"`` (its backward
+    rule: ``inputs`` are the upstream gradient, the forward's output and its inputs, ``outputs``
+    one gradient per input, None where none was asked for). ``inputs`` and ``params`` are the
+    arguments as the op saw them, with a :class:`Value` for each array; ``outputs`` the returned
+    arrays as values. ``parent`` is the application this one ran inside (a backward rule calls
+    ``layer_norm_backward``), None at the top. Regions are recorded while tracing; a pass that
+    replaces a region's calls (a kernel) should check :func:`region_nodes` first.
+    """
+
+    op: Any
+    phase: str
+    inputs: tuple[Any, ...]
+    params: dict[str, Any]
+    outputs: tuple[Value | None, ...] = ()
+    parent: OpRegion | None = None
+
+    @property
+    def name(self) -> str:
+        """The op's registered name (``layer_norm``), ``/backward`` added for a rule."""
+        name: str = self.op.name
+        return name if self.phase == "forward" else f"{name}/backward"
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def region_nodes(nodes: list[Node], region: OpRegion) -> list[int]:
+    """The indices of the nodes ``region`` made (its nested regions' included), in order."""
+    found: list[int] = []
+    for i, node in enumerate(nodes):
+        r = node.region
+        while r is not None and r is not region:
+            r = r.parent
+        if r is region:
+            found.append(i)
+    return found
 
 
 @dataclass(eq=False)
@@ -170,6 +217,7 @@ class Graph:
     values: list[Value] = field(default_factory=list)
     storages: list[Storage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  #: what the passes did, for printing
+    passes: list[str] = field(default_factory=list)  #: the passes that ran, in order
     meta: dict[str, Any] = field(default_factory=dict)
 
     def output_values(self) -> list[Value]:

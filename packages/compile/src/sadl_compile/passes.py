@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sadl_compile.ir import Graph, Node, Storage, Value, iter_values, map_values
+from sadl_compile.ir import Graph, Node, OpRegion, Storage, Value, iter_values, map_values
 
-__all__ = ["common_subexpressions", "dead_code", "fold_constants", "substitute"]
+__all__ = ["common_subexpressions", "dead_code", "dead_code_final", "fold_constants", "substitute"]
 
 
 def fold_constants(graph: Graph, context: Any) -> None:
@@ -76,6 +76,13 @@ def dead_code(graph: Graph, context: Any) -> None:
     graph.nodes = kept
     if removed:
         graph.notes.append(f"dead_code: {removed} calls removed")
+
+
+def dead_code_final(graph: Graph, context: Any) -> None:
+    """:func:`dead_code` again, after the passes that rewrite calls (fusion, kernels, flat
+    optimizer steps) left calls whose results nothing reads any more.
+    """
+    dead_code(graph, context)
 
 
 def _tensor_key(ref: Any) -> Any:
@@ -165,11 +172,21 @@ def common_subexpressions(graph: Graph, context: Any) -> None:
 
 
 def substitute(graph: Graph, replace: dict[Value, Value]) -> None:
-    """Use ``replace[v]`` wherever the graph reads ``v`` (nodes, guards, outputs)."""
+    """Use ``replace[v]`` wherever the graph reads ``v`` (nodes, guards, op regions, outputs)."""
 
     def swap(v: Value) -> Value:
         return replace.get(v, v)
 
+    regions: dict[int, OpRegion] = {}
+    for node in graph.nodes:
+        region = node.region
+        while region is not None and id(region) not in regions:
+            regions[id(region)] = region
+            region = region.parent
+    for region in regions.values():
+        region.inputs = map_values(region.inputs, swap)
+        region.params = map_values(region.params, swap)
+        region.outputs = map_values(region.outputs, swap)
     for node in graph.nodes:
         node.args = map_values(node.args, swap)
         node.kwargs = map_values(node.kwargs, swap)

@@ -31,21 +31,27 @@ def _lazy(module: str, name: str) -> Callable[[Any, Any], None]:
     return run
 
 
-def _pass(name: str, module: str, order: float, doc: str, **kw: Any) -> CompilePassDef:
-    function = "dead_code" if name == "dead_code_final" else name
-    return CompilePassDef(name, _lazy(module, function), order=order, doc=doc, **kw)
+def _chain(*passes: tuple[str, str, str, bool]) -> tuple[CompilePassDef, ...]:
+    """``(name, module, doc, fusion)`` records, each declared to run after every one before it
+    (so the rest keep their order when plugins contest one name, which then runs nowhere).
+    """
+    made: list[CompilePassDef] = []
+    for name, module, doc, fusion in passes:
+        after = tuple(p.name for p in made)
+        made.append(CompilePassDef(name, _lazy(module, name), after=after, fusion=fusion, doc=doc))
+    return tuple(made)
 
 
 #: sadl-compile's passes, in the order they run.
-BUILTIN_PASSES: tuple[CompilePassDef, ...] = (
-    _pass("fold_constants", "passes", 10, "calls independent of the inputs run once, at trace"),
-    _pass("dead_code", "passes", 20, "drop calls whose results nothing needs"),
-    _pass("common_subexpressions", "passes", 30, "the same pure call on the same values once"),
-    _pass("shared_recomputation", "recompute", 35, "a recomputed array reads the forward's"),
-    _pass("fuse_elementwise", "fusion", 50, "blocked loops for elementwise chains", fusion=True),
-    _pass("flat_optimizer", "optimizer", 60, "optimizer steps over flat buffers per group"),
-    _pass("dead_code_final", "passes", 70, "dead code again, after fusion"),
-    _pass("memory_plan", "memory", 90, "temporaries in reused buffers (out=), views hoisted"),
+BUILTIN_PASSES: tuple[CompilePassDef, ...] = _chain(
+    ("fold_constants", "passes", "calls independent of the inputs run once, at trace", False),
+    ("dead_code", "passes", "drop calls whose results nothing needs", False),
+    ("common_subexpressions", "passes", "the same pure call on the same values once", False),
+    ("shared_recomputation", "recompute", "a recomputed array reads the forward's", False),
+    ("fuse_elementwise", "fusion", "blocked loops for elementwise chains", True),
+    ("flat_optimizer", "optimizer", "optimizer steps over flat buffers per group", False),
+    ("dead_code_final", "passes", "dead code again, after fusion", False),
+    ("memory_plan", "memory", "temporaries in reused buffers (out=), views hoisted", False),
 )
 
 

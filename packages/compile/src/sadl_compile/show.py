@@ -126,6 +126,8 @@ def format_graph(graph: Graph) -> str:
         lines.append(f"  {text:<48} {shape:<20} {short(node.where)}".rstrip())
     outs = ", ".join(_literal(o) for o in _flat_outputs(graph.outputs))
     lines.append(f"  return {outs}")
+    if graph.passes:
+        lines.append(f"  # passes, in order: {', '.join(graph.passes)}")
     for note in graph.notes:
         lines.append(f"  # {note}")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sadl._engine import Node, apply, new_tensor
+from sadl._engine import _hooks as _engine_hooks
 from sadl._grad_mode import enable_grad
 from sadl._ops.special import NO_DOUBLE_BACKWARD
 from sadl._records import OpDef
@@ -189,7 +190,13 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
     else:
         if isinstance(g, TensorBase):
             g = g.data
-        raw = _call_rule(op, node, g, node.out, datas, wanted)
+        hook = _engine_hooks.on_apply
+        if hook is None:
+            raw = _call_rule(op, node, g, node.out, datas, wanted)
+        else:
+            args = (g, node.out, *datas)
+            run = lambda: _call_rule(op, node, g, node.out, datas, wanted)
+            raw = hook(op, "backward", run, args, node.params)
 
     return [
         None if gi is None or p is None else _fit_gradient(gi, d, op.name, i)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Node",
+    "application_hook",
     "apply",
     "call_op",
     "constant_param",
@@ -146,7 +147,11 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
         raise MissingGradientError(_missing_backward_message(op))
 
     try:
-        out = op.forward(*datas, **params)
+        hook = _hooks.on_apply
+        if hook is None:
+            out = op.forward(*datas, **params)
+        else:
+            out = hook(op, "forward", lambda: op.forward(*datas, **params), datas, params)
     except ValueError as exc:
         raise broadcast_error(exc, f"op {op.name!r}", datas) from None
     if type(out) is not _ndarray:
@@ -183,6 +188,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
 
 class _RecordHooks(threading.local):
     on_record: Callable[[Node], None] | None = None
+    on_apply: Callable[..., Any] | None = None
 
 
 _hooks = _RecordHooks()
@@ -204,6 +210,25 @@ def recording_hook(hook: Callable[[Node], None]) -> Iterator[None]:
         _hooks.on_record = previous
 
 
+@contextmanager
+def application_hook(hook: Callable[..., Any]) -> Iterator[None]:
+    """Run each op application this thread makes inside the block through ``hook`` (innermost wins).
+
+    ``hook(op, phase, run, args, params)`` must return ``run()``, which performs the
+    application. ``phase`` is ``"forward"`` (``op.forward`` on the input arrays ``args``, on
+    the graph or on plain arrays, as a backward rule calls an op) or ``"backward"`` (the op's
+    backward rule: ``args`` are the upstream gradient, the output and the inputs; ``run()``
+    returns one gradient or None per input). A compiler tracing the function brackets each
+    application to know which op made which calls. With no hook the engine pays one None check.
+    """
+    previous = _hooks.on_apply
+    _hooks.on_apply = hook
+    try:
+        yield
+    finally:
+        _hooks.on_apply = previous
+
+
 def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
     """Apply ``op`` the way user code calls it: Tensors in, Tensor out; arrays in, array out."""
     if op.composite:
@@ -217,7 +242,10 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
     for a in args:
         if isinstance(a, TensorBase):
             return apply(op, args, params)
-    return op.forward(*args, **params)
+    hook = _hooks.on_apply
+    if hook is None:
+        return op.forward(*args, **params)
+    return hook(op, "forward", lambda: op.forward(*args, **params), args, params)
 
 
 def constant_param(value: Any, op: OpDef, name: str) -> Any:

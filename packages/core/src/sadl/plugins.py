@@ -25,7 +25,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from sadl import _hookspecs as hookspecs
-from sadl._engine import new_tensor, recording_hook
+from sadl._engine import application_hook, new_tensor, recording_hook
 from sadl._errors import (
     IncompatiblePluginError,
     PluginConflictError,
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_VERSION",
     "BackendDef",
+    "application_hook",
     "array_of",
     "checked_dim",
     "command_registrations",

@@ -20,7 +20,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 #: Kernel switch name -> what it replaces and its tested tolerance to eager (float32; float64).
 KERNELS: dict[str, str] = {
-    "layer_norm": "layer/RMS norm forward and backward blocks: atol=rtol=2e-5; float64 1e-12",
+    "layer_norm": "layer/RMS norm forward and backward ops: atol=rtol=2e-5; float64 1e-12",
     "softmax": (
         "the attention's softmax over the key axis and its backward chain "
         "(dS = P * (dP - rowsum(g * out))): atol=rtol=1e-5; float64 1e-13"

@@ -1,11 +1,13 @@
 """Everything sadl-kernels takes from the compiler, in one place.
 
-The pass record ``CompilePassDef`` comes from sadl-compile, which declares the
-``register_compile_passes`` hook; ``hookimpl`` from core's plugin-author API.
+The pass record ``CompilePassDef`` and the IR's types (``Graph``, ``Node``, ``Value``,
+``OpRegion``: what an op application made, see ``sadl_compile.ir``) come from sadl-compile, which
+declares the ``register_compile_passes`` hook, with its tools to edit a graph by op application
+(``op_regions``, ``replace_region``); ``hookimpl`` and ``records`` (the registered
+optimizers, by name) from core's plugin-author API.
 
-The passes never import the IR's classes: they edit nodes through ``new_node`` (a copy of an
-existing node with some fields changed) and keep the graph's own values, so the IR names below
-are only type aliases.
+The passes edit nodes through ``new_node`` (a copy of an existing node with some fields
+changed) and keep the graph's own values.
 """
 
 from __future__ import annotations
@@ -13,15 +15,31 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sadl.plugins import hookimpl
-from sadl_compile import CompilePassDef
+from sadl.plugins import hookimpl, records
+from sadl_compile import (
+    CompilePassDef,
+    Graph,
+    Node,
+    OpRegion,
+    PassContext,
+    Value,
+    op_regions,
+    replace_region,
+)
 
-__all__ = ["CompilePassDef", "Graph", "Node", "Value", "hookimpl", "new_node"]
-
-#: The IR's graph, node and value (``sadl.compile``'s ``Graph``, ``Node``, ``Value``).
-Graph = Any
-Node = Any
-Value = Any
+__all__ = [
+    "CompilePassDef",
+    "Graph",
+    "Node",
+    "OpRegion",
+    "PassContext",
+    "Value",
+    "hookimpl",
+    "new_node",
+    "op_regions",
+    "records",
+    "replace_region",
+]
 
 
 def new_node(template: Node, **fields: Any) -> Node:

@@ -13,11 +13,13 @@ crosses memory once less and the separate call is gone. Bit for bit the same
 from __future__ import annotations
 
 from sadl_kernels._api import Graph, Node, Value, new_node
-from sadl_kernels._elementwise import _gelu_forward, gelu_forward
+from sadl_kernels._elementwise import _gelu_forward
+from sadl_kernels._gelu import AC, BLOCK, C, gelu_forward_into
 from sadl_kernels._jit import jit
 from sadl_kernels._match import contiguous, extent, func_name, is_view
+from sadl_kernels._norm import Array, scratch
 
-__all__ = ["fold_bias_into_gelu", "gelu_forward_bias"]
+__all__ = ["fold_bias_into_gelu", "gelu_forward_bias_into"]
 
 
 @jit
@@ -38,12 +40,17 @@ def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
         x1[start + k] = x1[start + k] + bias[k]
 
 
-def gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untyped-def]
-    """``x += bias`` (``bias`` repeating along ``x``'s flat elements from ``offset``), then
-    :func:`sadl_kernels._elementwise.gelu_forward`.
+def gelu_forward_bias_into(x: Array, bias: Array, out: Array) -> None:
+    """``x += bias`` (``bias`` repeating along ``x``'s rows), then :func:`gelu_forward_into`,
+    block by block: the bias is added to a block while the GELU is about to read it.
     """
-    _add_bias(x, bias, offset)  # in the cache: the block is read once from memory
-    _gelu_forward(x, s, out, ac, c)
+    x1, o1 = x.reshape(-1), out.reshape(-1)
+    s = scratch("gelu", (min(BLOCK, max(x1.size, 1)),), x1.dtype)
+    width = bias.shape[0]
+    for i in range(0, x1.size, BLOCK):
+        j = min(i + BLOCK, x1.size)
+        _add_bias(x1[i:j], bias, i % width)
+        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], AC, C)
 
 
 def _bias_add(node: Node) -> tuple[Value, Value] | None:
@@ -76,7 +83,7 @@ def _gelu_blocks(graph: Graph, start: int, h: Value) -> list[tuple[int, int]] | 
     covered = span[0]
     for j in range(start + 1, len(graph.nodes)):
         node = graph.nodes[j]
-        if node.func is gelu_forward and node.args[0].storage is h.storage:
+        if node.func is gelu_forward_into and node.args[0].storage is h.storage:
             part = extent(node.args[0])
             if part is None or part[0] != covered:
                 return None
@@ -107,14 +114,16 @@ def fold_bias_into_gelu(graph: Graph) -> int:
             i += 1
             continue
         bias = found[1]
-        width = bias.shape[0]
-        for j, offset in blocks:
+        if len(blocks) != 1 or blocks[0][1] != 0:
+            i += 1  # one kernel per GELU application, from h's first element
+            continue
+        for j, _ in blocks:
             node = graph.nodes[j]
-            x, s, out, ac, c = node.args
+            x, out = node.args
             graph.nodes[j] = new_node(
                 node,
-                func=gelu_forward_bias,
-                args=(x, bias, s, out, ac, c, offset % width),
+                func=gelu_forward_bias_into,
+                args=(x, bias, out),
                 reads=(*node.reads, bias),
                 writes=(*node.writes, x),
                 label="kernel[gelu+bias]",

@@ -251,8 +251,8 @@ def _qualifies(
 def _rewrite(
     graph: Graph, pattern: Pattern, taken: list[int], bound: dict[str, Any], params: tuple[Any, ...]
 ) -> Node:
-    nodes = graph.nodes
-    first = nodes[taken[0]]
+    nodes: list[Node | None] = list(graph.nodes)
+    first = graph.nodes[taken[0]]
     reads = [bound.get(n) for n in pattern.reads]
     provides = [bound.get(n) for n in pattern.provides]
     values = [v for v in (*reads, *provides) if v is not None]
@@ -270,7 +270,7 @@ def _rewrite(
         const=False,
     )
     for k in taken:
-        node = nodes[k]
+        node = graph.nodes[k]
         if node.outputs:
             v = node.outputs[0]
             nodes[k] = new_node(

@@ -1,11 +1,12 @@
 """Layer norm and RMS norm, forward and backward, as one numba loop over each block of rows.
 
-sadl-layers computes a norm block by block of rows (``_normalize_into`` and the backward's loop),
-about a dozen NumPy calls per block: a GEMV for the row mean, an einsum for the variance, five
-in-place ufuncs for ``1/sqrt``, the affine map. The kernels do the same per row in one pass,
-with the row sums accumulated in float64 (the NumPy path sums in the array's dtype), and write
-every array the calls would have left behind (the mean, the 1/std column, the normalized rows,
-the scratch products), so later calls that read them see the same contents.
+The kernels replace a recorded application of the ops registered as ``layer_norm``, ``rms_norm``
+and ``layer_norm_backward`` (``sadl_kernels._ops``), whatever NumPy calls sadl-layers makes
+inside (it computes block by block of rows, about a dozen calls per block). Per row, in one
+pass: the row statistics, accumulated in float64 (the NumPy path sums in the array's dtype), then
+the normalized row and the affine map; the backward recomputes the statistics from the input, as
+sadl-layers' backward does. A float16 application runs in float32 and is cast back, as
+sadl-layers (and torch) compute it.
 
 Tolerance (tested in ``tests/test_kernels_norm.py``): the row statistics differ from NumPy's by the
 rounding of a float32 sum, so float32 results agree to ``atol=rtol=2e-5`` (about 1e-6 typical)
@@ -16,14 +17,18 @@ gradient, that fraction of its largest element); float64 to ``1e-12``. The eleme
 
 from __future__ import annotations
 
+import math
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from sadl_kernels._api import OpRegion, Value
 from sadl_kernels._jit import jit_sums
-from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous, disjoint
+from sadl_kernels._match import contiguous
 
-__all__ = ["PATTERNS", "layer_norm_backward", "layer_norm_forward"]
+__all__ = ["NORM_KERNELS", "norm_backward_into", "norm_forward_into"]
 
 
 @jit_sums
@@ -57,24 +62,106 @@ def _forward(x, w, b, mean, xhat, rstd, y, centered, affine, inv, eps):  # type:
                 y[i, j] = xhat[i, j] * w[j] + b[j]
 
 
-def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, eps):  # type: ignore[no-untyped-def]
-    """The forward block: writes ``mean`` (centered), ``xhat``, ``rstd`` (a view of ``var``)
-    and ``y`` (``xhat * w [+ b]`` when ``w`` is given), from ``x`` of shape (rows, D).
-    """
+Array = np.ndarray[Any, Any]
+
+
+class _Scratch(threading.local):
+    def __init__(self) -> None:
+        self.arrays: dict[tuple[Any, ...], np.ndarray[Any, Any]] = {}
+
+
+_SCRATCH = _Scratch()
+
+
+def scratch(tag: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+    """A buffer of ``shape`` kept per thread between calls (contents undefined)."""
+    key = (tag, shape, np.dtype(dtype))
+    array = _SCRATCH.arrays.get(key)
+    if array is None:
+        array = _SCRATCH.arrays[key] = np.empty(shape, dtype)
+    return array
+
+
+def _widened(*arrays: Any) -> list[Any]:
+    """float16 arrays in float32 (sadl-layers computes a float16 norm so, as torch does)."""
+    return [a if a is None or a.dtype != np.float16 else a.astype(np.float32) for a in arrays]
+
+
+def norm_forward_into(
+    x: Array, w: Array | None, b: Array | None, y: Array, eps: float, d: int, centered: bool
+) -> None:
+    """``y = norm(x) [* w] [+ b]`` over rows of ``d`` (centered: layer norm; else RMS norm)."""
+    if y.dtype == np.float16:
+        wide = scratch("wide", y.shape, np.float32)
+        x32, w32, b32 = _widened(x, w, b)
+        norm_forward_into(x32, w32, b32, wide, eps, d, centered)
+        y[...] = wide
+        return
+    x2, y2 = x.reshape(-1, d), y.reshape(-1, d)
+    n = x2.shape[0]
+    stats = scratch("stats", (2, n, 1), x.dtype)
     affine = 0 if w is None else (1 if b is None else 2)
-    dummy = xhat[0] if xhat.shape[0] else np.empty(xhat.shape[1], xhat.dtype)
-    _forward(
-        x,
-        dummy if w is None else w,
-        dummy if b is None else b,
-        rstd if mean is None else mean,
+    dummy = scratch("vec", (d,), x.dtype)
+    w1 = dummy if w is None else w.reshape(-1)
+    b1 = dummy if b is None else b.reshape(-1)
+    # y doubles as the normalized rows: each element is read before its affine map writes it
+    _forward(x2, w1, b1, stats[0], y2, stats[1], y2, centered, affine, 1.0 / d, eps)
+
+
+def norm_backward_into(
+    g: Array,
+    x: Array,
+    w: Array | None,
+    packed: Array,
+    eps: float,
+    d: int,
+    centered: bool,
+    has_bias: bool,
+) -> None:
+    """``packed`` = dx, dweight (when ``w``), dbias (when ``has_bias``) back to back."""
+    if packed.dtype == np.float16:
+        wide = scratch("wide", packed.shape, np.float32)
+        g32, x32, w32 = _widened(g, x, w)
+        norm_backward_into(g32, x32, w32, wide, eps, d, centered, has_bias)
+        packed[...] = wide
+        return
+    x2, g2 = x.reshape(-1, d), g.reshape(-1, d)
+    n = x2.shape[0]
+    dt = packed.dtype
+    gx = packed[: n * d].reshape(n, d)
+    at = n * d
+    dweight = None
+    if w is not None:
+        dweight, at = packed[at : at + d], at + d
+    dbias = packed[at : at + d] if has_bias else None
+    stats = scratch("stats", (4, n, 1), dt)
+    xhat = scratch("xhat", (n, d), dt)
+    vecs = scratch("vecs", (4, d), dt)
+    inv = 1.0 / d
+    _forward(x2, vecs[0], vecs[0], stats[0], xhat, stats[1], xhat, centered, 0, inv, eps)
+    for total in (dweight, dbias):
+        if total is not None:
+            total[...] = 0
+    ones = vecs[0]
+    ones[...] = 1
+    flags = np.array([False, centered, dbias is not None, dweight is not None])
+    _backward(
+        g2,
+        ones if w is None else w.reshape(-1),
+        x2,
+        stats[0],
+        stats[1],
         xhat,
-        rstd,
-        xhat if y is None else y,
-        centered,
-        affine,
+        gx,
+        stats[2],
+        stats[3],
+        xhat,  # the product xhat * b: each element written after its last read of xhat
+        vecs[1] if dbias is None else dbias,
+        vecs[1] if dweight is None else dweight,
+        vecs[2],
+        vecs[3],
+        flags,
         inv,
-        eps,
     )
 
 
@@ -121,180 +208,53 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
             dweight[j] += dw1[j]
 
 
-def layer_norm_backward(  # type: ignore[no-untyped-def]
-    g, w, x, mean, rstd, ones_r, ones, dbias, dweight, gx, xhat, a, bvec, bcol, p, db1, dw1, inv
-):
-    """The backward block: ``gx`` (dx), and ``dbias``/``dweight`` accumulated, as
-    sadl-layers' ``_layer_norm_backward`` computes them for one block.
-    """
-    d = g.shape[1]
-    spare = np.empty((g.shape[0], 1), g.dtype) if a is None else a
-    vec = np.empty(d, g.dtype)
-    flags = np.array([x is not None, a is not None, dbias is not None, dweight is not None])
-    _backward(
-        g,
-        w,
-        g if x is None else x,
-        spare if mean is None else mean,
-        rstd,
-        xhat,
-        gx,
-        spare,
-        bcol,
-        p,
-        vec if dbias is None else dbias,
-        vec if dweight is None else dweight,
-        vec if db1 is None else db1,
-        vec if dw1 is None else dw1,
-        flags,
-        inv,
+def _plain(*values: Any) -> bool:
+    vs = [v for v in values if v is not None]
+    return (
+        all(type(v) is Value and contiguous(v) and v.storage.device is None for v in vs)
+        and len({v.dtype for v in vs}) == 1
+        and vs[0].dtype in (np.float16, np.float32, np.float64)
     )
 
 
-def _rows(v: Any, n: int, d: int) -> bool:
-    return v is not None and v.shape == (n, d) and contiguous(v)
+def _width(region: OpRegion) -> int | None:
+    ns = region.params.get("normalized_shape")
+    x = region.inputs[0]
+    if ns is None:
+        return x.shape[-1] if x.shape else None
+    ns = (int(ns),) if isinstance(ns, int) else tuple(ns)
+    return math.prod(ns) if x.shape[len(x.shape) - len(ns) :] == ns else None
 
 
-def _column(v: Any, n: int) -> bool:
-    return v is not None and v.shape == (n, 1)
+def _call(region: OpRegion) -> tuple[Callable[..., None], tuple[Any, ...], Value] | None:
+    """(kernel, its arguments, the value it writes) for the region, None when it does not fit."""
+    name = region.op.name
+    out = region.outputs[0] if len(region.outputs) == 1 else None
+    d = _width(region)
+    if out is None or d is None or not region.inputs:
+        return None
+    x = region.inputs[0]
+    eps = region.params.get("eps", 1e-5 if name == "layer_norm" else None)
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    if name == "layer_norm_backward":
+        g, x, w = (*region.inputs, None, None)[:3]
+        centered = bool(region.params.get("centered", True))
+        has_bias = bool(region.params.get("has_bias"))
+        if not _plain(g, x, w, out) or g.shape != x.shape:
+            return None
+        return norm_backward_into, (g, x, w, out, float(eps), d, centered, has_bias), out
+    x, w, b = (*region.inputs, None, None)[:3]
+    if name == "rms_norm":
+        b = None
+    if not _plain(x, w, b, out) or out.shape != x.shape:
+        return None
+    return norm_forward_into, (x, w, b, out, float(eps), d, name == "layer_norm"), out
 
 
-def _vector(v: Any, d: int) -> bool:
-    return v is None or (v.shape == (d,) and contiguous(v))
-
-
-def _ones(v: Any, shape: tuple[int, ...]) -> bool:
-    array = getattr(v, "array", None)
-    return v is not None and v.shape == shape and array is not None and bool(np.all(array == 1))
-
-
-def _forward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    x, xhat = b["X"], b["XH"]
-    if len(x.shape) != 2:
-        return None
-    n, d = x.shape
-    centered = "MEAN" in b
-    inv = 1.0 / d
-    if not (_rows(x, n, d) and _rows(xhat, n, d) and _column(b["RSTD"], n)):
-        return None
-    if b["VAR"].shape != (n,) or b["RSTD"].storage is not b["VAR"].storage:
-        return None
-    if b["inv2"] != inv or (centered and (b["inv1"] != inv or not _column(b["MEAN"], n))):
-        return None
-    if centered and not _ones(b["ONES"], (d, 1)):
-        return None
-    y = b.get("Y")
-    if ("W" in b) != (y is not None) or ("B" in b and "W" not in b):
-        return None
-    if y is not None and not (_rows(y, n, d) and _vector(b["W"], d) and _vector(b.get("B"), d)):
-        return None
-    outs = (xhat, b["VAR"], b.get("MEAN"), y)
-    if not all(disjoint(i, *outs) for i in (x, b.get("W"), b.get("B"))):
-        return None
-    if len({v.dtype for v in (x, xhat, b["VAR"], b.get("W"), b.get("B"), y) if v is not None}) != 1:
-        return None
-    return (centered, inv, b["eps"])
-
-
-_FORWARD_TAIL = (
-    Step("einsum", (Lit("ij,ij->i"), "XH", "XH"), result="VAR"),
-    Step("multiply", ("RSTD", Cap("inv2")), out="RSTD"),
-    Step("add", ("RSTD", Cap("eps")), out="RSTD"),
-    Step("sqrt", ("RSTD",), out="RSTD"),
-    Step("reciprocal", ("RSTD",), out="RSTD"),
-    Step("multiply", ("XH", "RSTD"), out="XH"),
-    Step("multiply", ("XH", "W"), out="Y", optional=True),
-    Step("add", ("Y", "B"), out="Y", optional=True),
-)
-
-_FORWARD_READS = ("X", "ONES", "W", "B")
-_FORWARD_PROVIDES = ("MEAN", "XH", "VAR", "RSTD", "Y")
-
-LAYER_NORM_FORWARD = Pattern(
-    "layer_norm",
-    (
-        Step("matmul", ("X", "ONES"), result="MEAN"),
-        Step("multiply", ("MEAN", Cap("inv1")), out="MEAN"),
-        Step("subtract", ("X", "MEAN"), out="XH"),
-        *_FORWARD_TAIL,
-    ),
-    _FORWARD_READS,
-    _FORWARD_PROVIDES,
-    layer_norm_forward,
-    _forward_check,
-)
-
-RMS_NORM_FORWARD = Pattern(
-    "layer_norm",
-    (Step("__setitem__", ("XH", Lit(Ellipsis), "X")), *_FORWARD_TAIL),
-    _FORWARD_READS,
-    _FORWARD_PROVIDES,
-    layer_norm_forward,
-    _forward_check,
-)
-
-
-def _backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    pairs = ((0, 1), (2, 3), (4, 5), (7, 8), (7, 13))
-    if any((f"#{i}" in b) != (f"#{j}" in b) for i, j in pairs):
-        return None  # an optional call without its partner: not sadl-layers' sequence
-    g, xhat = b["G"], b["XH"]
-    if len(g.shape) != 2:
-        return None
-    n, d = g.shape
-    inv = 1.0 / d
-    if not (_rows(g, n, d) and _rows(xhat, n, d) and _rows(b["GX"], n, d) and _rows(b["P"], n, d)):
-        return None
-    if not (_column(b["RSTD"], n) and _column(b["BB"], n) and b["BV"].shape == (n,)):
-        return None
-    if b["BB"].storage is not b["BV"].storage or b["inv2"] != inv or not _vector(b["W"], d):
-        return None
-    if ("X" in b) != ("MEAN" in b) or (
-        "X" in b and not (_rows(b["X"], n, d) and _column(b["MEAN"], n))
-    ):
-        return None
-    if ("A" in b) != ("ONES" in b) or ("A" in b and (b["inv1"] != inv or not _column(b["A"], n))):
-        return None
-    if "ONES" in b and not _ones(b["ONES"], (d, 1)):
-        return None
-    if ("DBIAS" in b) != ("DB1" in b) or ("DWEIGHT" in b) != ("DW1" in b):
-        return None
-    if "DB1" in b and not (_ones(b["ONESR"], (n,)) and _vector(b["DBIAS"], d)):
-        return None
-    if "DW1" in b and not _vector(b["DWEIGHT"], d):
-        return None
-    outs = (b["GX"], b["P"], b["BV"], b.get("A"), b.get("DBIAS"), b.get("DWEIGHT"))
-    ins = (g, b["W"], b.get("X"), b.get("MEAN"), b["RSTD"])
-    if not disjoint(xhat, *outs) or not all(disjoint(i, xhat, *outs) for i in ins):
-        return None
-    if len({v.dtype for v in (g, xhat, *outs, b["W"]) if v is not None}) != 1:
-        return None
-    return (inv,)
-
-
-LAYER_NORM_BACKWARD = Pattern(
-    "layer_norm",
-    (
-        Step("subtract", ("X", "MEAN"), out="XH", optional=True),
-        Step("multiply", ("XH", "RSTD"), out="XH", optional=True),
-        Step("matmul", ("ONESR", "G"), result="DB1", optional=True),
-        Step("add", ("DBIAS", "DB1"), out="DBIAS", optional=True),
-        Step("einsum", (Lit("ij,ij->j"), "G", "XH"), result="DW1", optional=True),
-        Step("add", ("DWEIGHT", "DW1"), out="DWEIGHT", optional=True),
-        Step("multiply", ("G", "W"), out="GX"),
-        Step("matmul", ("GX", "ONES"), result="A", optional=True),
-        Step("multiply", ("A", Cap("inv1")), out="A", optional=True),
-        Step("einsum", (Lit("ij,ij->i"), "GX", "XH"), result="BV"),
-        Step("multiply", ("BB", Cap("inv2")), out="BB"),
-        Step("multiply", ("XH", "BB"), out="P"),
-        Step("subtract", ("GX", "P"), out="GX"),
-        Step("subtract", ("GX", "A"), out="GX", optional=True),
-        Step("multiply", ("GX", "RSTD"), out="GX"),
-    ),
-    ("G", "W", "X", "MEAN", "RSTD", "ONESR", "ONES"),
-    ("DBIAS", "DWEIGHT", "GX", "XH", "A", "BV", "BB", "P", "DB1", "DW1"),
-    layer_norm_backward,
-    _backward_check,
-)
-
-PATTERNS = (LAYER_NORM_FORWARD, RMS_NORM_FORWARD, LAYER_NORM_BACKWARD)
+#: The kernel for each registered op name: ``kernel(region)`` -> (function, arguments, result).
+NORM_KERNELS: dict[str, Callable[[OpRegion], Any]] = {
+    "layer_norm": _call,
+    "rms_norm": _call,
+    "layer_norm_backward": _call,
+}

@@ -7,9 +7,11 @@ with every scalar rounded to the parameters' dtype first, as NumPy does for a Py
 (NEP 50): the result is the same float operations in the same order, **bit for bit equal** to
 eager (tested in ``tests/test_kernels_optim.py``, tolerance 0).
 
-Only the exact ``update`` methods of core's ``Adam`` and ``SGD`` and sadl-optim's ``AdamW`` are
-replaced (a subclass that overrides ``update`` keeps its own); a group whose arrays are not
-plain float32/float64 host arrays, or whose state is not yet made, runs the optimizer's update.
+An optimizer is recognised by its registered record (``sadl.plugins.records("optimizers")``):
+the record named ``Adam``, ``SGD`` (core's) or ``AdamW`` (sadl-optim's) whose class's ``update``
+is the optimizer's own ``update`` (a subclass that overrides ``update`` keeps its own; a class
+registered under another name is not one of these). A group whose arrays are not plain
+float32/float64 host arrays, or whose state is not yet made, runs the optimizer's update.
 """
 
 from __future__ import annotations
@@ -19,17 +21,26 @@ from typing import Any
 
 import numpy as np
 
-from sadl_kernels._api import Graph
+from sadl_kernels._api import Graph, PassContext, records
 from sadl_kernels._jit import enabled, jit
 
-__all__ = ["KernelUpdate", "flat_kernels"]
+__all__ = ["KernelUpdate", "flat_kernels", "registered_kind"]
 
-#: ``(update.__module__, update.__qualname__)`` of the updates this module reproduces.
-UPDATES = {
-    ("sadl._adam", "Adam.update"): "adam",
-    ("sadl_optim.optimizers", "AdamW.update"): "adamw",
-    ("sadl._sgd", "SGD.update"): "sgd",
-}
+#: The registered optimizer names (``OptimizerDef.name``) whose updates this module reproduces.
+UPDATES = {"Adam": "adam", "AdamW": "adamw", "SGD": "sgd"}
+
+
+def registered_kind(optimizer: Any) -> str | None:
+    """``"adam"``, ``"adamw"`` or ``"sgd"`` when ``optimizer``'s ``update`` is the one of the
+    optimizer registered under that name; None otherwise.
+    """
+    update = getattr(type(optimizer), "update", None)
+    registered = records("optimizers")
+    for name, kind in UPDATES.items():
+        record = registered.get(name)
+        if record is not None and getattr(record.cls, "update", None) is update:
+            return kind
+    return None
 
 
 @jit
@@ -178,7 +189,7 @@ def _run_sgd(data: Any, grad: Any, state: dict[str, Any], group: dict[str, Any])
     return True
 
 
-def flat_kernels(graph: Graph, context: Any) -> None:
+def flat_kernels(graph: Graph, context: PassContext) -> None:
     """Run the flat AdamW / Adam / SGD updates of ``flat_optimizer`` as numba kernels."""
     if not enabled("optimizer"):
         return
@@ -191,8 +202,7 @@ def flat_kernels(graph: Graph, context: Any) -> None:
         groups = getattr(runner, "flat", None)
         if optimizer is None or groups is None or isinstance(optimizer, KernelUpdate):
             continue
-        update = type(optimizer).update
-        kind = UPDATES.get((update.__module__, update.__qualname__))
+        kind = registered_kind(optimizer)
         if kind is None:
             continue
         params = [fg.param for fg in groups]

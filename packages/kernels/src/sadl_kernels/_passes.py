@@ -1,28 +1,37 @@
-"""The compile passes of sadl-kernels: pattern kernels (norms, softmax, GELU) and flat updates."""
+"""The compile passes of sadl-kernels: recorded norm ops, softmax and GELU kernels."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from sadl_kernels._api import Graph
+from sadl_kernels._api import Graph, PassContext
 from sadl_kernels._bias import fold_bias_into_gelu
-from sadl_kernels._elementwise import GELU_PATTERNS, SOFTMAX_PATTERNS
+from sadl_kernels._elementwise import SOFTMAX_PATTERNS
 from sadl_kernels._jit import enabled, numba_error
 from sadl_kernels._match import Pattern, rewrite_all
-from sadl_kernels._norm import PATTERNS as NORM_PATTERNS
+from sadl_kernels._ops import op_kernels as replace_op_applications
 
-__all__ = ["pattern_kernels"]
+__all__ = ["op_kernels", "pattern_kernels"]
 
 #: The pattern kernels by switch name (``SADL_KERNELS_DISABLE``), in the order they are tried.
 PATTERNS: dict[str, tuple[Pattern, ...]] = {
-    "layer_norm": NORM_PATTERNS,
     "softmax": SOFTMAX_PATTERNS,
-    "gelu": GELU_PATTERNS,
 }
 
 
-def pattern_kernels(graph: Graph, context: Any) -> None:
-    """Replace layer/RMS norm, softmax and GELU call sequences with fused numba kernels."""
+def op_kernels(graph: Graph, context: PassContext) -> None:
+    """Replace the recorded applications of layer/RMS norm and GELU (forward and backward).
+
+    Off without numba too (``pattern_kernels`` says why in the notes).
+    """
+    counts = replace_op_applications(graph, enabled)
+    if counts:
+        done = ", ".join(f"{n} x{k}" for n, k in counts.items())
+        graph.notes.append(f"sadl_kernels: op kernels {done}")
+
+
+def pattern_kernels(graph: Graph, context: PassContext) -> None:
+    """Replace the attention's softmax call sequences with fused numba kernels; fold a Linear's
+    bias-add into the GELU kernel after it.
+    """
     if numba_error():
         graph.notes.append(f"sadl_kernels: off, {numba_error()}")
         return

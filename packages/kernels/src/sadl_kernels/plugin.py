@@ -1,8 +1,11 @@
 """The sadl plugin module of sadl_kernels (entry point ``kernels`` in the group ``sadl.plugins``).
 
-It registers two passes of ``sadl.compile``, both ``fusion=True`` (skipped by
-``sadl.compile(fusion=False)``): ``kernels`` (order 45, before core's ``fuse_elementwise``) and
-``kernels_optimizer`` (order 65, after ``flat_optimizer``).
+It registers three passes of ``sadl.compile``, all ``fusion=True`` (skipped by
+``sadl.compile(fusion=False)``): ``kernels_ops`` (recorded layer/RMS norm applications, after
+``common_subexpressions`` and before ``shared_recomputation``, which would otherwise share the
+norm's row statistics between forward and backward), ``kernels`` (softmax and GELU, after
+sadl-compile's ``shared_recomputation``, before its ``fuse_elementwise``) and
+``kernels_optimizer`` (after ``flat_optimizer``, before ``dead_code_final``).
 """
 
 from __future__ import annotations
@@ -11,13 +14,32 @@ from collections.abc import Iterable
 
 from sadl_kernels._api import CompilePassDef, hookimpl
 from sadl_kernels._optim import flat_kernels
-from sadl_kernels._passes import pattern_kernels
+from sadl_kernels._passes import op_kernels, pattern_kernels
 
 __all__ = ["PASSES", "register_compile_passes"]
 
 PASSES: tuple[CompilePassDef, ...] = (
-    CompilePassDef("kernels", pattern_kernels, order=45, fusion=True),
-    CompilePassDef("kernels_optimizer", flat_kernels, order=65, fusion=True),
+    CompilePassDef(
+        "kernels_ops",
+        op_kernels,
+        after=("common_subexpressions",),
+        before=("shared_recomputation",),
+        fusion=True,
+    ),
+    CompilePassDef(
+        "kernels",
+        pattern_kernels,
+        after=("shared_recomputation",),
+        before=("fuse_elementwise",),
+        fusion=True,
+    ),
+    CompilePassDef(
+        "kernels_optimizer",
+        flat_kernels,
+        after=("flat_optimizer",),
+        before=("dead_code_final",),
+        fusion=True,
+    ),
 )
 
 
