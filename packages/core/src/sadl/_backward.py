@@ -176,7 +176,9 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
     op = node.op
     datas = node.datas
     assert datas is not None
-    _check_versions(node)
+    for counter, seen in zip(node.counters, node.versions):  # inline: once per node
+        if counter is not None and counter[0] != seen:
+            _modified_error(node)
     if create_graph:
         if not op.double_backward:
             return _no_double_backward(node, g)
@@ -191,10 +193,14 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             g = g.data
         raw = _call_rule(op, node, g, node.out, datas, wanted)
 
-    return [
-        None if gi is None or p is None else _fit_gradient(gi, d, op.name, i)
-        for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents))
-    ]
+    grads: list[Any] = []
+    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
+        if gi is None or p is None:
+            gi = None
+        elif type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype:
+            gi = _fit_gradient(gi, d, op.name, i)  # (an array like its input passes as it is)
+        grads.append(gi)
+    return grads
 
 
 def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
@@ -278,7 +284,8 @@ def _call_rule(
     return raw
 
 
-def _check_versions(node: Node) -> None:
+def _modified_error(node: Node) -> None:
+    """Raise for the first array of ``node`` changed in place since the op ran."""
     for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
         if counter is not None and counter[0] != seen:
             which = "its output" if i == len(node.parents) else f"input {i}"
