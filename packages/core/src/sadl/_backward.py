@@ -263,12 +263,12 @@ def _call_rule(
             raise RuntimeError(
                 f"op {op.name!r} has {len(rule)} per-input backward rules for {len(inputs)} inputs"
             )
-        return [
-            f(g, out, *inputs, **node.params)
-            if p is not None and (wanted is None or p in wanted)
-            else None
-            for f, p in zip(rule, parents)
-        ]
+        params = node.params
+        grads: list[Any] = []  # a loop, not a comprehension (a call of its own in Python 3.11)
+        for f, p in zip(rule, parents):
+            wanted_here = p is not None and (wanted is None or p in wanted)
+            grads.append(f(g, out, *inputs, **params) if wanted_here else None)
+        return grads
     assert rule is not None and not isinstance(rule, tuple)
     if op.accepts_needs_input_grad:
         needs = tuple(p is not None and (wanted is None or p in wanted) for p in parents)
