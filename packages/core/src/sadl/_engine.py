@@ -126,31 +126,18 @@ class Node:
 def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     """Run ``op`` on ``args`` (Tensors or constants) and record it when a gradient is needed."""
     datas = []
-    parents: list[Any] = []  # what a Node needs, gathered in the same pass (ops read arrays,
-    counters: list[Any] = []  # never Tensors, so no version changes before the forward ends)
-    versions: list[Any] = []
     record = False
     off_cpu = False
     for a in args:
         if isinstance(a, TensorBase):
             d = a.data
-            n = a._node
             if a._requires_grad:
                 record = True
-                parents.append(n if n is not None else a)
-            else:
-                parents.append(n)
             if type(d) is not _ndarray:
                 off_cpu = True
             datas.append(d)
-            c = a._version
-            counters.append(c)
-            versions.append(c[0])
         else:
             datas.append(a)
-            parents.append(None)
-            counters.append(None)
-            versions.append(None)
     if off_cpu:
         ensure_same_device(datas, f"op {op.name!r}")
     record = record and _grad_state.enabled and op.differentiable
@@ -170,6 +157,20 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     version = _shared_counter(base, args) if base is not None else [0]
     if not (record and out.dtype.kind in "fc"):
         return new_tensor(out, None, version)
+    parents: list[Any] = []
+    counters: list[Any] = []
+    versions: list[Any] = []
+    for a in args:
+        if isinstance(a, TensorBase):
+            n = a._node
+            parents.append(n if n is not None else (a if a._requires_grad else None))
+            c = a._version
+            counters.append(c)
+            versions.append(c[0])
+        else:
+            parents.append(None)
+            counters.append(None)
+            versions.append(None)
     counters.append(version)
     versions.append(version[0])
     node = Node(op, params, tuple(datas), tuple(parents), tuple(counters), tuple(versions), out)
