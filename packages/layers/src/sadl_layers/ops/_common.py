@@ -91,8 +91,8 @@ def in_float32(fn: Callable[..., Any] | None = None, *, promote: bool = False) -
 
     @functools.wraps(op)
     def wrapped(*args: Any, **params: Any) -> Any:
-        for a in args:  # a loop, not any(genexpr): this runs on every call of a fused op
-            if _is_half(a):
+        for a in args:  # _is_half inline, not any(genexpr): this runs on every fused op call
+            if getattr(a, "dtype", None) == _HALF and is_array(a):
                 break
         else:
             return op(*args, **params)
