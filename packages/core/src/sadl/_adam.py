@@ -82,7 +82,8 @@ def adam_update(
     """The Adam update on ``data`` in place (shared with AdamW, which decays ``data`` directly)."""
     xp = array_module(data)
     lr = float(group["lr"])
-    beta1, beta2 = (float(b) for b in group["betas"])
+    beta1, beta2 = group["betas"]
+    beta1, beta2 = float(beta1), float(beta2)
     eps = float(group["eps"])
     weight_decay = float(group["weight_decay"])
     if not state:

@@ -177,7 +177,9 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
     op = node.op
     datas = node.datas
     assert datas is not None
-    _check_versions(node)
+    for counter, seen in zip(node.counters, node.versions):  # inline: once per node
+        if counter is not None and counter[0] != seen:
+            _modified_error(node)
     if create_graph:
         if not op.double_backward:
             return _no_double_backward(node, g)
@@ -198,10 +200,14 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
             run = lambda: _call_rule(op, node, g, node.out, datas, wanted)
             raw = hook(op, "backward", run, args, node.params)
 
-    return [
-        None if gi is None or p is None else _fit_gradient(gi, d, op.name, i)
-        for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents))
-    ]
+    grads: list[Any] = []
+    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
+        if gi is None or p is None:
+            gi = None
+        elif type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype:
+            gi = _fit_gradient(gi, d, op.name, i)  # (an array like its input passes as it is)
+        grads.append(gi)
+    return grads
 
 
 def _fit_gradient(gi: Any, data: Any, op_name: str, index: int) -> Any:
@@ -264,12 +270,12 @@ def _call_rule(
             raise RuntimeError(
                 f"op {op.name!r} has {len(rule)} per-input backward rules for {len(inputs)} inputs"
             )
-        return [
-            f(g, out, *inputs, **node.params)
-            if p is not None and (wanted is None or p in wanted)
-            else None
-            for f, p in zip(rule, parents)
-        ]
+        params = node.params
+        grads: list[Any] = []  # a loop, not a comprehension (a call of its own in Python 3.11)
+        for f, p in zip(rule, parents):
+            wanted_here = p is not None and (wanted is None or p in wanted)
+            grads.append(f(g, out, *inputs, **params) if wanted_here else None)
+        return grads
     assert rule is not None and not isinstance(rule, tuple)
     if op.accepts_needs_input_grad:
         needs = tuple(p is not None and (wanted is None or p in wanted) for p in parents)
@@ -285,7 +291,8 @@ def _call_rule(
     return raw
 
 
-def _check_versions(node: Node) -> None:
+def _modified_error(node: Node) -> None:
+    """Raise for the first array of ``node`` changed in place since the op ran."""
     for i, (counter, seen) in enumerate(zip(node.counters, node.versions)):
         if counter is not None and counter[0] != seen:
             which = "its output" if i == len(node.parents) else f"input {i}"

@@ -120,10 +120,11 @@ class AdamW(Adam):
         self, param: Tensor, grad: Any, state: dict[str, Any], group: dict[str, Any]
     ) -> None:
         """One AdamW step on ``param.data`` (core's ``adam_update`` with decoupled decay)."""
-        if param.data.dtype == np.float16:
-            _half_in_float32(_adamw_update, param.data, grad, state, group)
-        else:
-            _adamw_update(param.data, grad, state, group)
+        data = param.data
+        if data.dtype == np.float16:
+            _half_in_float32(_adamw_update, data, grad, state, group)
+        else:  # core's rule called directly: this runs once per parameter per step
+            adam_update(data, grad, state, group, decoupled_weight_decay=True)
 
 
 def _adamw_update(data: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
