@@ -43,7 +43,7 @@ def gelu_forward_bias(x, bias, s, out, ac, c, offset):  # type: ignore[no-untype
     :func:`sadl_kernels._elementwise.gelu_forward`.
     """
     _add_bias(x, bias, offset)  # in the cache: the block is read once from memory
-    _gelu_forward(x, s, out, ac, c)
+    _gelu_forward.launch(x.size, x, s, out, ac, c)
 
 
 def _bias_add(node: Node) -> tuple[Value, Value] | None:

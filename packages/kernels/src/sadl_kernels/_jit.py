@@ -8,19 +8,52 @@ graph's notes.
 
 numba takes about a second to import, so loading the plugin does not import it: the first
 ``sadl.compile`` trace that runs a pass does, and each kernel is compiled at its first call.
+
+Threads: a kernel made with ``per_thread=`` has a second, ``parallel=True`` compilation whose
+outer ``prange`` loop (rows, or fixed chunks of a flat array) numba spreads over threads.
+:meth:`Kernel.launch` asks sadl's thread policy (``sadl.backends.threads_for``: the BLAS's
+rules, so ``sadl.set_num_threads``, ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/
+``MKL_NUM_THREADS``, a threadpoolctl limit and the cores other processes leave free all count;
+numba's own ``NUMBA_NUM_THREADS`` caps it) how many threads work of that size gets, and runs
+the serial compilation on one. Every iteration of a ``prange`` does the same float operations
+whichever thread runs it, and no kernel reduces across its iterations, so the results are bit
+for bit the same on any thread count (tested). numba picks its threading layer as it does by
+default (``NUMBA_THREADING_LAYER`` chooses): TBB where installed, else OpenMP (GNU libgomp on
+Linux: about 1 us a launch), else its own workqueue. The workqueue must not be entered by two
+threads at once and GNU OpenMP must not be used again after a ``fork``: so a launch that finds
+another thread's parallel kernel running, or runs in a forked child of a process that had
+started numba's threads, runs the serial compilation (the same bits).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["enabled", "jit", "jit_sums", "numba_error"]
+from sadl.backends import threads_for
+
+__all__ = ["PER_THREAD", "Kernel", "prange", "enabled", "jit", "jit_sums", "numba_error"]
 
 #: ``numba``: the module once imported; ``error``: "" when it imported, the reason otherwise,
 #: None before the first try.
 STATE: dict[str, Any] = {"numba": None, "error": None}
+#: Held while a parallel kernel runs (numba's workqueue layer must not be entered twice at once).
+_LAUNCH = threading.Lock()
+#: ``started``: a parallel kernel ran in this process (its thread pool is up); ``forked``: this
+#: process is a fork of one that had (GNU OpenMP's pool does not survive a fork).
+POOL = {"started": False, "forked": False}
+
+
+def _after_fork() -> None:
+    POOL["forked"] = POOL["forked"] or POOL["started"]
+    global _LAUNCH
+    _LAUNCH = threading.Lock()  # a lock held by a thread of the parent is never released here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def numba_error() -> str:
@@ -42,43 +75,85 @@ class Kernel:
     put in place of their lazy stand-ins, so numba sees dispatchers.
     """
 
-    def __init__(self, fn: Callable[..., Any], fastmath: frozenset[str]) -> None:
+    def __init__(self, fn: Callable[..., Any], fastmath: frozenset[str], per_thread: int) -> None:
         self.fn = fn
         self.fastmath = fastmath
+        self.per_thread = per_thread  #: work units (elements) a thread must get; 0: serial only
         self.compiled: Callable[..., Any] | None = None
+        self.parallel: Callable[..., Any] | None = None
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
+    def _compile(self, parallel: bool) -> Callable[..., Any]:
+        if numba_error():
+            raise RuntimeError(f"sadl-kernels: {numba_error()}")
+        scope = self.fn.__globals__
+        for name in self.fn.__code__.co_names:  # the kernels this one calls
+            value = scope.get(name)
+            if isinstance(value, Kernel):
+                scope[name] = value.dispatcher()
+        if "prange" in self.fn.__code__.co_names:  # the module's stand-in, ``range``
+            scope["prange"] = STATE["numba"].prange
+        options: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}
+        if self.fastmath:
+            options["fastmath"] = set(self.fastmath)
+        if parallel:
+            options["parallel"] = True
+        return STATE["numba"].njit(**options)(self.fn)  # type: ignore[no-any-return]
+
     def dispatcher(self) -> Callable[..., Any]:
-        """The numba dispatcher (made on the first call)."""
+        """The serial numba dispatcher (made on the first call; ``prange`` runs as ``range``)."""
         if self.compiled is None:
-            if numba_error():
-                raise RuntimeError(f"sadl-kernels: {numba_error()}")
-            scope = self.fn.__globals__
-            for name in self.fn.__code__.co_names:  # the kernels this one calls
-                value = scope.get(name)
-                if isinstance(value, Kernel):
-                    scope[name] = value.dispatcher()
-            options: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}
-            if self.fastmath:
-                options["fastmath"] = set(self.fastmath)
-            self.compiled = STATE["numba"].njit(**options)(self.fn)
+            self.compiled = self._compile(parallel=False)
         return self.compiled
 
     def __call__(self, *args: Any) -> Any:
         return (self.compiled or self.dispatcher())(*args)
 
+    def launch(self, work: int, *args: Any) -> Any:
+        """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
+        n = threads_for(work, self.per_thread) if self.per_thread else 1
+        if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
+            try:
+                numba = STATE["numba"]
+                if self.parallel is None:
+                    self.parallel = self._compile(parallel=True)
+                POOL["started"] = True
+                numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+                return self.parallel(*args)
+            finally:
+                _LAUNCH.release()
+        return (self.compiled or self.dispatcher())(*args)
 
-def jit(fn: Callable[..., Any]) -> Kernel:
-    """``numba.njit(cache=True)``, compiled once per dtype at the first call."""
-    return Kernel(fn, frozenset())
+
+#: Elements a thread of a parallel kernel must get, so a second thread from 64 Ki elements
+#: (256 KiB of float32: one block of sadl-layers' norms and GELU); measured with
+#: ``python packages/kernels/bench_threads.py`` (see its docstring for the figures).
+PER_THREAD = 1 << 15
 
 
-def jit_sums(fn: Callable[..., Any]) -> Kernel:
+#: What kernels loop over with ``for i in prange(n)``: ``range`` until numba is imported, then
+#: ``numba.prange`` (put in each kernel's module when the kernel is compiled).
+prange = range
+
+
+def jit(fn: Callable[..., Any] | None = None, *, per_thread: int = 0) -> Any:
+    """``numba.njit(cache=True)``, compiled once per dtype at the first call; with
+    ``per_thread`` (elements per thread), also ``parallel=True`` for :meth:`Kernel.launch`.
+    """
+    if fn is None:
+        return lambda f: Kernel(f, frozenset(), per_thread)
+    return Kernel(fn, frozenset(), per_thread)
+
+
+def jit_sums(fn: Callable[..., Any] | None = None, *, per_thread: int = 0) -> Any:
     """:func:`jit` allowing sums to be reassociated (so their loops vectorize): only the order
     of additions changes, never an elementwise operation.
     """
-    return Kernel(fn, frozenset({"reassoc", "nsz"}))
+    fastmath = frozenset({"reassoc", "nsz"})
+    if fn is None:
+        return lambda f: Kernel(f, fastmath, per_thread)
+    return Kernel(fn, fastmath, per_thread)
 
 
 def enabled(name: str) -> bool:

@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from sadl_kernels._jit import jit_sums
+from sadl_kernels._jit import PER_THREAD, jit_sums, prange
 from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous, disjoint
 
 __all__ = ["PATTERNS", "layer_norm_backward", "layer_norm_forward"]
 
 
-@jit_sums
+@jit_sums(per_thread=PER_THREAD)
 def _forward(x, w, b, mean, xhat, rstd, y, centered, affine, inv, eps):  # type: ignore[no-untyped-def]
     n, d = x.shape
-    for i in range(n):
+    for i in prange(n):  # rows on threads, each row's sums in order on one
         if centered:
             s = 0.0
             for j in range(d):
@@ -63,7 +63,8 @@ def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, e
     """
     affine = 0 if w is None else (1 if b is None else 2)
     dummy = xhat[0] if xhat.shape[0] else np.empty(xhat.shape[1], xhat.dtype)
-    _forward(
+    _forward.launch(
+        x.size,
         x,
         dummy if w is None else w,
         dummy if b is None else b,
@@ -78,13 +79,11 @@ def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, e
     )
 
 
-@jit_sums
+@jit_sums(per_thread=PER_THREAD)
 def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw1, flags, inv):  # type: ignore[no-untyped-def]
     recompute, centered, has_db, has_dw = flags[0], flags[1], flags[2], flags[3]
     n, d = g.shape
-    acc_b = np.zeros(d)
-    acc_w = np.zeros(d)
-    for i in range(n):
+    for i in prange(n):  # rows on threads, each row's sums in order on one
         r = rstd[i, 0]
         if recompute:
             m = mean[i, 0]
@@ -93,13 +92,10 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
         s = 0.0
         t = 0.0
         for j in range(d):
-            gv = g[i, j]
-            h = gv * w[j]
+            h = g[i, j] * w[j]
             gx[i, j] = h
             s += h
             t += float(h) * xhat[i, j]
-            acc_b[j] += gv
-            acc_w[j] += float(gv) * xhat[i, j]
         if centered:
             a[i, 0] = s * inv
         bcol[i, 0] = t * inv
@@ -111,6 +107,17 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
                 gx[i, j] = ((gx[i, j] - p[i, j]) - av) * r
             else:
                 gx[i, j] = (gx[i, j] - p[i, j]) * r
+    # the column sums (over rows, in row order) by slices of columns: threads never share one
+    acc_b = np.zeros(d)
+    acc_w = np.zeros(d)
+    if has_db or has_dw:
+        for c in prange((d + _COLUMNS - 1) // _COLUMNS):
+            stop = min(d, (c + 1) * _COLUMNS)
+            for i in range(n):
+                for j in range(c * _COLUMNS, stop):
+                    gv = g[i, j]
+                    acc_b[j] += gv
+                    acc_w[j] += float(gv) * xhat[i, j]
     if has_db:
         for j in range(d):
             db1[j] = acc_b[j]
@@ -119,6 +126,10 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
         for j in range(d):
             dw1[j] = acc_w[j]
             dweight[j] += dw1[j]
+
+
+#: Columns of a slice of the backward's column sums (a cache line of float32).
+_COLUMNS = 16
 
 
 def layer_norm_backward(  # type: ignore[no-untyped-def]
@@ -131,7 +142,8 @@ def layer_norm_backward(  # type: ignore[no-untyped-def]
     spare = np.empty((g.shape[0], 1), g.dtype) if a is None else a
     vec = np.empty(d, g.dtype)
     flags = np.array([x is not None, a is not None, dbias is not None, dweight is not None])
-    _backward(
+    _backward.launch(
+        g.size,
         g,
         w,
         g if x is None else x,
