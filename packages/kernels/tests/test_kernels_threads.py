@@ -1,0 +1,178 @@
+"""The kernels on threads: bit for bit the same results on 1 thread and on 2, and the thread
+count taken from sadl's policy (``sadl.set_num_threads``, threadpoolctl, size).
+
+Each kernel runs three ways on inputs above the size that gets a second thread: its serial
+compilation (what one thread runs), its ``parallel=True`` compilation on one numba thread and on
+two. The serial compilation is checked against eager by the other test files, at their stated
+tolerances; here all three must agree to the bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sadl
+from sadl_kernels import _elementwise, _jit, _norm, _optim
+
+numba = pytest.importorskip("numba")
+pytestmark = pytest.mark.skipif(bool(_jit.numba_error()), reason="numba is not available")
+
+BIG = 2 * _jit.PER_THREAD + 4 * 130  # just above a second thread's share, not a round size
+
+
+def _three_ways(monkeypatch, run):
+    """``run()`` (returning arrays) serially, in parallel on 1 thread and on 2."""
+    real = numba.set_num_threads
+    results = []
+    for threads, numba_threads in ((1, 1), (2, 1), (2, 2)):
+        with monkeypatch.context() as m:
+            m.setattr(_jit, "threads_for", lambda work, per, t=threads: t)
+            m.setattr(numba, "set_num_threads", lambda n, k=numba_threads: real(min(n, k)))
+            results.append([np.array(a, copy=True) for a in run()])
+    real(numba.config.NUMBA_NUM_THREADS)
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    return results[0]
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def test_gelu_forward_and_backward_are_bit_identical_on_one_and_two_threads(monkeypatch):
+    x = _rng().standard_normal(BIG).astype(np.float32) * 3
+    g = _rng().standard_normal(BIG).astype(np.float32)
+    a, c = 0.044715, float(np.sqrt(2 / np.pi))
+
+    def forward():
+        s, out = np.empty_like(x), np.empty_like(x)
+        _elementwise.gelu_forward(x, s, out, a, c)
+        return s, out
+
+    def backward():
+        s1, s2, out = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+        _elementwise.gelu_backward(x, g, s1, s2, out, a, c, 3 * a, c)
+        return s1, s2, out
+
+    _three_ways(monkeypatch, forward)
+    _three_ways(monkeypatch, backward)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_softmax_is_bit_identical_on_one_and_two_threads(monkeypatch, dtype):
+    shape = (2, 4, 64, BIG // (8 * 64) + 1)
+    scores = _rng().standard_normal(shape).astype(dtype) * 4
+    bias = np.where(_rng().random(shape[2:]) < 0.2, -np.inf, 0.0).astype(dtype)
+    e2 = _rng().standard_normal((*shape[:2], 1, shape[3])).astype(dtype)
+
+    def forward():
+        st = scores.copy()
+        mx, den = np.empty(e2.shape, dtype), np.empty(e2.shape, dtype)
+        _elementwise.softmax_keys(bias, st, mx, den)
+        return st, mx, den
+
+    def backward():
+        dst = scores.copy()
+        _elementwise.softmax_backward(e2, scores * 0.5, dst)
+        return (dst,)
+
+    _three_ways(monkeypatch, forward)
+    _three_ways(monkeypatch, backward)
+
+
+@pytest.mark.parametrize("centered", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_norms_forward_and_backward_are_bit_identical_on_one_and_two_threads(
+    monkeypatch, centered, dtype
+):
+    n, d = BIG // 128 + 1, 128
+    rng = _rng()
+    x = (rng.standard_normal((n, d)) * 2 + 3).astype(dtype)
+    g = rng.standard_normal((n, d)).astype(dtype)
+    w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
+    inv, eps = 1.0 / d, 1e-5
+
+    def forward():
+        mean = np.empty((n, 1), dtype) if centered else None
+        xhat, var, y = np.empty((n, d), dtype), np.empty(n, dtype), np.empty((n, d), dtype)
+        rstd = var.reshape(n, 1)
+        _norm.layer_norm_forward(x, None, w, b, mean, xhat, var, rstd, y, centered, inv, eps)
+        return [v for v in (mean, xhat, var, y) if v is not None]
+
+    first = forward()
+    mean, xhat, var = first[:3] if centered else (None, *first[:2])
+    rstd = var.reshape(n, 1)
+
+    def backward():
+        out = {k: np.empty((n, d), dtype) for k in ("gx", "p")}
+        out["xhat"] = np.empty((n, d), dtype) if centered else xhat.copy()  # recomputed, or read
+        cols = {k: np.empty((n, 1), dtype) for k in ("a", "bcol")}
+        sums = {k: np.full(d, 0.5, dtype) for k in ("dbias", "dweight", "db1", "dw1")}
+        _norm.layer_norm_backward(
+            g, w, x if centered else None, mean, rstd, None, None, sums["dbias"],
+            sums["dweight"], out["gx"], out["xhat"], cols["a"] if centered else None, None,
+            cols["bcol"], out["p"], sums["db1"], sums["dw1"], inv,
+        )  # fmt: skip
+        written = [cols["a"]] if centered else []  # (not centered: ``a`` is not given)
+        return [*out.values(), cols["bcol"], *written, *sums.values()]
+
+    _three_ways(monkeypatch, forward)
+    _three_ways(monkeypatch, backward)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_flat_optimizer_updates_are_bit_identical_on_one_and_two_threads(monkeypatch, dtype):
+    rng = _rng()
+    data, grad = rng.standard_normal(BIG).astype(dtype), rng.standard_normal(BIG).astype(dtype)
+    m, v = rng.standard_normal(BIG).astype(dtype), rng.random(BIG).astype(dtype)
+
+    def adam():
+        state = {"step": 3, "exp_avg": m.copy(), "exp_avg_sq": v.copy()}
+        state["max_exp_avg_sq"] = v[::-1].copy()
+        group = {"lr": 1e-3, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.1}
+        p = data.copy()
+        assert _optim._run_adam(p, grad, state, {**group, "amsgrad": True}, decoupled=True)
+        return p, state["exp_avg"], state["exp_avg_sq"], state["max_exp_avg_sq"]
+
+    def sgd():
+        state = {"momentum_buffer": m.copy()}
+        group = {"lr": 0.1, "momentum": 0.9, "dampening": 0.1, "weight_decay": 1e-2}
+        p = data.copy()
+        assert _optim._run_sgd(p, grad, state, {**group, "nesterov": True})
+        return p, state["momentum_buffer"]
+
+    _three_ways(monkeypatch, adam)
+    _three_ways(monkeypatch, sgd)
+
+
+def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread(monkeypatch):
+    """The policy: under two threads' share one thread; ``sadl.set_num_threads(1)`` one thread
+    for any size (the parallel compilation is never entered).
+    """
+    from sadl import _threads  # the policy's state, put back after the test
+
+    for name in ("_blas", "_limits"):
+        monkeypatch.setattr(_threads, name, getattr(_threads, name))
+    monkeypatch.setattr(_threads, "_chosen", [])
+    entered = []
+    real = numba.set_num_threads
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: (entered.append(n), real(n)))
+    x = np.linspace(-3, 3, BIG, dtype=np.float32)
+    s, out = np.empty_like(x), np.empty_like(x)
+    small = x[: 2 * _jit.PER_THREAD - 1]
+    _elementwise.gelu_forward(small, s[: small.size], out[: small.size], 0.044715, 0.79788)
+    assert sadl.backends.threads_for(small.size, _jit.PER_THREAD) == 1
+    assert entered == []
+    try:
+        sadl.set_num_threads(1)
+        assert sadl.backends.threads_for(10**9, _jit.PER_THREAD) == 1
+        _elementwise.gelu_forward(x, s, out, 0.044715, 0.79788)
+        assert entered == []
+        sadl.set_num_threads(2)
+        assert sadl.backends.threads_for(BIG, _jit.PER_THREAD) == 2
+        _elementwise.gelu_forward(x, s, out, 0.044715, 0.79788)
+        assert entered == [2]
+    finally:
+        if _threads._limits is not None:
+            _threads._limits.restore_original_limits()
