@@ -32,7 +32,12 @@ def _cases():
     mean, xhat, var, y = np.empty((n, 1), f32), np.empty_like(x), np.empty(n, f32), np.empty_like(x)
     rstd = var.reshape(n, 1)
     g = rng.standard_normal((n, d)).astype(f32)
-    gx, p, a, bcol = np.empty_like(x), np.empty_like(x), np.empty((n, 1), f32), np.empty((n, 1), f32)
+    gx, p, a, bcol = (
+        np.empty_like(x),
+        np.empty_like(x),
+        np.empty((n, 1), f32),
+        np.empty((n, 1), f32),
+    )
     sums = [np.zeros(d, f32) for _ in range(4)]
     h = rng.standard_normal(65536).astype(f32)
     s1, s2, o = np.empty_like(h), np.empty_like(h), np.empty_like(h)
@@ -53,7 +58,9 @@ def _cases():
             g, w, x, mean, rstd, None, None, *sums[:2], gx, xhat, a, None, bcol, p, *sums[2:], 1 / d
         ),
         "gelu forward 65536": lambda: _elementwise.gelu_forward(h, s1, o, ac, c),
-        "gelu backward 65536": lambda: _elementwise.gelu_backward(h, h, s1, s2, o, ac, c, 3 * ac, c),
+        "gelu backward 65536": lambda: _elementwise.gelu_backward(
+            h, h, s1, s2, o, ac, c, 3 * ac, c
+        ),
         "softmax (32, 4, 128, 128)": lambda: (
             np.copyto(st, st0),
             _elementwise.softmax_keys(bias, st, red, red.copy()),
@@ -86,8 +93,8 @@ def main() -> None:
         for size in (1 << k for k in range(12, 20)):
             xs = np.linspace(-3, 3, size, dtype=np.float32)
             ss, os_ = np.empty_like(xs), np.empty_like(xs)
-            cases[f"gelu forward {size}"] = (
-                lambda xs=xs, ss=ss, os_=os_: _elementwise.gelu_forward(xs, ss, os_, 0.0447, 0.798)
+            cases[f"gelu forward {size}"] = lambda xs=xs, ss=ss, os_=os_: _elementwise.gelu_forward(
+                xs, ss, os_, 0.0447, 0.798
             )
     for name, fn in cases.items():
         best = {1: float("inf"), 2: float("inf")}

@@ -82,9 +82,7 @@ def test_attention_softmax_is_bit_identical_on_one_and_two_threads(monkeypatch, 
 
 
 @pytest.mark.parametrize("centered", [True, False])
-def test_norms_forward_and_backward_are_bit_identical_on_one_and_two_threads(
-    monkeypatch, centered
-):
+def test_norms_forward_and_backward_are_bit_identical_on_one_and_two_threads(monkeypatch, centered):
     dtype = np.float32  # (float64: the same loops; each dtype is one more compilation)
     n, d = BIG // 128 + 1, 128
     rng = _rng()

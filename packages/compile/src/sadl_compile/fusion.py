@@ -138,7 +138,7 @@ def _build(chain: list[Node], inputs: list[Value], result: Value) -> FusedKernel
             lines.append(f"{fname}({text}, out={operand(target, tail)})")
         return lines
 
-    namespace["scratch"] = scratch = [[np.empty((block, *shape[1:]), d) for d in buffers]]
+    namespace["scratch"] = [[np.empty((block, *shape[1:]), d) for d in buffers]]
     namespace["run"] = _on_threads
     full = rows - rows % block
     params = ", ".join(f"x{i}" for i in range(len(inputs)))
@@ -162,7 +162,8 @@ def _build(chain: list[Node], inputs: list[Value], result: Value) -> FusedKernel
         f"def fused(out, {params}):",
         "    if out is None:",
         f"        out = empty({shape!r}, {result.dtype.str!r})",
-        f"    run(part, out, ({params}{',' if len(inputs) == 1 else ''}), scratch, {rows}, {block}, {math.prod(shape)})",
+        f"    run(part, out, ({params}{',' if len(inputs) == 1 else ''}), scratch,"
+        f" {rows}, {block}, {math.prod(shape)})",
         "    return out",
     ]
     return FusedKernel("\n".join(lines) + "\n", namespace, " -> ".join(names))
@@ -174,7 +175,7 @@ PER_THREAD = 1 << 18
 _pool: list[Any] = []  # the worker threads (a ThreadPoolExecutor), made on first need
 
 
-def _on_threads(  # noqa: PLR0913 (the generated code's one call)
+def _on_threads(
     part: Any,
     out: Any,
     inputs: tuple[Any, ...],
@@ -200,8 +201,7 @@ def _on_threads(  # noqa: PLR0913 (the generated code's one call)
         _pool.append(ThreadPoolExecutor(thread_name_prefix="sadl-fused"))
     edges = [k * blocks // n * block for k in range(n)] + [rows]
     jobs = [
-        _pool[0].submit(part, out, edges[k], edges[k + 1], scratch[k], *inputs)
-        for k in range(1, n)
+        _pool[0].submit(part, out, edges[k], edges[k + 1], scratch[k], *inputs) for k in range(1, n)
     ]
     part(out, edges[0], edges[1], scratch[0], *inputs)
     for job in jobs:

@@ -197,7 +197,7 @@ def threads_for(work: int, per_thread: int) -> int:
     env = (os.environ.get(var, "").split(",")[0].strip() for var in _ENV)
     chosen = _chosen or [int(v) for v in env if v.isdigit()] or [0]
     if blas:  # sadl's own policy: no more than the BLAS has now, nor the cores free
-        limit = min(blas[0](), _free_cores())
+        limit = min(int(blas[0]()), _free_cores())
     else:  # the user's count (no BLAS found and none chosen: the cores free)
         limit = chosen[0] or _free_cores()
     return max(1, min(work // per_thread, limit))
