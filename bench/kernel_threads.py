@@ -8,15 +8,23 @@ serially (its one-thread compilation, what it runs below two threads' share) and
 2 threads, alternating, the minimum of ``--repeats`` rounds of ``--calls`` calls each (the
 machine may be shared: minima are the least disturbed). ``--sizes`` times GELU forward on
 growing arrays, to place ``sadl_kernels._jit.PER_THREAD`` (where two threads start to pay).
+``--step`` times the compiled W3-M step (bench/models.py's worker, a fresh process each, the
+thread variables set to 1 or 2 as ``bench/models.py --threads N`` sets them) at 1 and 2 threads,
+alternating, ``--repeats`` processes each, and prints the minima and their ratio (the issue's
+target: the 2-thread step at least 1.7x faster).
 
-Usage: python bench/kernel_threads.py [--repeats 7] [--calls 50] [--sizes]
+Usage: python bench/kernel_threads.py [--repeats 7] [--calls 50] [--sizes | --step]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -84,7 +92,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--sizes", action="store_true")
+    parser.add_argument("--step", action="store_true")
     args = parser.parse_args()
+    if args.step:
+        _step(args.repeats)
+        return
     print(f"numba {numba.__version__}, NUMBA_NUM_THREADS {numba.config.NUMBA_NUM_THREADS}")
     print(f"load average at start: {os.getloadavg()}")
     cases = _cases()
@@ -106,6 +118,33 @@ def main() -> None:
             f"   speedup {best[1] / best[2]:.2f}x"
         )
     print(f"threading layer: {numba.threading_layer()}")
+    print(f"load average at end: {os.getloadavg()}")
+
+
+def _step(repeats: int) -> None:
+    models = Path(__file__).with_name("models.py")
+    print(f"load average at start: {os.getloadavg()}")
+    best = {1: float("inf"), 2: float("inf")}
+    for _ in range(repeats):
+        for threads in (1, 2):
+            env = dict(os.environ)
+            for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[var] = str(threads)
+            cmd = [sys.executable, str(models), "--worker", "sadl-compiled", "step", "M"]
+            out = subprocess.run(
+                [*cmd, "--threads", str(threads), "--quick"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            ).stdout
+            seconds = json.loads(out.strip().splitlines()[-1])["seconds"]
+            best[threads] = min(best[threads], seconds)
+            print(f"  {threads} thread(s): {seconds * 1e3:.1f} ms", flush=True)
+    print(
+        f"compiled W3-M step: 1 thread {best[1] * 1e3:.1f} ms, 2 threads {best[2] * 1e3:.1f} ms,"
+        f" speedup {best[1] / best[2]:.2f}x"
+    )
     print(f"load average at end: {os.getloadavg()}")
 
 

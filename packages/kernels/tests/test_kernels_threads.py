@@ -9,6 +9,8 @@ tolerances; here all three must agree to the bit.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import sadl
@@ -27,9 +29,11 @@ def _three_ways(monkeypatch, run):
     for threads, numba_threads in ((1, 1), (2, 1), (2, 2)):
         with monkeypatch.context() as m:
             m.setattr(_jit, "threads_for", lambda work, per, t=threads: t)
+            m.setattr(_jit, "_SET", threading.local())  # (the count is set anew)
             m.setattr(numba, "set_num_threads", lambda n, k=numba_threads: real(min(n, k)))
             results.append([np.array(a, copy=True) for a in run()])
     real(numba.config.NUMBA_NUM_THREADS)
+    _jit._SET.n = numba.config.NUMBA_NUM_THREADS
     for other in results[1:]:
         for a, b in zip(results[0], other, strict=True):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
@@ -153,6 +157,7 @@ def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread(monkeypat
     for name in ("_blas", "_limits"):
         monkeypatch.setattr(_threads, name, getattr(_threads, name))
     monkeypatch.setattr(_threads, "_chosen", [])
+    monkeypatch.setattr(_jit, "_SET", threading.local())
     entered = []
     real = numba.set_num_threads
     monkeypatch.setattr(numba, "set_num_threads", lambda n: (entered.append(n), real(n)))

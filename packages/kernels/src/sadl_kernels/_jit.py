@@ -41,6 +41,8 @@ __all__ = ["PER_THREAD", "Kernel", "prange", "enabled", "jit", "jit_sums", "numb
 STATE: dict[str, Any] = {"numba": None, "error": None}
 #: Held while a parallel kernel runs (numba's workqueue layer must not be entered twice at once).
 _LAUNCH = threading.Lock()
+#: ``n``: the numba thread count this thread last set (numba's count is per thread).
+_SET = threading.local()
 #: ``started``: a parallel kernel ran in this process (its thread pool is up); ``forked``: this
 #: process is a fork of one that had (GNU OpenMP's pool does not survive a fork).
 POOL = {"started": False, "forked": False}
@@ -119,7 +121,10 @@ class Kernel:
                 if self.parallel is None:
                     self.parallel = self._compile(parallel=True)
                 POOL["started"] = True
-                numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+                n = min(n, numba.config.NUMBA_NUM_THREADS)
+                if getattr(_SET, "n", 0) != n:  # (a few microseconds: only when it changes)
+                    numba.set_num_threads(n)
+                    _SET.n = n
                 return self.parallel(*args)
             finally:
                 _LAUNCH.release()

@@ -108,8 +108,11 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
             else:
                 gx[i, j] = (gx[i, j] - p[i, j]) * r
     # the column sums (over rows, in row order) by slices of columns: threads never share one
-    acc_b = np.zeros(d)
-    acc_w = np.zeros(d)
+    acc_b = np.empty(d)
+    acc_w = np.empty(d)
+    for j in range(d):  # (a loop, not np.zeros: numba would make that a parallel region too)
+        acc_b[j] = 0.0
+        acc_w[j] = 0.0
     if has_db or has_dw:
         for c in prange((d + _COLUMNS - 1) // _COLUMNS):
             stop = min(d, (c + 1) * _COLUMNS)
