@@ -9,6 +9,7 @@ tolerances; here all three must agree to the bit.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -179,3 +180,31 @@ def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread(monkeypat
     finally:
         if _threads._limits is not None:
             _threads._limits.restore_original_limits()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_the_kernels_on_one_thread_with_the_same_bits(monkeypatch):
+    """numba documents its GNU OpenMP layer as not fork-safe (and its workqueue as not
+    thread-safe): a child of a process whose kernels ran in parallel runs them serially.
+    """
+    monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    x = np.linspace(-4, 4, BIG, dtype=np.float32)
+    s, out = np.empty_like(x), np.empty_like(x)
+    _elementwise.gelu_forward(x, s, out, 0.044715, 0.79788)  # the pool is started
+    assert _jit.POOL["started"]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the kernel again, its bytes to the parent
+        try:
+            s2, out2 = np.empty_like(x), np.empty_like(x)
+            _elementwise.gelu_forward(x, s2, out2, 0.044715, 0.79788)
+            os.write(write, b"1" if _jit.POOL["forked"] else b"0")
+            os.write(write, out2.tobytes())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        got = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert got[:1] == b"1" and got[1:] == out.tobytes()

@@ -20,7 +20,7 @@ whichever thread runs it, and no kernel reduces across its iterations, so the re
 for bit the same on any thread count (tested). numba picks its threading layer as it does by
 default (``NUMBA_THREADING_LAYER`` chooses): TBB where installed, else OpenMP (GNU libgomp on
 Linux: about 1 us a launch), else its own workqueue. The workqueue must not be entered by two
-threads at once and GNU OpenMP must not be used again after a ``fork``: so a launch that finds
+threads at once and numba documents GNU OpenMP as not safe after a ``fork``: so a launch that finds
 another thread's parallel kernel running, or runs in a forked child of a process that had
 started numba's threads, runs the serial compilation (the same bits).
 """
@@ -117,9 +117,9 @@ class Kernel:
         n = threads_for(work, self.per_thread) if self.per_thread else 1
         if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
             try:
-                numba = STATE["numba"]
                 if self.parallel is None:
-                    self.parallel = self._compile(parallel=True)
+                    self.parallel = self._compile(parallel=True)  # (imports numba)
+                numba = STATE["numba"]
                 POOL["started"] = True
                 n = min(n, numba.config.NUMBA_NUM_THREADS)
                 if getattr(_SET, "n", 0) != n:  # (a few microseconds: only when it changes)
