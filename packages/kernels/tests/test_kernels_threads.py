@@ -208,3 +208,26 @@ def test_a_forked_child_runs_the_kernels_on_one_thread_with_the_same_bits(monkey
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert got[:1] == b"1" and got[1:] == out.tobytes()
+
+
+def test_kernels_called_from_two_threads_at_once_give_the_serial_bits(monkeypatch):
+    """One launch at a time enters numba's pool (numba documents its workqueue layer as not
+    thread-safe); the others run serially, with the same bits.
+    """
+    x = np.linspace(-4, 4, BIG, dtype=np.float32)
+    s, expected = np.empty_like(x), np.empty_like(x)
+    _elementwise.gelu_forward(x, s, expected, 0.044715, 0.79788)  # (one thread: serial)
+    monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    outs = [np.empty_like(x) for _ in range(4)]
+
+    def work(k):
+        scratch = np.empty_like(x)
+        for _ in range(10):
+            _elementwise.gelu_forward(x, scratch, outs[k], 0.044715, 0.79788)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(o.tobytes() == expected.tobytes() for o in outs)
