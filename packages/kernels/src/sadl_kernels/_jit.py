@@ -112,9 +112,13 @@ class Kernel:
     def __call__(self, *args: Any) -> Any:
         return (self.compiled or self.dispatcher())(*args)
 
+    def threads(self, work: int) -> int:
+        """The threads :meth:`launch` asks for, for ``work`` elements."""
+        return threads_for(work, self.per_thread) if self.per_thread else 1
+
     def launch(self, work: int, *args: Any) -> Any:
         """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
-        n = threads_for(work, self.per_thread) if self.per_thread else 1
+        n = self.threads(work)
         if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
             try:
                 if self.parallel is None:

@@ -82,7 +82,13 @@ def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, e
 @jit_sums(per_thread=PER_THREAD)
 def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw1, flags, inv):  # type: ignore[no-untyped-def]
     recompute, centered, has_db, has_dw = flags[0], flags[1], flags[2], flags[3]
+    split = flags[4]  # the column sums in a pass of their own (on threads: rows are split)
     n, d = g.shape
+    acc_b = np.empty(d)
+    acc_w = np.empty(d)
+    for j in range(d):  # (a loop, not np.zeros: numba would make that a parallel region too)
+        acc_b[j] = 0.0
+        acc_w[j] = 0.0
     for i in prange(n):  # rows on threads, each row's sums in order on one
         r = rstd[i, 0]
         if recompute:
@@ -92,10 +98,14 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
         s = 0.0
         t = 0.0
         for j in range(d):
-            h = g[i, j] * w[j]
+            gv = g[i, j]
+            h = gv * w[j]
             gx[i, j] = h
             s += h
             t += float(h) * xhat[i, j]
+            if not split:
+                acc_b[j] += gv
+                acc_w[j] += float(gv) * xhat[i, j]
         if centered:
             a[i, 0] = s * inv
         bcol[i, 0] = t * inv
@@ -107,20 +117,14 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
                 gx[i, j] = ((gx[i, j] - p[i, j]) - av) * r
             else:
                 gx[i, j] = (gx[i, j] - p[i, j]) * r
-    # the column sums (over rows, in row order) by slices of columns: threads never share one
-    acc_b = np.empty(d)
-    acc_w = np.empty(d)
-    for j in range(d):  # (a loop, not np.zeros: numba would make that a parallel region too)
-        acc_b[j] = 0.0
-        acc_w[j] = 0.0
-    if has_db or has_dw:
+    if split and (has_db or has_dw):  # by slices of columns, each over the rows in order
         for c in prange((d + _COLUMNS - 1) // _COLUMNS):
-            stop = min(d, (c + 1) * _COLUMNS)
+            lo = c * _COLUMNS
             for i in range(n):
-                for j in range(c * _COLUMNS, stop):
-                    gv = g[i, j]
-                    acc_b[j] += gv
-                    acc_w[j] += float(gv) * xhat[i, j]
+                for k in range(min(d, lo + _COLUMNS) - lo):  # (this form vectorizes)
+                    gv = g[i, lo + k]
+                    acc_b[lo + k] += gv
+                    acc_w[lo + k] += float(gv) * xhat[i, lo + k]
     if has_db:
         for j in range(d):
             db1[j] = acc_b[j]
@@ -131,8 +135,8 @@ def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw
             dweight[j] += dw1[j]
 
 
-#: Columns of a slice of the backward's column sums (a cache line of float32).
-_COLUMNS = 16
+#: Columns of a slice of the backward's column sums on threads.
+_COLUMNS = 32
 
 
 def layer_norm_backward(  # type: ignore[no-untyped-def]
@@ -144,7 +148,8 @@ def layer_norm_backward(  # type: ignore[no-untyped-def]
     d = g.shape[1]
     spare = np.empty((g.shape[0], 1), g.dtype) if a is None else a
     vec = np.empty(d, g.dtype)
-    flags = np.array([x is not None, a is not None, dbias is not None, dweight is not None])
+    split = _backward.threads(g.size) > 1  # the same count the launch gets
+    flags = np.array([x is not None, a is not None, dbias is not None, dweight is not None, split])
     _backward.launch(
         g.size,
         g,
