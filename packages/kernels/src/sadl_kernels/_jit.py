@@ -135,9 +135,11 @@ class Kernel:
         return (self.compiled or self.dispatcher())(*args)
 
 
-#: Elements a thread of a parallel kernel must get, so a second thread from 64 Ki elements
-#: (256 KiB of float32: one block of sadl-layers' norms and GELU); measured with
-#: ``python packages/kernels/bench_threads.py`` (see its docstring for the figures).
+#: Elements a thread of a parallel kernel must get, so a second thread from 64 Ki elements:
+#: one block of sadl-layers' norms, GELU and attention softmax (256 KiB of float32, 20-40 us of
+#: work on one thread), against about 1-2 us for an OpenMP launch. ``python
+#: bench/kernel_threads.py --sizes`` times GELU at 1 and 2 threads on growing arrays, to check
+#: where a second thread starts to pay on a quiet machine.
 PER_THREAD = 1 << 15
 
 
