@@ -74,16 +74,15 @@ def _tanh32(x):  # type: ignore[no-untyped-def]
     return p / q
 
 
-@jit(per_thread=PER_THREAD)
+@jit  # serial only: its parallel=True compilation left part of ``s`` unwritten (see _jit.py)
 def _gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
     x1, s1, o1 = x.reshape(-1), s.reshape(-1), out.reshape(-1)
-    ac = x1.dtype.type(ac)
-    c = x1.dtype.type(c)
+    a_, c_ = x1.dtype.type(ac), x1.dtype.type(c)  # (new names: parfors mishandle rebinding)
     one = x1.dtype.type(1.0)
     half = x1.dtype.type(0.5)
     for i in prange(x1.size):
         v = x1[i]
-        t = _tanh32((v * v * ac + c) * v) + one
+        t = _tanh32((v * v * a_ + c_) * v) + one
         s1[i] = t
         o1[i] = t * v * half
 
@@ -93,7 +92,7 @@ def gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
     _gelu_forward.launch(x.size, x, s, out, ac, c)
 
 
-@jit(per_thread=PER_THREAD)
+@jit  # serial only, as _gelu_forward
 def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
     x1, g1, a1, b1, o1 = (
         x.reshape(-1),
@@ -103,13 +102,13 @@ def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untype
         out.reshape(-1),
     )
     dt = x1.dtype.type
-    ac, c, ac3, c2 = dt(ac), dt(c), dt(ac3), dt(c2)
+    a_, c_, a3, c2_ = dt(ac), dt(c), dt(ac3), dt(c2)  # (new names: parfors mishandle rebinding)
     one, half = dt(1.0), dt(0.5)
     for i in prange(x1.size):
         v = x1[i]
         sq = v * v
-        t = _tanh32((sq * ac + c) * v)
-        u = (sq * ac3 + c2) * v
+        t = _tanh32((sq * a_ + c_) * v)
+        u = (sq * a3 + c2_) * v
         o = ((one - t) * u + one) * (t + one) * half * g1[i]
         a1[i] = t + one
         b1[i] = u

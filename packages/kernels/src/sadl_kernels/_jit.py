@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -99,9 +100,13 @@ class Kernel:
         options: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}
         if self.fastmath:
             options["fastmath"] = set(self.fastmath)
-        if parallel:
+        fn = self.fn
+        if parallel:  # a copy named apart: numba's disk cache keys on the name and the bytecode,
+            # not on the options, so the two compilations would load each other's code
             options["parallel"] = True
-        return STATE["numba"].njit(**options)(self.fn)  # type: ignore[no-any-return]
+            fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__)
+            fn.__qualname__ = f"{self.fn.__qualname__}_parallel"
+        return STATE["numba"].njit(**options)(fn)  # type: ignore[no-any-return]
 
     def dispatcher(self) -> Callable[..., Any]:
         """The serial numba dispatcher (made on the first call; ``prange`` runs as ``range``)."""
@@ -119,6 +124,8 @@ class Kernel:
     def launch(self, work: int, *args: Any) -> Any:
         """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
         n = self.threads(work)
+        if n > 1:  # (never the parallel compilation on one numba thread: see the tests)
+            n = min(n, STATE["numba"].config.NUMBA_NUM_THREADS) if STATE["numba"] else n
         if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
             try:
                 if self.parallel is None:
