@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 import sadl
-from sadl_kernels import _elementwise, _jit, _norm, _optim
+from sadl_kernels import _elementwise, _jit, _optim
 from sadl_kernels._jit import prange
 
 numba = pytest.importorskip("numba")
@@ -75,44 +75,6 @@ def test_attention_softmax_is_bit_identical_on_one_and_two_threads(monkeypatch, 
         dst = scores.copy()
         _elementwise.softmax_backward(e2, scores * 0.5, dst)
         return (dst,)
-
-    _three_ways(monkeypatch, forward)
-    _three_ways(monkeypatch, backward)
-
-
-@pytest.mark.parametrize("centered", [True, False])
-def test_norms_forward_and_backward_are_bit_identical_on_one_and_two_threads(monkeypatch, centered):
-    dtype = np.float32  # (float64: the same loops; each dtype is one more compilation)
-    n, d = BIG // 128 + 1, 128
-    rng = _rng()
-    x = (rng.standard_normal((n, d)) * 2 + 3).astype(dtype)
-    g = rng.standard_normal((n, d)).astype(dtype)
-    w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
-    inv, eps = 1.0 / d, 1e-5
-
-    def forward():
-        mean = np.empty((n, 1), dtype) if centered else None
-        xhat, var, y = np.empty((n, d), dtype), np.empty(n, dtype), np.empty((n, d), dtype)
-        rstd = var.reshape(n, 1)
-        _norm.layer_norm_forward(x, None, w, b, mean, xhat, var, rstd, y, centered, inv, eps)
-        return [v for v in (mean, xhat, var, y) if v is not None]
-
-    first = forward()
-    mean, xhat, var = first[:3] if centered else (None, *first[:2])
-    rstd = var.reshape(n, 1)
-
-    def backward():
-        out = {k: np.empty((n, d), dtype) for k in ("gx", "p")}
-        out["xhat"] = np.empty((n, d), dtype) if centered else xhat.copy()  # recomputed, or read
-        cols = {k: np.empty((n, 1), dtype) for k in ("a", "bcol")}
-        sums = {k: np.full(d, 0.5, dtype) for k in ("dbias", "dweight", "db1", "dw1")}
-        _norm.layer_norm_backward(
-            g, w, x if centered else None, mean, rstd, None, None, sums["dbias"],
-            sums["dweight"], out["gx"], out["xhat"], cols["a"] if centered else None, None,
-            cols["bcol"], out["p"], sums["db1"], sums["dw1"], inv,
-        )  # fmt: skip
-        written = [cols["a"]] if centered else []  # (not centered: ``a`` is not given)
-        return [*out.values(), cols["bcol"], *written, *sums.values()]
 
     _three_ways(monkeypatch, forward)
     _three_ways(monkeypatch, backward)

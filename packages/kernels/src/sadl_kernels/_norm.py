@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from sadl_kernels._jit import PER_THREAD, jit_sums, prange
+from sadl_kernels._jit import jit_sums, prange
 from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous, disjoint
 
 __all__ = ["PATTERNS", "layer_norm_backward", "layer_norm_forward"]
 
 
-@jit_sums(per_thread=PER_THREAD)
+@jit_sums  # one thread for now: its parallel compilation measured 250x slower (2 threads)
 def _forward(x, w, b, mean, xhat, rstd, y, centered, affine, inv, eps):  # type: ignore[no-untyped-def]
     n, d = x.shape
     for i in prange(n):  # rows on threads, each row's sums in order on one
@@ -79,7 +79,7 @@ def layer_norm_forward(x, ones, w, b, mean, xhat, var, rstd, y, centered, inv, e
     )
 
 
-@jit_sums(per_thread=PER_THREAD)
+@jit_sums  # one thread for now: its parallel compilation measured 3x slower (2 threads)
 def _backward(g, w, x, mean, rstd, xhat, gx, a, bcol, p, dbias, dweight, db1, dw1, flags, inv):  # type: ignore[no-untyped-def]
     recompute, centered, has_db, has_dw = flags[0], flags[1], flags[2], flags[3]
     split = flags[4]  # the column sums in a pass of their own (on threads: rows are split)
