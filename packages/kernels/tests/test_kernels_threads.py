@@ -34,6 +34,7 @@ def _three_ways(monkeypatch, run):
     for threads, numba_threads in ((1, 1), (2, 2)):
         with monkeypatch.context() as m:
             m.setattr(_jit, "threads_for", lambda work, per, t=threads: t)
+            m.setenv("SADL_KERNELS_THREADS", "1")
             m.setattr(_jit, "_SET", threading.local())  # (the count is set anew)
             m.setattr(numba, "set_num_threads", lambda n, k=numba_threads: real(min(n, k)))
             results.append([np.array(a, copy=True) for a in run()])
@@ -105,6 +106,14 @@ def test_flat_optimizer_updates_are_bit_identical_on_one_and_two_threads(monkeyp
     _three_ways(monkeypatch, sgd)
 
 
+def test_kernels_stay_on_one_thread_unless_threads_are_switched_on(monkeypatch):
+    monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    monkeypatch.delenv("SADL_KERNELS_THREADS", raising=False)
+    assert _elementwise._softmax_backward.threads(10**9) == 1
+    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
+    assert _elementwise._softmax_backward.threads(10**9) == 2
+
+
 def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread(monkeypatch):
     """The policy: under two threads' share one thread; ``sadl.set_num_threads(1)`` one thread
     for any size (the parallel compilation is never entered).
@@ -115,6 +124,7 @@ def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread(monkeypat
         monkeypatch.setattr(_threads, name, getattr(_threads, name))
     monkeypatch.setattr(_threads, "_chosen", [])
     monkeypatch.setattr(_jit, "_SET", threading.local())
+    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     entered = []
     real = numba.set_num_threads
     monkeypatch.setattr(numba, "set_num_threads", lambda n: (entered.append(n), real(n)))
@@ -141,6 +151,7 @@ def test_a_forked_child_runs_the_kernels_on_one_thread_with_the_same_bits(monkey
     thread-safe): a child of a process whose kernels ran in parallel runs them serially.
     """
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     out = _probe(BIG)  # the pool is started
     assert _jit.POOL["started"]
     read, write = os.pipe()
@@ -166,6 +177,7 @@ def test_kernels_called_from_two_threads_at_once_give_the_serial_bits(monkeypatc
     """
     expected = _probe(BIG)  # (one thread: serial)
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     outs = [None] * 4
 
     def work(k):
@@ -189,6 +201,7 @@ def test_the_parallel_compilation_runs_on_the_threads_it_is_given(monkeypatch):
     kernel = _jit.jit(_thread_ids, per_thread=1)
     out = np.full(1 << 12, -1, np.int64)
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     monkeypatch.setattr(_jit, "_SET", threading.local())
     kernel.launch(out.size, out)  # (first: numba's thread ids exist once its pool started)
     _jit._SET.n = 0  # (numba's count of this thread is left at 2)
