@@ -125,6 +125,29 @@ def test_elementwise_chains_on_large_arrays_are_fused_unless_fusion_is_off():
     assert "fused[multiply -> add -> multiply -> subtract -> tanh]" in str(fused.graph)
 
 
+def test_fused_chains_give_the_same_bits_on_one_thread_and_on_two(monkeypatch):
+    from sadl_compile import fusion
+
+    def fn(x, y):
+        return ((x * 0.5 + y) * x - y).tanh()
+
+    rng = np.random.default_rng(2)
+    rows = 2 * fusion.PER_THREAD // 256 + 37  # a partial last block
+    x, y = (rng.standard_normal((rows, 256)).astype(np.float32) for _ in range(2))
+    ran, results = [], []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(fusion, "threads_for", lambda work, per, t=threads: t)
+        compiled = sadl.compile(fn)
+        for _ in range(2):
+            out = compiled(sadl.Tensor(x), sadl.Tensor(y)).numpy()
+        results.append(out)
+        fused = next(n.func for n in compiled.graph.nodes if repr(n.func).startswith("fused["))
+        ran.append(len(fused.run.__globals__["scratch"]))  # one scratch set per thread used
+    assert ran == [1, 2, 3]
+    assert all(r.tobytes() == results[0].tobytes() for r in results[1:])
+    np.testing.assert_allclose(results[0], fn(sadl.Tensor(x), sadl.Tensor(y)).numpy(), 1e-6, 1e-7)
+
+
 def test_small_arrays_are_not_fused():
     compiled = sadl.compile(lambda x: ((x * 0.5 + 1.0) * x).tanh())
     compiled(sadl.ones(100))

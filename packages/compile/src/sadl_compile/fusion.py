@@ -15,14 +15,22 @@ Blocks change nothing about the arithmetic of each element, but NumPy's vectoriz
 treat the last elements of a block differently from the middle of an array (transcendental
 functions), so results can differ from eager in the last bit: this pass is a *fusion* pass,
 skipped by ``sadl.compile(fusion=False)``.
+
+Threads: the blocks of a chain of more than ``2 * PER_THREAD`` elements are split between the
+threads sadl's policy gives it (``sadl.backends.threads_for``: ``sadl.set_num_threads``, the
+thread variables, a threadpoolctl limit and the cores left free count), each thread with
+scratch buffers of its own; NumPy's ufuncs release the GIL. The blocks are the same on any
+thread count, so a chain's results are bit for bit the same on one thread and on several.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
+from sadl.backends import threads_for
 
 from sadl_compile.ir import Graph, Node, Storage, Value, iter_values
 
@@ -130,27 +138,78 @@ def _build(chain: list[Node], inputs: list[Value], result: Value) -> FusedKernel
             lines.append(f"{fname}({text}, out={operand(target, tail)})")
         return lines
 
-    for b, dtype in enumerate(buffers):
-        namespace[f"s{b}"] = np.empty((block, *shape[1:]), dtype)
+    namespace["scratch"] = [[np.empty((block, *shape[1:]), d) for d in buffers]]
+    namespace["run"] = _on_threads
     full = rows - rows % block
     params = ", ".join(f"x{i}" for i in range(len(inputs)))
+    unpack = f"    {''.join(f's{b}, ' for b in range(len(buffers)))}= S" if buffers else "    pass"
     lines = [
-        f"def fused(out, {params}):",
-        "    if out is None:",
-        f"        out = empty({shape!r}, {result.dtype.str!r})",
-        f"    for i in range(0, {full}, {block}):",
+        f"def part(out, start, stop, S, {params}):",
+        unpack,
+        f"    for i in range(start, min(stop, {full}), {block}):",
         f"        j = i + {block}",
         "        o = out[i:j]",
         *(f"        {line}" for line in block_body(False)),
     ]
     if full < rows:
         lines += [
-            f"    i, j, n = {full}, {rows}, {rows - full}",
-            "    o = out[i:j]",
-            *(f"    {line}" for line in block_body(True)),
+            f"    if stop > {full}:",
+            f"        i, j, n = {full}, {rows}, {rows - full}",
+            "        o = out[i:j]",
+            *(f"        {line}" for line in block_body(True)),
         ]
-    lines.append("    return out")
+    lines += [
+        f"def fused(out, {params}):",
+        "    if out is None:",
+        f"        out = empty({shape!r}, {result.dtype.str!r})",
+        f"    run(part, out, ({params}{',' if len(inputs) == 1 else ''}), scratch,"
+        f" {rows}, {block}, {math.prod(shape)})",
+        "    return out",
+    ]
     return FusedKernel("\n".join(lines) + "\n", namespace, " -> ".join(names))
+
+
+#: Elements each thread of a fused chain must get (four blocks: a thread's start costs tens of
+#: microseconds, a block's chain about as much per call), so a second thread from 512 Ki.
+PER_THREAD = 1 << 18
+_pool: list[Any] = []  # the worker threads (a ThreadPoolExecutor), made on first need
+
+
+def _on_threads(
+    part: Any,
+    out: Any,
+    inputs: tuple[Any, ...],
+    scratch: list[Any],
+    rows: int,
+    block: int,
+    elements: int,
+) -> None:
+    """``part`` over every block of rows, the blocks split between the threads sadl's policy
+    gives the chain's size (``sadl.backends.threads_for``), each with scratch buffers of its
+    own. The blocks are the same on any thread count, so the results are bit for bit the same.
+    """
+    blocks = -(-rows // block)
+    n = min(threads_for(elements, PER_THREAD), blocks)
+    if n <= 1:
+        part(out, 0, rows, scratch[0], *inputs)
+        return
+    while len(scratch) < n:  # one set per thread (NumPy releases the GIL in each ufunc)
+        scratch.append([np.empty_like(s) for s in scratch[0]])
+    if not _pool:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool.append(ThreadPoolExecutor(thread_name_prefix="sadl-fused"))
+    edges = [k * blocks // n * block for k in range(n)] + [rows]
+    jobs = [
+        _pool[0].submit(part, out, edges[k], edges[k + 1], scratch[k], *inputs) for k in range(1, n)
+    ]
+    part(out, edges[0], edges[1], scratch[0], *inputs)
+    for job in jobs:
+        job.result()
+
+
+if hasattr(os, "register_at_fork"):  # a fork has none of the parent's worker threads
+    os.register_at_fork(after_in_child=_pool.clear)
 
 
 def _readers_after(graph: Graph, start: int) -> set[Storage]:

@@ -39,7 +39,14 @@ import numpy as np
 
 from sadl._install import install_command
 
-__all__ = ["PER_THREAD", "get_num_threads", "matmul", "on_threads", "set_num_threads"]
+__all__ = [
+    "PER_THREAD",
+    "get_num_threads",
+    "matmul",
+    "on_threads",
+    "set_num_threads",
+    "threads_for",
+]
 
 #: Multiply-adds each BLAS thread of a product must get, so a second thread from 8.4 M on: on a
 #: nearly idle 2-core machine a (512, 64) @ (64, 256) product (8.4 M) ran 1.9x faster on two
@@ -219,7 +226,29 @@ def set_num_threads(n: int) -> None:
         raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
     global _limits, _blas
     _limits = _threadpoolctl("set_num_threads").threadpool_limits(limits=n)
-    _blas = False
+    _blas, _chosen[:] = False, [n]
+
+
+_chosen: list[int] = []  # the count of the last set_num_threads
+
+
+def threads_for(work: int, per_thread: int) -> int:
+    """Threads the policy gives parallel work that is not a BLAS call (sadl-kernels' numba
+    loops): ``work`` units, ``per_thread`` of them at least per thread, as :func:`on_threads`
+    counts a product's: 1 below ``2 * per_thread``; else at most the free cores and the BLAS's
+    count now (a threadpoolctl limit lowers it), or the count the user chose
+    (``set_num_threads``, ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``).
+    """
+    if work < 2 * per_thread:
+        return 1
+    blas = _blas if _blas is not None else _find_blas()
+    env = (os.environ.get(var, "").split(",")[0].strip() for var in _ENV)
+    chosen = _chosen or [int(v) for v in env if v.isdigit()] or [0]
+    if blas:  # sadl's own policy: no more than the BLAS has now, nor the cores free
+        limit = min(int(blas[0]()), _free_cores())
+    else:  # the user's count (no BLAS found and none chosen: the cores free)
+        limit = chosen[0] or _free_cores()
+    return max(1, min(work // per_thread, limit))
 
 
 _limits: Any = None  # the active threadpool_limits, kept so it is not garbage collected

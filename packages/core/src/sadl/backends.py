@@ -34,7 +34,7 @@ import numpy as np
 from sadl import _tensor_base
 from sadl._plugin_records import BackendDef
 from sadl._tensor_base import TRACING, TensorBase
-from sadl._threads import matmul, on_threads
+from sadl._threads import matmul, on_threads, threads_for
 
 __all__ = [
     "CPU_BACKEND",
@@ -58,6 +58,7 @@ __all__ = [
     "parse_device",
     "scatter_add",
     "synchronize",
+    "threads_for",
     "to_device",
     "value_dependent",
     "Where",

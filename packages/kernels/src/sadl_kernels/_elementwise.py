@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl_kernels._jit import jit, jit_sums
+from sadl_kernels._jit import PER_THREAD, jit, jit_sums, prange
 from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous
 
 __all__ = ["GELU_PATTERNS", "SOFTMAX_PATTERNS"]
@@ -74,26 +74,25 @@ def _tanh32(x):  # type: ignore[no-untyped-def]
     return p / q
 
 
-@jit
+@jit  # serial only: its parallel=True compilation left part of ``s`` unwritten (see _jit.py)
 def _gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
     x1, s1, o1 = x.reshape(-1), s.reshape(-1), out.reshape(-1)
-    ac = x1.dtype.type(ac)
-    c = x1.dtype.type(c)
+    a_, c_ = x1.dtype.type(ac), x1.dtype.type(c)  # (new names: parfors mishandle rebinding)
     one = x1.dtype.type(1.0)
     half = x1.dtype.type(0.5)
-    for i in range(x1.size):
+    for i in prange(x1.size):
         v = x1[i]
-        t = _tanh32((v * v * ac + c) * v) + one
+        t = _tanh32((v * v * a_ + c_) * v) + one
         s1[i] = t
         o1[i] = t * v * half
 
 
 def gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
     """``out = 0.5 * x * (1 + tanh(c * (x + a x^3)))``; ``s`` is left holding ``1 + tanh``."""
-    _gelu_forward(x, s, out, ac, c)
+    _gelu_forward.launch(x.size, x, s, out, ac, c)
 
 
-@jit
+@jit  # serial only, as _gelu_forward
 def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
     x1, g1, a1, b1, o1 = (
         x.reshape(-1),
@@ -103,13 +102,13 @@ def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untype
         out.reshape(-1),
     )
     dt = x1.dtype.type
-    ac, c, ac3, c2 = dt(ac), dt(c), dt(ac3), dt(c2)
+    a_, c_, a3, c2_ = dt(ac), dt(c), dt(ac3), dt(c2)  # (new names: parfors mishandle rebinding)
     one, half = dt(1.0), dt(0.5)
-    for i in range(x1.size):
+    for i in prange(x1.size):
         v = x1[i]
         sq = v * v
-        t = _tanh32((sq * ac + c) * v)
-        u = (sq * ac3 + c2) * v
+        t = _tanh32((sq * a_ + c_) * v)
+        u = (sq * a3 + c2_) * v
         o = ((one - t) * u + one) * (t + one) * half * g1[i]
         a1[i] = t + one
         b1[i] = u
@@ -118,7 +117,7 @@ def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untype
 
 def gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
     """``out = g * GELU'(x)`` (tanh form), leaving ``s1 = 1 + t`` and ``s2 = x u'``."""
-    _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2)
+    _gelu_backward.launch(x.size, x, g, s1, s2, out, ac, c, ac3, c2)
 
 
 def _same_blocks(*values: Any) -> bool:
@@ -190,42 +189,41 @@ GELU_BACKWARD = Pattern(
 GELU_PATTERNS = (GELU_FORWARD, GELU_BACKWARD)
 
 
-@jit_sums
+@jit_sums(per_thread=PER_THREAD)
 def _softmax_shift(st, bias, has_bias, mx):  # type: ignore[no-untyped-def]
     n0, n1, nk, nq = st.shape
-    for a in range(n0):
-        for h in range(n1):
-            if has_bias:
-                for k in range(nk):
-                    for q in range(nq):
-                        st[a, h, k, q] = st[a, h, k, q] + bias[a, h, k, q]
-            for q in range(nq):
-                mx[a, h, 0, q] = st[a, h, 0, q]
-            for k in range(1, nk):
-                for q in range(nq):
-                    v = st[a, h, k, q]
-                    m = mx[a, h, 0, q]
-                    mx[a, h, 0, q] = v if (v > m or v != v) else m
+    for ah in prange(n0 * n1):  # each (batch, head) matrix on one thread
+        a, h = ah // n1, ah % n1
+        if has_bias:
             for k in range(nk):
                 for q in range(nq):
-                    st[a, h, k, q] = st[a, h, k, q] - mx[a, h, 0, q]
+                    st[a, h, k, q] = st[a, h, k, q] + bias[a, h, k, q]
+        for q in range(nq):
+            mx[a, h, 0, q] = st[a, h, 0, q]
+        for k in range(1, nk):
+            for q in range(nq):
+                v = st[a, h, k, q]
+                m = mx[a, h, 0, q]
+                mx[a, h, 0, q] = v if (v > m or v != v) else m
+        for k in range(nk):
+            for q in range(nq):
+                st[a, h, k, q] = st[a, h, k, q] - mx[a, h, 0, q]
 
 
-@jit_sums
+@jit_sums(per_thread=PER_THREAD)
 def _softmax_scale(st, den):  # type: ignore[no-untyped-def]
     n0, n1, nk, nq = st.shape
-    acc = np.empty(nq)
-    for a in range(n0):
-        for h in range(n1):
-            acc[:] = 0.0
-            for k in range(nk):
-                for q in range(nq):
-                    acc[q] += st[a, h, k, q]
+    for ah in prange(n0 * n1):  # each (batch, head) matrix on one thread
+        a, h = ah // n1, ah % n1
+        acc = np.zeros(nq)
+        for k in range(nk):
             for q in range(nq):
-                den[a, h, 0, q] = 1.0 / acc[q]
-            for k in range(nk):
-                for q in range(nq):
-                    st[a, h, k, q] = st[a, h, k, q] * den[a, h, 0, q]
+                acc[q] += st[a, h, k, q]
+        for q in range(nq):
+            den[a, h, 0, q] = 1.0 / acc[q]
+        for k in range(nk):
+            for q in range(nq):
+                st[a, h, k, q] = st[a, h, k, q] * den[a, h, 0, q]
 
 
 def softmax_keys(bias, st, mx, den):  # type: ignore[no-untyped-def]
@@ -233,11 +231,11 @@ def softmax_keys(bias, st, mx, den):  # type: ignore[no-untyped-def]
     column maxima in ``mx`` and the reciprocal sums in ``den`` as the NumPy calls do.
     """
     if bias is None:
-        _softmax_shift(st, st, False, mx)
+        _softmax_shift.launch(st.size, st, st, False, mx)
     else:
-        _softmax_shift(st, np.broadcast_to(bias, st.shape), True, mx)
+        _softmax_shift.launch(st.size, st, np.broadcast_to(bias, st.shape), True, mx)
     np.exp(st, out=st)  # NumPy's SIMD exp: faster than a scalar loop over the C library's
-    _softmax_scale(st, den)
+    _softmax_scale.launch(st.size, st, den)
 
 
 def _softmax_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -280,14 +278,14 @@ SOFTMAX = Pattern(
 )
 
 
-@jit
+@jit(per_thread=PER_THREAD)
 def _softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
     n0, n1, nk, nq = dst.shape
-    for a in range(n0):
-        for h in range(n1):
-            for k in range(nk):
-                for q in range(nq):
-                    dst[a, h, k, q] = (dst[a, h, k, q] - e2[a, h, 0, q]) * pt[a, h, k, q]
+    for ah in prange(n0 * n1):
+        a, h = ah // n1, ah % n1
+        for k in range(nk):
+            for q in range(nq):
+                dst[a, h, k, q] = (dst[a, h, k, q] - e2[a, h, 0, q]) * pt[a, h, k, q]
 
 
 def softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
@@ -295,7 +293,7 @@ def softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
     from ``dP^T``, the row sums ``e2 = rowsum(g * out)`` (lead, 1, Tq) and the probabilities
     ``pt``: the same two float operations per element as NumPy's, bit for bit.
     """
-    _softmax_backward(e2, pt, dst)
+    _softmax_backward.launch(dst.size, e2, pt, dst)
 
 
 def _softmax_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:

@@ -8,19 +8,55 @@ graph's notes.
 
 numba takes about a second to import, so loading the plugin does not import it: the first
 ``sadl.compile`` trace that runs a pass does, and each kernel is compiled at its first call.
+
+Threads: a kernel made with ``per_thread=`` has a second, ``parallel=True`` compilation whose
+outer ``prange`` loop (rows, or fixed chunks of a flat array) numba spreads over threads.
+:meth:`Kernel.launch` asks sadl's thread policy (``sadl.backends.threads_for``: the BLAS's
+rules, so ``sadl.set_num_threads``, ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/
+``MKL_NUM_THREADS``, a threadpoolctl limit and the cores other processes leave free all count;
+numba's own ``NUMBA_NUM_THREADS`` caps it) how many threads work of that size gets, and runs
+the serial compilation on one. Every iteration of a ``prange`` does the same float operations
+whichever thread runs it, and no kernel reduces across its iterations, so the results are bit
+for bit the same on any thread count (tested). numba picks its threading layer as it does by
+default (``NUMBA_THREADING_LAYER`` chooses): TBB where installed, else OpenMP (GNU libgomp on
+Linux: about 1 us a launch), else its own workqueue. The workqueue must not be entered by two
+threads at once and numba documents GNU OpenMP as not safe after a ``fork``: so a launch that finds
+another thread's parallel kernel running, or runs in a forked child of a process that had
+started numba's threads, runs the serial compilation (the same bits).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["enabled", "jit", "jit_sums", "numba_error"]
+from sadl.backends import threads_for
+
+__all__ = ["PER_THREAD", "Kernel", "prange", "enabled", "jit", "jit_sums", "numba_error"]
 
 #: ``numba``: the module once imported; ``error``: "" when it imported, the reason otherwise,
 #: None before the first try.
 STATE: dict[str, Any] = {"numba": None, "error": None}
+#: Held while a parallel kernel runs (numba's workqueue layer must not be entered twice at once).
+_LAUNCH = threading.Lock()
+#: ``n``: the numba thread count this thread last set (numba's count is per thread).
+_SET = threading.local()
+#: ``started``: a parallel kernel ran in this process (its thread pool is up); ``forked``: this
+#: process is a fork of one that had (GNU OpenMP's pool does not survive a fork).
+POOL = {"started": False, "forked": False}
+
+
+def _after_fork() -> None:
+    POOL["forked"] = POOL["forked"] or POOL["started"]
+    global _LAUNCH
+    _LAUNCH = threading.Lock()  # a lock held by a thread of the parent is never released here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def numba_error() -> str:
@@ -42,43 +78,103 @@ class Kernel:
     put in place of their lazy stand-ins, so numba sees dispatchers.
     """
 
-    def __init__(self, fn: Callable[..., Any], fastmath: frozenset[str]) -> None:
+    def __init__(self, fn: Callable[..., Any], fastmath: frozenset[str], per_thread: int) -> None:
         self.fn = fn
         self.fastmath = fastmath
+        self.per_thread = per_thread  #: work units (elements) a thread must get; 0: serial only
         self.compiled: Callable[..., Any] | None = None
+        self.parallel: Callable[..., Any] | None = None
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
+    def _compile(self, parallel: bool) -> Callable[..., Any]:
+        if numba_error():
+            raise RuntimeError(f"sadl-kernels: {numba_error()}")
+        scope = self.fn.__globals__
+        for name in self.fn.__code__.co_names:  # the kernels this one calls
+            value = scope.get(name)
+            if isinstance(value, Kernel):
+                scope[name] = value.dispatcher()
+        if "prange" in self.fn.__code__.co_names:  # the module's stand-in, ``range``
+            scope["prange"] = STATE["numba"].prange
+        options: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}
+        if self.fastmath:
+            options["fastmath"] = set(self.fastmath)
+        fn = self.fn
+        if parallel:  # a copy named apart: numba's disk cache keys on the name and the bytecode,
+            # not on the options, so the two compilations would load each other's code
+            options["parallel"] = True
+            fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__)
+            fn.__qualname__ = f"{self.fn.__qualname__}_parallel"
+        return STATE["numba"].njit(**options)(fn)  # type: ignore[no-any-return]
+
     def dispatcher(self) -> Callable[..., Any]:
-        """The numba dispatcher (made on the first call)."""
+        """The serial numba dispatcher (made on the first call; ``prange`` runs as ``range``)."""
         if self.compiled is None:
-            if numba_error():
-                raise RuntimeError(f"sadl-kernels: {numba_error()}")
-            scope = self.fn.__globals__
-            for name in self.fn.__code__.co_names:  # the kernels this one calls
-                value = scope.get(name)
-                if isinstance(value, Kernel):
-                    scope[name] = value.dispatcher()
-            options: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}
-            if self.fastmath:
-                options["fastmath"] = set(self.fastmath)
-            self.compiled = STATE["numba"].njit(**options)(self.fn)
+            self.compiled = self._compile(parallel=False)
         return self.compiled
 
     def __call__(self, *args: Any) -> Any:
         return (self.compiled or self.dispatcher())(*args)
 
+    def threads(self, work: int) -> int:
+        """The threads :meth:`launch` asks for, for ``work`` elements."""
+        if not self.per_thread or os.environ.get("SADL_KERNELS_THREADS", "0") != "1":
+            return 1  # opt-in for now: on a shared 2-core machine the compiled W3-M step ran
+            # 2x slower at 2 threads with it than without (OpenMP's workers against OpenBLAS's)
+        return threads_for(work, self.per_thread)
 
-def jit(fn: Callable[..., Any]) -> Kernel:
-    """``numba.njit(cache=True)``, compiled once per dtype at the first call."""
-    return Kernel(fn, frozenset())
+    def launch(self, work: int, *args: Any) -> Any:
+        """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
+        n = self.threads(work)
+        if n > 1:  # (never the parallel compilation on one numba thread: see the tests)
+            n = min(n, STATE["numba"].config.NUMBA_NUM_THREADS) if STATE["numba"] else n
+        if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
+            try:
+                if self.parallel is None:
+                    self.parallel = self._compile(parallel=True)  # (imports numba)
+                numba = STATE["numba"]
+                POOL["started"] = True
+                n = min(n, numba.config.NUMBA_NUM_THREADS)
+                if getattr(_SET, "n", 0) != n:  # (a few microseconds: only when it changes)
+                    numba.set_num_threads(n)
+                    _SET.n = n
+                return self.parallel(*args)
+            finally:
+                _LAUNCH.release()
+        return (self.compiled or self.dispatcher())(*args)
 
 
-def jit_sums(fn: Callable[..., Any]) -> Kernel:
+#: Elements a thread of a parallel kernel must get, so a second thread from 64 Ki elements:
+#: one block of sadl-layers' norms, GELU and attention softmax (256 KiB of float32, 20-40 us of
+#: work on one thread), against about 1-2 us for an OpenMP launch. ``python
+#: bench/kernel_threads.py --sizes`` times GELU at 1 and 2 threads on growing arrays, to check
+#: where a second thread starts to pay on a quiet machine.
+PER_THREAD = 1 << 15
+
+
+#: What kernels loop over with ``for i in prange(n)``: ``range`` until numba is imported, then
+#: ``numba.prange`` (put in each kernel's module when the kernel is compiled).
+prange = range
+
+
+def jit(fn: Callable[..., Any] | None = None, *, per_thread: int = 0) -> Any:
+    """``numba.njit(cache=True)``, compiled once per dtype at the first call; with
+    ``per_thread`` (elements per thread), also ``parallel=True`` for :meth:`Kernel.launch`.
+    """
+    if fn is None:
+        return lambda f: Kernel(f, frozenset(), per_thread)
+    return Kernel(fn, frozenset(), per_thread)
+
+
+def jit_sums(fn: Callable[..., Any] | None = None, *, per_thread: int = 0) -> Any:
     """:func:`jit` allowing sums to be reassociated (so their loops vectorize): only the order
     of additions changes, never an elementwise operation.
     """
-    return Kernel(fn, frozenset({"reassoc", "nsz"}))
+    fastmath = frozenset({"reassoc", "nsz"})
+    if fn is None:
+        return lambda f: Kernel(f, fastmath, per_thread)
+    return Kernel(fn, fastmath, per_thread)
 
 
 def enabled(name: str) -> bool:

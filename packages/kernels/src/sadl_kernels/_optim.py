@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from sadl_kernels._api import Graph, PassContext, records
-from sadl_kernels._jit import enabled, jit
+from sadl_kernels._jit import PER_THREAD, enabled, jit, prange
 
 __all__ = ["KernelUpdate", "flat_kernels", "registered_kind"]
 
@@ -43,7 +43,7 @@ def registered_kind(optimizer: Any) -> str | None:
     return None
 
 
-@jit
+@jit(per_thread=PER_THREAD)
 def _adam(data, grad, m, v, vmax, s):  # type: ignore[no-untyped-def]
     # s: decay, wd, 1-b1, b1, 1-b2, b2, sqrt(bc2), eps, lr/bc1, decoupled, l2, amsgrad
     decay, wd, c1, b1, c2, b2, sbc2, eps, step = (
@@ -58,7 +58,7 @@ def _adam(data, grad, m, v, vmax, s):  # type: ignore[no-untyped-def]
         s[8],
     )
     decoupled, l2, ams = s[9] != 0, s[10] != 0, s[11] != 0
-    for i in range(data.size):
+    for i in prange(data.size):
         p = data[i]
         g = grad[i]
         if decoupled:
@@ -77,12 +77,12 @@ def _adam(data, grad, m, v, vmax, s):  # type: ignore[no-untyped-def]
         data[i] = p - (mi / denom) * step
 
 
-@jit
+@jit(per_thread=PER_THREAD)
 def _sgd(data, grad, buf, s):  # type: ignore[no-untyped-def]
     # s: wd, momentum, 1-dampening, lr, l2, nesterov
     wd, mom, damp, lr = s[0], s[1], s[2], s[3]
     l2, nesterov = s[4] != 0, s[5] != 0
-    for i in range(data.size):
+    for i in prange(data.size):
         p = data[i]
         g = grad[i]
         if l2:
@@ -164,7 +164,7 @@ def _run_adam(
         ],
         dtype=data.dtype,
     )
-    _adam(data, grad, m, v, vmax, scalars)
+    _adam.launch(data.size, data, grad, m, v, vmax, scalars)
     return True
 
 
@@ -185,7 +185,7 @@ def _run_sgd(data: Any, grad: Any, state: dict[str, Any], group: dict[str, Any])
         ],
         dtype=data.dtype,
     )
-    _sgd(data, grad, buf, scalars)
+    _sgd.launch(data.size, data, grad, buf, scalars)
     return True
 
 

@@ -1,0 +1,152 @@
+"""sadl-kernels' kernels on 1 thread and on 2: the speedup per kernel on W3-M's shapes.
+
+W3-M (bench/models.py's M step: batch 32, block 128, 4 layers x 128, MLP 512) calls each kernel
+on these arrays: the norms on blocks of 512 rows x 128 (sadl-layers' 256 KiB blocks), GELU on
+blocks of 65536 elements of the (4096, 512) hidden layer, the attention's softmax on
+(32, 4, 128, 128), AdamW on the flat group of about 0.8 M parameters. Each kernel is timed
+serially (its one-thread compilation, what it runs below two threads' share) and in parallel on
+2 threads, alternating, the minimum of ``--repeats`` rounds of ``--calls`` calls each (the
+machine may be shared: minima are the least disturbed). ``--sizes`` times GELU forward on
+growing arrays, to place ``sadl_kernels._jit.PER_THREAD`` (where two threads start to pay).
+``--step`` times the compiled W3-M step (bench/models.py's worker, a fresh process each, the
+thread variables set to 1 or 2 as ``bench/models.py --threads N`` sets them) at 1 and 2 threads,
+alternating, ``--repeats`` processes each, and prints the minima and their ratio (the issue's
+target: the 2-thread step at least 1.7x faster).
+
+Usage: python bench/kernel_threads.py [--repeats 7] [--calls 50] [--sizes | --step]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+from sadl_kernels import _elementwise, _jit, _norm, _optim
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    n, d = 512, 128
+    x = rng.standard_normal((n, d)).astype(f32)
+    w, b = rng.standard_normal(d).astype(f32), rng.standard_normal(d).astype(f32)
+    mean, xhat, var, y = np.empty((n, 1), f32), np.empty_like(x), np.empty(n, f32), np.empty_like(x)
+    rstd = var.reshape(n, 1)
+    g = rng.standard_normal((n, d)).astype(f32)
+    gx, p, a, bcol = (
+        np.empty_like(x),
+        np.empty_like(x),
+        np.empty((n, 1), f32),
+        np.empty((n, 1), f32),
+    )
+    sums = [np.zeros(d, f32) for _ in range(4)]
+    h = rng.standard_normal(65536).astype(f32)
+    s1, s2, o = np.empty_like(h), np.empty_like(h), np.empty_like(h)
+    st0 = rng.standard_normal((32, 4, 128, 128)).astype(f32)
+    st, red = st0.copy(), np.empty((32, 4, 1, 128), f32)
+    bias = np.triu(np.full((128, 128), -np.inf, f32), 1).T.copy()
+    nparam = 790_000
+    data, grad = rng.standard_normal(nparam).astype(f32), rng.standard_normal(nparam).astype(f32)
+    m, v = np.zeros(nparam, f32), np.zeros(nparam, f32)
+    state = {"step": 0, "exp_avg": m, "exp_avg_sq": v}
+    group = {"lr": 1e-3, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.1}
+    ac, c = 0.044715, 0.7978845608
+    return {
+        "layer_norm forward (512, 128)": lambda: _norm.layer_norm_forward(
+            x, None, w, b, mean, xhat, var, rstd, y, True, 1 / d, 1e-5
+        ),
+        "layer_norm backward (512, 128)": lambda: _norm.layer_norm_backward(
+            g, w, x, mean, rstd, None, None, *sums[:2], gx, xhat, a, None, bcol, p, *sums[2:], 1 / d
+        ),
+        "gelu forward 65536": lambda: _elementwise.gelu_forward(h, s1, o, ac, c),
+        "gelu backward 65536": lambda: _elementwise.gelu_backward(
+            h, h, s1, s2, o, ac, c, 3 * ac, c
+        ),
+        "softmax (32, 4, 128, 128)": lambda: (
+            np.copyto(st, st0),
+            _elementwise.softmax_keys(bias, st, red, red.copy()),
+        ),
+        "softmax backward (32, 4, 128, 128)": lambda: _elementwise.softmax_backward(red, st0, st),
+        "adamw flat 790 K": lambda: _optim._run_adam(data, grad, state, group, decoupled=True),
+    }
+
+
+def _time(fn, threads, calls):
+    _jit.threads_for = lambda work, per: threads
+    fn()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--sizes", action="store_true")
+    parser.add_argument("--step", action="store_true")
+    args = parser.parse_args()
+    if args.step:
+        _step(args.repeats)
+        return
+    print(f"numba {numba.__version__}, NUMBA_NUM_THREADS {numba.config.NUMBA_NUM_THREADS}")
+    print(f"load average at start: {os.getloadavg()}")
+    cases = _cases()
+    if args.sizes:
+        cases = {}
+        for size in (1 << k for k in range(12, 20)):
+            xs = np.linspace(-3, 3, size, dtype=np.float32)
+            ss, os_ = np.empty_like(xs), np.empty_like(xs)
+            cases[f"gelu forward {size}"] = lambda xs=xs, ss=ss, os_=os_: _elementwise.gelu_forward(
+                xs, ss, os_, 0.0447, 0.798
+            )
+    for name, fn in cases.items():
+        best = {1: float("inf"), 2: float("inf")}
+        for _ in range(args.repeats):
+            for threads in (1, 2):
+                best[threads] = min(best[threads], _time(fn, threads, args.calls))
+        print(
+            f"{name:36s} 1 thread {best[1] * 1e6:9.1f} us   2 threads {best[2] * 1e6:9.1f} us"
+            f"   speedup {best[1] / best[2]:.2f}x"
+        )
+    print(f"threading layer: {numba.threading_layer()}")
+    print(f"load average at end: {os.getloadavg()}")
+
+
+def _step(repeats: int) -> None:
+    models = Path(__file__).with_name("models.py")
+    print(f"load average at start: {os.getloadavg()}")
+    best = {1: float("inf"), 2: float("inf")}
+    for _ in range(repeats):
+        for threads in (1, 2):
+            env = dict(os.environ)
+            for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[var] = str(threads)
+            cmd = [sys.executable, str(models), "--worker", "sadl-compiled", "step", "M"]
+            out = subprocess.run(
+                [*cmd, "--threads", str(threads), "--quick"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            ).stdout
+            seconds = json.loads(out.strip().splitlines()[-1])["seconds"]
+            best[threads] = min(best[threads], seconds)
+            print(f"  {threads} thread(s): {seconds * 1e3:.1f} ms", flush=True)
+    print(
+        f"compiled W3-M step: 1 thread {best[1] * 1e3:.1f} ms, 2 threads {best[2] * 1e3:.1f} ms,"
+        f" speedup {best[1] / best[2]:.2f}x"
+    )
+    print(f"load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
