@@ -10,11 +10,12 @@ tolerances; here both must agree to the bit.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
-import sadl
 from sadl_kernels import _elementwise, _jit, _optim
 from sadl_kernels._jit import prange
 
@@ -114,35 +115,47 @@ def test_kernels_stay_on_one_thread_unless_threads_are_switched_on(monkeypatch):
     assert _elementwise._softmax_backward.threads(10**9) == 2
 
 
-def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread(monkeypatch):
-    """The policy: under two threads' share one thread; ``sadl.set_num_threads(1)`` one thread
-    for any size (the parallel compilation is never entered).
-    """
-    from sadl import _threads  # the policy's state, put back after the test
+_POLICY_SCRIPT = """
+import numba, numpy as np, sadl
+from sadl_kernels import _elementwise, _jit
 
-    for name in ("_blas", "_limits"):
-        monkeypatch.setattr(_threads, name, getattr(_threads, name))
-    monkeypatch.setattr(_threads, "_chosen", [])
-    monkeypatch.setattr(_jit, "_SET", threading.local())
-    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
-    entered = []
-    real = numba.set_num_threads
-    monkeypatch.setattr(numba, "set_num_threads", lambda n: (entered.append(n), real(n)))
-    _probe(2 * _jit.PER_THREAD - 1)
-    assert sadl.backends.threads_for(2 * _jit.PER_THREAD - 1, _jit.PER_THREAD) == 1
-    assert entered == []
-    try:
-        sadl.set_num_threads(1)
-        assert sadl.backends.threads_for(10**9, _jit.PER_THREAD) == 1
-        _probe(BIG)
-        assert entered == []
-        sadl.set_num_threads(2)
-        assert sadl.backends.threads_for(BIG, _jit.PER_THREAD) == 2
-        _probe(BIG)
-        assert entered == [2]
-    finally:
-        if _threads._limits is not None:
-            _threads._limits.restore_original_limits()
+entered = []
+real = numba.set_num_threads
+numba.set_num_threads = lambda n: (entered.append(n), real(n))
+
+
+def probe(n):
+    pt = np.linspace(-4, 4, n, dtype=np.float32).reshape(1, 1, 1, n)
+    _elementwise.softmax_backward(pt[..., ::-1].copy(), pt, pt * 0.5)
+
+
+per = _jit.PER_THREAD
+big = 2 * per + 4 * 130
+probe(2 * per - 1)
+assert sadl.backends.threads_for(2 * per - 1, per) == 1
+assert entered == [], entered
+sadl.set_num_threads(1)
+assert sadl.backends.threads_for(10**9, per) == 1
+probe(big)
+assert entered == [], entered
+sadl.set_num_threads(2)
+assert sadl.backends.threads_for(big, per) == 2
+probe(big)
+assert entered == [2], entered
+"""
+
+
+def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread():
+    """The policy: under two threads' share one thread; ``sadl.set_num_threads(1)`` one thread
+    for any size (the parallel compilation is never entered). In a process of its own: the
+    thread choice it makes stays for the rest of the process.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["SADL_KERNELS_THREADS"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-c", _POLICY_SCRIPT], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
