@@ -85,8 +85,8 @@ def run_backward(
             if g is not None and (wanted is None or node in wanted):
                 if node.datas is None:
                     _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
-                if node.retained is not None:
-                    _store_retained(node, g)
+                if node.retained is not None and (kept := node.retained()) is not None:
+                    kept.grad = g if kept.grad is None else kept.grad + g  # retain_grad()
                 if targets is not None:
                     grads[("target", node)] = g
                 if wanted is None or any(p in wanted for p in node.parents):
@@ -321,12 +321,6 @@ def _no_double_backward(node: Node, g: Any) -> list[Any]:
         None if gi is None else apply(NO_DOUBLE_BACKWARD, on_graph, {**params, "value": gi})
         for gi in plain
     ]
-
-
-def _store_retained(node: Node, g: Any) -> None:
-    tensor = node.retained()
-    if tensor is not None:
-        tensor.grad = g if tensor.grad is None else tensor.grad + g
 
 
 def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:

@@ -271,9 +271,8 @@ def _constant_message(op: OpDef, name: str) -> str:
         parameters = inspect.signature(op.forward).parameters.values()
     except (TypeError, ValueError):
         parameters = []  # type: ignore[assignment]
-    positional = [
-        p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    # POSITIONAL_ONLY < POSITIONAL_OR_KEYWORD < VAR_POSITIONAL < ... (an IntEnum)
+    positional = [p.name for p in parameters if p.kind <= p.POSITIONAL_OR_KEYWORD]
     if name in positional:
         return (
             f"{message}; it is the op's input {positional.index(name) + 1}: pass it positionally "
