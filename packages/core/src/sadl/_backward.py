@@ -85,8 +85,8 @@ def run_backward(
             if g is not None and (wanted is None or node in wanted):
                 if node.datas is None:
                     _refill(node)  # a checkpointed node recomputes; one freed by a backward raises
-                if node.retained is not None:
-                    _store_retained(node, g)
+                if node.retained is not None and (kept := node.retained()) is not None:
+                    kept.grad = g if kept.grad is None else kept.grad + g  # retain_grad()
                 if targets is not None:
                     grads[("target", node)] = g
                 if wanted is None or any(p in wanted for p in node.parents):
@@ -102,8 +102,10 @@ def run_backward(
                     pending[p] -= 1
                     if pending[p] == 0:
                         ready.append(p)
-                elif hooked and p in hooked:
-                    _leaf_used(p, hooked, grads, copied)
+                elif hooked and p in hooked:  # one use of a hooked leaf done; after the last,
+                    hooked[p] -= 1  # its .grad is final: accumulate (and run its hooks) now
+                    if hooked[p] == 0 and p in grads:
+                        _accumulate(p, grads.pop(p), copied)
         if targets is not None:
             return [grads.get(("target", t._node) if t._node is not None else t) for t in targets]
         for leaf, g in grads.items():
@@ -122,13 +124,6 @@ def _refill(node: Node) -> None:
             "its saved arrays were freed by the first backward; pass retain_graph=True "
             "to the first call if you need to go through it again"
         )
-
-
-def _leaf_used(leaf: Any, hooked: dict[Any, int], grads: dict[Any, Any], copied: set[int]) -> None:
-    """One use of a hooked leaf is done; after its last one, its ``.grad`` is final: accumulate."""
-    hooked[leaf] -= 1
-    if hooked[leaf] == 0 and leaf in grads:
-        _accumulate(leaf, grads.pop(leaf), copied)
 
 
 def _count_consumers(roots: dict[Any, Any]) -> dict[Node, int]:
@@ -196,9 +191,8 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
         if hook is None:
             raw = _call_rule(op, node, g, node.out, datas, wanted)
         else:
-            args = (g, node.out, *datas)
             run = lambda: _call_rule(op, node, g, node.out, datas, wanted)
-            raw = hook(op, "backward", run, args, node.params)
+            raw = hook(op, "backward", run, (g, node.out, *datas), node.params)
 
     grads: list[Any] = []
     for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
@@ -329,18 +323,12 @@ def _no_double_backward(node: Node, g: Any) -> list[Any]:
     ]
 
 
-def _store_retained(node: Node, g: Any) -> None:
-    tensor = node.retained()
-    if tensor is not None:
-        tensor.grad = g if tensor.grad is None else tensor.grad + g
-
-
 def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
     if not isinstance(g, TensorBase):
         # A rule may hand the same array to several inputs, or a read-only broadcast view:
         # give each leaf its own writable array, as optimizers update .grad in place.
-        if id(g) in copied or not _owns_writable_memory(g):
+        if id(g) in copied or not (g.flags.owndata and getattr(g.flags, "writeable", True)):
             g = g.copy()
         copied.add(id(g))
     g = g if leaf.grad is None else leaf.grad + g
@@ -349,11 +337,6 @@ def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     if hooks:
         for hook in list(hooks.values()):
             hook(leaf)
-
-
-def _owns_writable_memory(array: Any) -> bool:
-    flags = array.flags
-    return bool(flags.owndata and getattr(flags, "writeable", True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,18 +486,13 @@ def grad(
     keep = create_graph if retain_graph is None else retain_graph
     found = run_backward(outs, seeds, retain_graph=keep, create_graph=create_graph, targets=ins)
     assert found is not None
-    result: list[Any] = []
     for i, g in enumerate(found):
-        if g is None:
-            if not allow_unused:
-                raise RuntimeError(
-                    f"sadl.grad: input {i} was not used to compute the outputs; pass "
-                    "allow_unused=True to get None for it"
-                )
-            result.append(None)
-        else:
-            result.append(g if isinstance(g, Tensor) else new_tensor(g))
-    return tuple(result)
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"sadl.grad: input {i} was not used to compute the outputs; pass "
+                "allow_unused=True to get None for it"
+            )
+    return tuple(g if g is None or isinstance(g, Tensor) else new_tensor(g) for g in found)
 
 
 def _seed_grad(out: Tensor, g: Any, create_graph: bool, where: str) -> Any:

@@ -14,7 +14,7 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -195,23 +195,27 @@ _hooks = _RecordHooks()
 
 
 @contextmanager
-def recording_hook(hook: Callable[[Node], None]) -> Iterator[None]:
+def _installed(slot: str, hook: Callable[..., Any]) -> Iterator[None]:
+    """Set ``_hooks.<slot>`` to ``hook`` for this thread inside the block (innermost wins)."""
+    previous = getattr(_hooks, slot)
+    setattr(_hooks, slot, hook)
+    try:
+        yield
+    finally:
+        setattr(_hooks, slot, previous)
+
+
+def recording_hook(hook: Callable[[Node], None]) -> AbstractContextManager[None]:
     """Call ``hook(node)`` on every node this thread records inside the block (innermost wins).
 
     This is the engine's one extension point for saved arrays: activation checkpointing
     (``sadl.checkpoint``) drops a node's ``datas``/``out`` there and sets its ``refill``, and
     collects the nodes of the recomputation the same way.
     """
-    previous = _hooks.on_record
-    _hooks.on_record = hook
-    try:
-        yield
-    finally:
-        _hooks.on_record = previous
+    return _installed("on_record", hook)
 
 
-@contextmanager
-def application_hook(hook: Callable[..., Any]) -> Iterator[None]:
+def application_hook(hook: Callable[..., Any]) -> AbstractContextManager[None]:
     """Run each op application this thread makes inside the block through ``hook`` (innermost wins).
 
     ``hook(op, phase, run, args, params)`` must return ``run()``, which performs the
@@ -221,12 +225,7 @@ def application_hook(hook: Callable[..., Any]) -> Iterator[None]:
     returns one gradient or None per input). A compiler tracing the function brackets each
     application to know which op made which calls. With no hook the engine pays one None check.
     """
-    previous = _hooks.on_apply
-    _hooks.on_apply = hook
-    try:
-        yield
-    finally:
-        _hooks.on_apply = previous
+    return _installed("on_apply", hook)
 
 
 def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
@@ -272,9 +271,8 @@ def _constant_message(op: OpDef, name: str) -> str:
         parameters = inspect.signature(op.forward).parameters.values()
     except (TypeError, ValueError):
         parameters = []  # type: ignore[assignment]
-    positional = [
-        p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    # POSITIONAL_ONLY < POSITIONAL_OR_KEYWORD < VAR_POSITIONAL < ... (an IntEnum)
+    positional = [p.name for p in parameters if p.kind <= p.POSITIONAL_OR_KEYWORD]
     if name in positional:
         return (
             f"{message}; it is the op's input {positional.index(name) + 1}: pass it positionally "

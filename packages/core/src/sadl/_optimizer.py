@@ -265,8 +265,7 @@ class Optimizer:
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
-        tracer = current_tracer()
-        if tracer is not None:  # a trace records the step as one call of _step
+        if (tracer := current_tracer()) is not None:  # a trace records the step as one call
             return tracer.on_step(self, closure, Optimizer._step)
         return self._step(closure)
 

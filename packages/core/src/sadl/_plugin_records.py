@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sadl._records import Example, _check_examples, _check_name
+from sadl._records import Example, _check_name
 
 __all__ = ["BackendDef", "FormatDef", "LayerDef", "ModelDef", "OptimizerDef"]
 
@@ -29,7 +29,13 @@ class _ClassDef:
         if not isinstance(self.cls, type):
             kind = type(self).__name__
             raise TypeError(f"{kind} {self.name!r}: cls must be a class, got {self.cls!r}")
-        _check_examples(self)
+        object.__setattr__(self, "examples", tuple(self.examples))  # a list given becomes a tuple
+        for example in self.examples:
+            if not isinstance(example, Example):
+                raise TypeError(
+                    f"{type(self).__name__} {self.name!r}: examples must be Example(...) "
+                    f"records, got {example!r}"
+                )
 
 
 class LayerDef(_ClassDef):

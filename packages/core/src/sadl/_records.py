@@ -136,8 +136,7 @@ class OpDef:
         names = tuple(p.name for p in forward_params if p.kind is p.POSITIONAL_OR_KEYWORD)
         object.__setattr__(self, "input_names", names)
         for key in ("numpy_funcs", "examples", "singular_points"):  # lists given become tuples
-            if not isinstance(getattr(self, key), tuple):
-                object.__setattr__(self, key, tuple(getattr(self, key)))
+            object.__setattr__(self, key, tuple(getattr(self, key)))
         if self.singular_points and not self.differentiable:
             raise TypeError(
                 f"OpDef {self.name!r}: singular_points need a gradient; this op is "
@@ -173,19 +172,6 @@ def _summary(doc: str | None) -> str:
     if lines and lines[0].endswith(")") and "(" in lines[0]:
         lines = lines[1:]
     return next((line for line in lines if line), "")
-
-
-def _check_examples(record: Any) -> None:
-    examples = record.examples
-    if not isinstance(examples, tuple):
-        examples = tuple(examples)
-        object.__setattr__(record, "examples", examples)
-    for example in examples:
-        if not isinstance(example, Example):
-            raise TypeError(
-                f"{type(record).__name__} {record.name!r}: examples must be Example(...) "
-                f"records, got {example!r}"
-            )
 
 
 def _check_name(record: object, name: object) -> None:

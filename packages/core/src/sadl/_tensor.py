@@ -346,7 +346,8 @@ def _as_array(data: Any, dtype: Any = None, device: Where = None) -> Any:
         arr = data
     else:
         arr = np.asarray(data)
-        if dtype is None and arr.dtype == np.float64 and not _is_numpy_data(data):
+        # NumPy scalars and array-likes keep their dtype; Python floats take the default dtype.
+        if dtype is None and arr.dtype == np.float64 and not hasattr(data, "__array__"):
             arr = arr.astype(get_default_dtype())
     if dtype is not None:
         dtype = np.dtype(dtype)
@@ -365,12 +366,5 @@ def _as_array(data: Any, dtype: Any = None, device: Where = None) -> Any:
     return arr
 
 
-def _is_numpy_data(data: Any) -> Bool:
-    """NumPy scalars and array-likes keep their dtype; Python floats take the default dtype."""
-    return hasattr(data, "__array__") or isinstance(data, np.generic)
-
-
 def _rebuild(cls: type, data: Any, requires_grad: Bool) -> Tensor:
-    if cls is Parameter:
-        return Parameter(data)
-    return cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]
+    return Parameter(data) if cls is Parameter else cls(data, requires_grad=requires_grad)  # type: ignore[no-any-return]

@@ -99,10 +99,6 @@ CPU = Device("cpu")
 Where = str | Device | None  # a device spec; None: the CPU, or where the data is
 
 
-def _numpy_generator(seed: int | None, index: int) -> np.random.Generator:
-    return np.random.default_rng(seed)
-
-
 def _no_sync(index: int) -> None:
     """NumPy runs synchronously: nothing is ever queued."""
 
@@ -117,7 +113,7 @@ CPU_BACKEND = BackendDef(
     from_host=lambda array, index: array,
     device_index=lambda array: 0,
     device_count=lambda: 1,
-    generator=_numpy_generator,
+    generator=lambda seed, index: np.random.default_rng(seed),
     synchronize=_no_sync,
 )
 
@@ -305,7 +301,8 @@ def _record_for(name: str) -> BackendDef:
     if name in _table.aliases:
         return _table.records[_table.aliases[name]]
     if name in set(_table.aliases.values()):
-        raise ValueError(f"device type {name!r} is serving {_alias_of(name)!r} at the moment")
+        alias = next(a for a, b in _table.aliases.items() if b == name)
+        raise ValueError(f"device type {name!r} is serving {alias!r} at the moment")
     record = _table.records.get(name)
     if record is None and name in _table.contested:
         raise _table.contested[name]
@@ -316,10 +313,6 @@ def _record_for(name: str) -> BackendDef:
             "add more through the register_backends hook)"
         )
     return record
-
-
-def _alias_of(name: str) -> str:
-    return next(a for a, b in _table.aliases.items() if b == name)
 
 
 def backend(device_type: str) -> Backend:

@@ -25,18 +25,10 @@ def _cupy() -> ModuleType:
     return cupy  # type: ignore[no-any-return]
 
 
-def _to_host(array: Any) -> Any:
-    return array.get()
-
-
 def _from_host(array: Any, index: int) -> Any:
     cp = _cupy()
     with cp.cuda.Device(index):
         return cp.asarray(array)
-
-
-def _device_index(array: Any) -> int:
-    return int(array.device.id)
 
 
 def _device_count() -> int:
@@ -52,20 +44,16 @@ def _generator(seed: int | None, index: int) -> Any:
         return cp.random.default_rng(seed)
 
 
-def _cupy_synchronize(index: int) -> None:
-    _cupy().cuda.Device(index).synchronize()
-
-
 CUDA_BACKEND = BackendDef(
     "cuda",
     module="cupy",
     array_types=("cupy.ndarray",),
-    to_host=_to_host,
+    to_host=lambda array: array.get(),
     from_host=_from_host,
-    device_index=_device_index,
+    device_index=lambda array: int(array.device.id),
     device_count=_device_count,
     generator=_generator,
-    synchronize=_cupy_synchronize,
+    synchronize=lambda index: _cupy().cuda.Device(index).synchronize(),
     install_hint=lambda: (
         f"{install_command('sadl-core', extra='gpu')} (CUDA 12) or "
         f"{install_command('sadl-core', extra='gpu-cuda13')} (CUDA 13)"

@@ -53,8 +53,7 @@ class Generator(np.random.Generator):
 
     def __init__(self, bit_generator: Any, seeded: bool = False) -> None:
         super().__init__(bit_generator)
-        tracer = _backends.current_tracer()
-        if tracer is not None:
+        if (tracer := _backends.current_tracer()) is not None:
             tracer.on_generator(self, seeded)
 
     def __reduce__(self) -> Any:
@@ -176,8 +175,7 @@ def get_rng_state() -> dict[str, Any]:
             device: (record, copy.deepcopy(gen))
             for device, (record, gen) in _device_generators.items()
         }
-    tracer = _backends.current_tracer()
-    if tracer is not None:
+    if (tracer := _backends.current_tracer()) is not None:
         tracer.on_rng_state(state, False)
     return state
 
@@ -188,8 +186,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     A device generator first used after the snapshot is dropped: it starts afresh from the
     seed on its next use, exactly as it did the first time.
     """
-    tracer = _backends.current_tracer()
-    if tracer is not None:
+    if (tracer := _backends.current_tracer()) is not None:
         tracer.on_rng_state(state, True)
     state = dict(state)
     devices = state.pop("devices", {})

@@ -136,17 +136,5 @@ REMAINDER = _ufunc(
     np.remainder, (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.floor(a / b)), _MODULO
 )
 FMOD = _ufunc(np.fmod, (lambda g, out, a, b: g, lambda g, out, a, b: -g * np.trunc(a / b)), _MODULO)
-OPS = (
-    REMAINDER,
-    FMOD,
-    ADD,
-    SUBTRACT,
-    MULTIPLY,
-    DIVIDE,
-    TRUE_DIVIDE,
-    DIV,
-    POWER,
-    MAXIMUM,
-    MINIMUM,
-    LOGADDEXP,
-)
+#: Every op defined above, in order (``sadl._ops.CORE_OPS`` registers them).
+OPS = tuple(op for op in globals().values() if isinstance(op, OpDef))

@@ -170,38 +170,5 @@ FULL_LIKE = _nondiff(
     "full_like", _full_like, (np.full_like,), examples=(Example((3, 4), fill_value=2.5),)
 )
 
-OPS = (
-    ARGMAX,
-    ARGMIN,
-    ARGSORT,
-    GREATER,
-    GREATER_EQUAL,
-    LESS,
-    LESS_EQUAL,
-    EQUAL,
-    NOT_EQUAL,
-    LOGICAL_AND,
-    LOGICAL_OR,
-    LOGICAL_XOR,
-    LOGICAL_NOT,
-    INVERT,
-    BITWISE_AND,
-    BITWISE_OR,
-    BITWISE_XOR,
-    LEFT_SHIFT,
-    RIGHT_SHIFT,
-    ISFINITE,
-    ISNAN,
-    ISINF,
-    ISNEGINF,
-    ISPOSINF,
-    SIGNBIT,
-    ISCLOSE,
-    COUNT_NONZERO,
-    BITCAST,
-    ALL,
-    ANY,
-    ZEROS_LIKE,
-    ONES_LIKE,
-    FULL_LIKE,
-)
+#: Every op defined above, in order (``sadl._ops.CORE_OPS`` registers them).
+OPS = tuple(op for op in globals().values() if isinstance(op, OpDef))

@@ -239,19 +239,5 @@ def _copy(x):
 
 COPY = _numpy_op(np.copy, _copy, (lambda g, out, x: g,), (Example((3, 4)),))
 
-OPS = (
-    RESHAPE,
-    TRANSPOSE,
-    SWAPAXES,
-    MOVEAXIS,
-    SQUEEZE,
-    EXPAND_DIMS,
-    BROADCAST_TO,
-    RAVEL,
-    CONCATENATE,
-    STACK,
-    SPLIT,
-    ARRAY_SPLIT,
-    FLIP,
-    COPY,
-)
+#: Every op defined above, in order (``sadl._ops.CORE_OPS`` registers them).
+OPS = tuple(op for op in globals().values() if isinstance(op, OpDef))

@@ -131,10 +131,8 @@ def _take_along_axis(x, *, indices, axis):
 
 def take_along_axis_grad(g, out, x, *, indices, axis):
     if axis is None:
-        flat = ADD_AT(g, shape=(x.size,), key=(indices,))
-        return np.reshape(flat, x.shape)
-    axis = axis % x.ndim
-    return ADD_AT(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis))
+        return np.reshape(ADD_AT(g, shape=(x.size,), key=(indices,)), x.shape)
+    return ADD_AT(g, shape=x.shape, key=_along_axis_key(x.shape, indices, axis % x.ndim))
 
 
 TAKE_ALONG_AXIS = _ParamsByPosition(
