@@ -9,6 +9,7 @@ run. The scripts of docs/examples/ are run by docs/examples/test_examples.py.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -232,6 +233,8 @@ def _sz():
         import sz
     finally:
         sys.path.pop(0)
+    if not hasattr(sz.code_lines, "cache_info"):  # each file tokenized once for all these tests
+        sz.code_lines = functools.lru_cache(maxsize=None)(sz.code_lines)
     return sz
 
 
