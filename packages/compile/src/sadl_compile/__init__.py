@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sadl_compile.api import CompiledFunction, compile
     from sadl_compile.ir import Graph, Node, OpRegion, Storage, Value
     from sadl_compile.pipeline import Options, PassContext, PassOrderError
-    from sadl_compile.rewrite import op_regions, replace_region
+    from sadl_compile.rewrite import contiguous, op_regions, replace_region
     from sadl_compile.show import format_graph
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "Value",
     "__version__",
     "compile",
+    "contiguous",
     "format_graph",
     "op_regions",
     "replace_region",
@@ -49,7 +50,7 @@ _LAZY = {
     "format_graph": "show",
     **dict.fromkeys(("Graph", "Node", "OpRegion", "Storage", "Value"), "ir"),
     **dict.fromkeys(("Options", "PassContext", "PassOrderError"), "pipeline"),
-    **dict.fromkeys(("op_regions", "replace_region"), "rewrite"),
+    **dict.fromkeys(("contiguous", "op_regions", "replace_region"), "rewrite"),
 }
 
 

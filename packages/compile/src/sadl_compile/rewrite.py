@@ -17,7 +17,7 @@ import numpy as np
 
 from sadl_compile.ir import Graph, Node, OpRegion, Value
 
-__all__ = ["op_regions", "replace_region"]
+__all__ = ["contiguous", "op_regions", "replace_region"]
 
 
 def op_regions(graph: Graph, names: Any = None, phase: str = "forward") -> list[OpRegion]:
@@ -36,7 +36,8 @@ def op_regions(graph: Graph, names: Any = None, phase: str = "forward") -> list[
     return [r for r in found.values() if r.phase == phase and (names is None or r.op.name in names)]
 
 
-def _contiguous(v: Value) -> bool:
+def contiguous(v: Value) -> bool:
+    """C-contiguous strides for its shape (dimensions of one element may have any stride)."""
     stride = v.dtype.itemsize
     for n, s in zip(reversed(v.shape), reversed(v.strides)):
         if n != 1 and s != stride:
@@ -96,7 +97,7 @@ def replace_region(
     # the kernel writes the allocation itself (views of it may be hoisted by the memory plan)
     if root.producer is None or root.producer not in [nodes[i] for i in kept]:
         return False
-    if not _contiguous(root) or root.dtype != out.dtype:
+    if not contiguous(root) or root.dtype != out.dtype:
         return False
     args = tuple(root if a is out else a for a in args)
     inputs = tuple(dict.fromkeys(a for a in args if type(a) is Value and a is not root))

@@ -3,8 +3,8 @@
 The pass record ``CompilePassDef`` and the IR's types (``Graph``, ``Node``, ``Value``,
 ``OpRegion``: what an op application made, see ``sadl_compile.ir``) come from sadl-compile, which
 declares the ``register_compile_passes`` hook, with its tools to edit a graph by op application
-(``op_regions``, ``replace_region``); ``hookimpl`` and ``records`` (the registered
-optimizers, by name) from core's plugin-author API.
+(``op_regions``, ``replace_region``, and ``contiguous``, the strides check they use);
+``hookimpl`` and ``records`` (the registered optimizers, by name) from core's plugin-author API.
 
 The passes edit nodes through ``new_node`` (a copy of an existing node with some fields
 changed) and keep the graph's own values.
@@ -23,6 +23,7 @@ from sadl_compile import (
     OpRegion,
     PassContext,
     Value,
+    contiguous,
     op_regions,
     replace_region,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "OpRegion",
     "PassContext",
     "Value",
+    "contiguous",
     "hookimpl",
     "new_node",
     "op_regions",

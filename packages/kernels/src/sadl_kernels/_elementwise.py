@@ -1,12 +1,13 @@
 """GELU (tanh approximation) forward and backward, and the attention's softmax, as numba loops.
 
-sadl-layers evaluates ``gelu(x, approximate="tanh")`` in cache-sized blocks of eight in-place
-ufunc calls (fifteen for the gradient) and the attention's softmax over the key axis as seven
-(``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale), and the backward's
+The GELU loops are what ``_gelu.py`` runs for the recorded ``gelu`` and ``gelu_backward`` op
+applications, each in one pass where sadl-layers' blocks make eight in-place ufunc calls (fifteen
+for the gradient), leaving the same scratch. The attention's softmax over the key axis is seven
+calls (``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale) and the backward's
 ``dS^T = P^T * ((g v^T)^T - rowsum(g * out))``, whose two in-place ufuncs after the einsum
-become one pass. Each kernel
-does one pass, element by element, and writes what the calls would have left in every array (the
-scratch blocks included), so the rest of the step reads the same memory.
+become one pass; those kernels replace the calls by their sequence (``SOFTMAX_PATTERNS``) and
+write what the calls would have left in every array, so the rest of the step reads the same
+memory.
 
 Tolerance (tested in ``tests/test_kernels_elementwise.py``): the arithmetic is NumPy's, in the same
 order and dtype, except ``tanh``, a float32 rational approximation that vectorizes (within
@@ -25,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from sadl_kernels._jit import PER_THREAD, jit, jit_sums, prange
-from sadl_kernels._match import Cap, Lit, Pattern, Step, contiguous
+from sadl_kernels._match import Pattern, Step, contiguous
 
-__all__ = ["GELU_PATTERNS", "SOFTMAX_PATTERNS"]
+__all__ = ["SOFTMAX_PATTERNS"]
 
 
 #: Eigen's rational approximation of tanh in float32 (``generic_fast_tanh_float``): pure
@@ -87,11 +88,6 @@ def _gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
         o1[i] = t * v * half
 
 
-def gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
-    """``out = 0.5 * x * (1 + tanh(c * (x + a x^3)))``; ``s`` is left holding ``1 + tanh``."""
-    _gelu_forward.launch(x.size, x, s, out, ac, c)
-
-
 @jit  # serial only, as _gelu_forward
 def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
     x1, g1, a1, b1, o1 = (
@@ -113,80 +109,6 @@ def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untype
         a1[i] = t + one
         b1[i] = u
         o1[i] = o
-
-
-def gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
-    """``out = g * GELU'(x)`` (tanh form), leaving ``s1 = 1 + t`` and ``s2 = x u'``."""
-    _gelu_backward.launch(x.size, x, g, s1, s2, out, ac, c, ac3, c2)
-
-
-def _same_blocks(*values: Any) -> bool:
-    shape, dtype = values[0].shape, values[0].dtype
-    if dtype != np.float32:
-        return False  # the vectorized tanh is float32's; float64 stays with NumPy
-    if not all(v.shape == shape and v.dtype == dtype and contiguous(v) for v in values):
-        return False
-    return len({id(v.storage) for v in values}) == len(values)
-
-
-def _gelu_forward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    if not _same_blocks(b["X"], b["S"], b["O"]):
-        return None
-    return (b["ac"], b["c"])
-
-
-def _gelu_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    if not _same_blocks(b["X"], b["S1"], b["S2"], b["O"]) or not _same_blocks(b["G"], b["O"]):
-        return None
-    if b["ac3"] != 3.0 * b["ac"] or b["c2"] != b["c"]:
-        return None
-    return (b["ac"], b["c"], b["ac3"], b["c2"])
-
-
-GELU_FORWARD = Pattern(
-    "gelu",
-    (
-        Step("multiply", ("X", "X"), out="S"),
-        Step("multiply", ("S", Cap("ac")), out="S"),
-        Step("add", ("S", Cap("c")), out="S"),
-        Step("multiply", ("S", "X"), out="S"),
-        Step("tanh", ("S",), out="S"),
-        Step("add", ("S", Lit(1.0)), out="S"),
-        Step("multiply", ("S", "X"), out="O"),
-        Step("multiply", ("O", Lit(0.5)), out="O"),
-    ),
-    ("X",),
-    ("S", "O"),
-    gelu_forward,
-    _gelu_forward_check,
-)
-
-GELU_BACKWARD = Pattern(
-    "gelu",
-    (
-        Step("multiply", ("X", "X"), out="S2"),
-        Step("multiply", ("S2", Cap("ac")), out="S1"),
-        Step("add", ("S1", Cap("c")), out="S1"),
-        Step("multiply", ("S1", "X"), out="S1"),
-        Step("tanh", ("S1",), out="S1"),
-        Step("multiply", ("S2", Cap("ac3")), out="S2"),
-        Step("add", ("S2", Cap("c2")), out="S2"),
-        Step("multiply", ("S2", "X"), out="S2"),
-        Step("subtract", (Lit(1.0), "S1"), out="O"),
-        Step("multiply", ("O", "S2"), out="O"),
-        Step("add", ("O", Lit(1.0)), out="O"),
-        Step("add", ("S1", Lit(1.0)), out="S1"),
-        Step("multiply", ("O", "S1"), out="O"),
-        Step("multiply", ("O", Lit(0.5)), out="O"),
-        Step("multiply", ("O", "G"), out="O"),
-    ),
-    ("X", "G"),
-    ("S1", "S2", "O"),
-    gelu_backward,
-    _gelu_backward_check,
-)
-
-GELU_PATTERNS = (GELU_FORWARD, GELU_BACKWARD)
 
 
 @jit_sums(per_thread=PER_THREAD)

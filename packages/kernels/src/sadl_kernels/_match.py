@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sadl_kernels._api import Graph, Node, Value, new_node
+from sadl_kernels._api import Graph, Node, Value, contiguous, new_node
 
 __all__ = ["Cap", "Lit", "Pattern", "Step", "contiguous", "disjoint", "rewrite_all"]
 
@@ -90,16 +90,6 @@ def is_view(node: Node) -> bool:
         and bool(node.reads)
         and node.outputs[0].storage is node.reads[0].storage
     )
-
-
-def contiguous(v: Value) -> bool:
-    """C-contiguous strides for its shape (dimensions of one element may have any stride)."""
-    stride = v.dtype.itemsize
-    for n, s in zip(reversed(v.shape), reversed(v.strides)):
-        if n != 1 and s != stride:
-            return False
-        stride *= n
-    return True
 
 
 def extent(v: Value) -> tuple[int, int] | None:
