@@ -8,28 +8,11 @@ ufunc on a small array, so a call added to the per-op path shows up in every eag
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 import numpy as np
 import sadl
-
-
-def _calls(fn: Callable[[], object]) -> int:
-    """Python and C calls made while ``fn()`` runs (deterministic, unlike its time)."""
-    count = 0
-
-    def profile(frame: object, event: str, arg: object) -> None:
-        nonlocal count
-        if event in ("call", "c_call"):
-            count += 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return count
+from sadl_check.calls import count_calls
 
 
 def _chain(ops: int) -> Callable[[], None]:
@@ -45,14 +28,14 @@ def _chain(ops: int) -> Callable[[], None]:
     return run
 
 
-def test_a_recorded_binary_op_and_its_backward_make_at_most_34_calls() -> None:
+def test_a_recorded_binary_op_and_its_backward_make_at_most_34count_calls() -> None:
     _chain(20)()  # first use: nothing lazily loaded is counted
     # The difference of two chains: the fixed cost (the tensor, sum, backward's set-up) cancels.
-    per_op = (_calls(_chain(120)) - _calls(_chain(20))) / 100
+    per_op = (count_calls(_chain(120)) - count_calls(_chain(20))) / 100
     assert per_op <= 34, f"{per_op} calls per op and its backward (budget 34)"
 
 
-def test_an_unrecorded_binary_op_makes_at_most_8_calls() -> None:
+def test_an_unrecorded_binary_op_makes_at_most_8count_calls() -> None:
     def run(ops: int) -> Callable[[], None]:
         def chain() -> None:
             y = sadl.Tensor(np.full((4, 4), 0.5, np.float32))
@@ -62,5 +45,5 @@ def test_an_unrecorded_binary_op_makes_at_most_8_calls() -> None:
         return chain
 
     run(20)()
-    per_op = (_calls(run(120)) - _calls(run(20))) / 100
+    per_op = (count_calls(run(120)) - count_calls(run(20))) / 100
     assert per_op <= 8, f"{per_op} calls per op without a graph (budget 8)"

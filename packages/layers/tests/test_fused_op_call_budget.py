@@ -8,31 +8,12 @@ shorter.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-
 import numpy as np
 import sadl
+from sadl_check.calls import count_calls
 
 
-def _calls(fn: Callable[[], object]) -> int:
-    """Python and C calls made while ``fn()`` runs."""
-    count = 0
-
-    def profile(frame: object, event: str, arg: object) -> None:
-        nonlocal count
-        if event in ("call", "c_call"):
-            count += 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return count
-
-
-def test_layer_norm_forward_and_backward_make_at_most_400_calls() -> None:
+def test_layer_norm_forward_and_backward_make_at_most_400count_calls() -> None:
     x = sadl.Tensor(np.ones((4, 8), np.float32), requires_grad=True)
     w = sadl.Parameter(np.ones(8, np.float32))
     b = sadl.Parameter(np.zeros(8, np.float32))
@@ -41,15 +22,15 @@ def test_layer_norm_forward_and_backward_make_at_most_400_calls() -> None:
         sadl.ops.layer_norm(x, w, b, normalized_shape=(8,)).sum().backward()
 
     step()  # first use: the op is looked up and its plugin loaded outside the count
-    calls = _calls(step)
+    calls = count_calls(step)
     assert calls <= 400, f"{calls} calls for layer_norm forward and backward (budget 400)"
 
 
-def test_the_float16_wrapper_costs_a_float32_op_at_most_4_calls() -> None:
+def test_the_float16_wrapper_costs_a_float32_op_at_most_4count_calls() -> None:
     x = np.linspace(-3.0, 3.0, 64, dtype=np.float32).reshape(8, 8)
     gelu = sadl.ops.get("gelu").forward  # wrapped: float16 inputs run in float32
     inner = gelu.__wrapped__
     gelu(x)
-    extra = _calls(lambda: gelu(x)) - _calls(lambda: inner(x))
+    extra = count_calls(lambda: gelu(x)) - count_calls(lambda: inner(x))
     assert extra <= 4, f"the wrapper adds {extra} calls (budget 4)"
     np.testing.assert_array_equal(gelu(x), inner(x))

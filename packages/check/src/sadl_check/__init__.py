@@ -8,6 +8,7 @@
 * ``sadl_check.torch_parity``: PyTorch as the reference for an op, in float64 (forward, gradient,
   double backward, singular points); torch is imported only when one of its checks is called.
 * ``sadl_check.viz``: the graph behind a tensor as Graphviz DOT text (``sadl.viz``).
+* ``sadl_check.calls.count_calls``: the calls a step makes, a load-independent overhead budget.
 
 Installed, every name is also served under its old home in core: ``sadl.testing.check_op``,
 ``sadl.viz.to_dot``. ``sadl.testing.gradcheck`` itself stays in core.
