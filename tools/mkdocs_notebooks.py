@@ -81,11 +81,19 @@ def to_markdown(notebook: Any, stem: str) -> tuple[str, dict[str, bytes]]:
 
 
 def on_files(files: Files, config: Any) -> Files:
-    """Add ``examples/<name>.md`` and its figures for every ``examples/*.ipynb``."""
+    """Add ``examples/<name>.md`` and its figures for every ``examples/*.ipynb``, and the
+    executed notebook as ``examples/<name>.executed.ipynb`` (outputs included: the docs tests
+    check that run rather than running the notebook a second time).
+    """
+    import nbformat
+
     docs = Path(config["docs_dir"])
     for path in sorted((docs / NOTEBOOKS).glob("*.ipynb")):
-        markdown, figures = to_markdown(execute(path), path.stem)
+        executed = execute(path)
+        markdown, figures = to_markdown(executed, path.stem)
         files.append(File.generated(config, f"{NOTEBOOKS}/{path.stem}.md", content=markdown))
+        ran = nbformat.writes(executed)
+        files.append(File.generated(config, f"{NOTEBOOKS}/{path.stem}.executed.ipynb", content=ran))
         for name, content in figures.items():
             files.append(File.generated(config, f"{NOTEBOOKS}/{name}", content=content))
     return files
