@@ -332,15 +332,17 @@ BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 
 
 def test_one_way_to_install_in_every_shown_command():
-    # Every pip in a shown command is the README's `.venv/bin/python -m pip` (never a bare
+    # Every pip in a shown command installs into the README's .venv: `.venv/bin/python -m pip`
+    # or the Developing line's `.venv/bin/uv pip ... --python .venv/bin/python` (never a bare
     # `pip` or `python -m pip`, which may be another Python's), and no page says `uv sync`.
+    venv = (".venv/bin/python -m pip ", ".venv/bin/uv pip install --python .venv/bin/python ")
     for page in PAGES:
         text = page.read_text()
         for block in BASH.findall(text):
             for line in block.splitlines():
                 command = line.split("#", 1)[0]
                 if re.search(r"\bpip\b", command):
-                    assert ".venv/bin/python -m pip " in command, f"{page.name}: {line}"
+                    assert any(way in command for way in venv), f"{page.name}: {line}"
                     assert command.count(" pip ") == 1, f"{page.name}: {line}"
         assert "uv sync" not in text, f"{page.name} says `uv sync`; the README's way is pip"
 
