@@ -24,13 +24,9 @@ Offer = tuple[Any, str, Any]  # (PluginInfo, kind, record)
 Lost = dict[tuple[str, str, str], PluginConflictError]  # (plugin name, kind, name) -> why
 
 
-def _name(record: Any) -> str:
-    return str(record.name)
-
-
 def claims_of(kind: str, record: Any) -> list[Claim]:
     """What serving ``record`` takes: its name, and the NumPy functions or suffixes it claims."""
-    claims: list[Claim] = [(kind, _name(record))]
+    claims: list[Claim] = [(kind, record.name)]
     if kind == "ops":
         claims += [("numpy", func) for func in record.numpy_funcs]
     elif kind == "formats":
@@ -44,51 +40,38 @@ def _key(claim: Claim) -> str:
     return f"np.{getattr(what, '__name__', what)}" if kind == "numpy" else str(what)
 
 
-class _Messages:
-    """The errors of a lost claim; ``labels`` names one record of each kind (``"op"``)."""
+def _error(
+    claim: Claim, offered: list[Offer], core: Offer | None, labels: dict[str, str]
+) -> PluginConflictError:
+    """The error of a lost claim: ``core`` holds it, or (None) several plugins contest it.
 
-    def __init__(self, labels: dict[str, str]) -> None:
-        self.labels = labels
-
-    def label(self, kind: str) -> str:
-        return self.labels.get(kind, "command")
-
-    def what(self, claim: Claim, entry: Offer) -> str:
-        info, kind, record = entry
-        if claim[0] not in ("numpy", "suffix"):
-            return str(info.label)
-        return f"{self.label(kind)} {_name(record)!r} of plugin {info.label}"
-
-    def contested(self, claim: Claim, offered: list[Offer]) -> PluginConflictError:
-        kind, key = claim[0], _key(claim)
-        what = f"the {self.label(kind)} {key!r}" if kind not in ("numpy", "suffix") else key
-        verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
+    ``labels`` names one record of each kind (``"ops"``: ``"op"``, ``"commands"``: ``"command"``).
+    """
+    kind, key = claim[0], _key(claim)
+    named = kind not in ("numpy", "suffix")  # a name, not a NumPy function or a suffix
+    whose = ", ".join(
+        i.label if named else f"{labels[k]} {r.name!r} of plugin {i.label}" for i, k, r in offered
+    )
+    verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
+    what = f"the {labels[kind]} {key!r}" if named else key
+    if core is None:
         names = [entry[0].name for entry in offered]
         return PluginConflictError(
-            f"{what} is {verb} by {len(offered)} plugins: "
-            f"{', '.join(self.what(claim, entry) for entry in offered)}; "
+            f"{what} is {verb} by {len(offered)} plugins: {whose}; "
             f"{'neither' if len(offered) == 2 else 'none'} is served (everything else of theirs "
             f"works) until you choose one: SADL_PREFER={key}:{names[0]}, say, or block the "
             f"others (SADL_DISABLE_PLUGINS={','.join(names[1:])})"
         )
-
-    def core_clash(self, claim: Claim, offered: list[Offer], core: Offer) -> PluginConflictError:
-        kind, key = claim[0], _key(claim)
-        whose = ", ".join(self.what(claim, entry) for entry in offered)
-        if kind not in ("numpy", "suffix"):
-            plugins = "plugin" if len(offered) == 1 else "plugins"
-            head = f"the {self.label(kind)} {key!r} is sadl-core's built-in; {plugins} {whose}"
-            head += " has it too"
-        else:
-            verb = "implemented" if kind == "numpy" else "claimed"
-            head = (
-                f"{key} is {verb} by sadl-core's built-in {self.label(core[1])} "
-                f"{_name(core[2])!r}; {whose} claims it too"
-            )
-        return PluginConflictError(
-            f"{head}: the built-in is kept and the plugin's {self.label(offered[0][1])} is not "
-            "served (a built-in cannot be replaced; rename it in the plugin)"
-        )
+    if named:
+        plugins = "plugin" if len(offered) == 1 else "plugins"
+        head = f"{what} is sadl-core's built-in; {plugins} {whose} has it too"
+    else:
+        head = f"{key} is {verb} by sadl-core's built-in {labels[core[1]]} {core[2].name!r}; "
+        head += f"{whose} claims it too"
+    return PluginConflictError(
+        f"{head}: the built-in is kept and the plugin's {labels[offered[0][1]]} is not "
+        "served (a built-in cannot be replaced; rename it in the plugin)"
+    )
 
 
 def _preferences() -> dict[str, set[str]]:
@@ -119,23 +102,23 @@ def settle(
             for record in records:
                 for claim in claims_of(kind, record):
                     claims.setdefault(claim, []).append((info, kind, record))
-    prefer, messages = _preferences(), _Messages(labels)
+    prefer = _preferences()
     _check_preferences(prefer, claims, core, offers, stacklevel)
     lost: Lost = {}
     for claim, offered in claims.items():
         if claim in core:
-            losers, error = offered, messages.core_clash(claim, offered, core[claim])
+            losers, error = offered, _error(claim, offered, core[claim], labels)
         elif len(offered) > 1:
             chosen = prefer.get(_key(claim)) or prefer.get("", set())
             winners = [entry for entry in offered if entry[0].name in chosen]
             losers = [entry for entry in offered if winners != [entry]]
-            error = messages.contested(claim, offered)
+            error = _error(claim, offered, None, labels)
         else:
             continue
         if losers == offered:
             warnings.warn(str(error), SadlPluginWarning, stacklevel=stacklevel())
         for info, kind, record in losers:
-            lost.setdefault((info.name, kind, _name(record)), error)
+            lost.setdefault((info.name, kind, record.name), error)
     return lost
 
 

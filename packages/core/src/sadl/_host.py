@@ -124,7 +124,6 @@ class Registry:
         # kind -> name -> record and the plugin serving it (those set aside: PluginInfo.set_aside)
         self._records: dict[str, dict[str, Any]] = defaultdict(dict)
         self._providers: dict[str, dict[str, PluginInfo]] = defaultdict(dict)
-        self._contested_funcs: dict[Any, PluginConflictError] = {}
         self._commands_settled = False  # see settle_commands
 
     # ------------------------------------------------------------------ queries
@@ -150,8 +149,13 @@ class Registry:
         return {n: lost for p in self.plugins for n, lost in p.set_aside.get(kind, {}).items()}
 
     def contested_function(self, func: Any) -> PluginConflictError | None:
-        """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None."""
-        return self._contested_funcs.get(func)
+        """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None.
+
+        Asked only for a callable no served op implements (NumPy dispatch's fallback).
+        """
+        return next(
+            (why for op, why in self.unserved("ops").values() if func in op.numpy_funcs), None
+        )
 
     def lookup(self, kind: str, name: str) -> Any:
         """The record called ``name``; a missing or contested name raises with a useful hint."""
@@ -225,7 +229,7 @@ class Registry:
             core = PluginInfo(name, "sadl-core", __version__, builtin=True)
             self.plugins.append(core)
             # Core's records go in first, so plugin code may use any core op while it is imported.
-            self._commit(core, self._collect(core))
+            self._commit(core, collected := self._collect(core), collected)
         for name in os.environ.get("SADL_DISABLE_PLUGINS", "").split(","):
             if name.strip() and not pm.has_plugin(name.strip()):  # a built-in cannot be blocked
                 pm.set_blocked(name.strip())
@@ -263,21 +267,21 @@ class Registry:
         """Record whatever the plugin raises as its status (strict mode: raise it)."""
         try:
             yield
-        except Incompatible as exc:
-            self._fail(info, "incompatible", str(exc), exc)
         except (Exception, SystemExit) as exc:
-            self._fail(info, "error", _describe(exc), exc)
+            self._fail(info, exc, "" if isinstance(exc, Incompatible) else _describe(exc))
 
-    def _fail(self, info: PluginInfo, status: str, message: str, exc: BaseException) -> None:
-        info.status, info.error = status, message
+    def _fail(self, info: PluginInfo, exc: BaseException, message: str = "") -> None:
+        """Give ``info`` status ``incompatible`` or ``error`` (``message``, default ``exc``'s)."""
+        status = "incompatible" if isinstance(exc, Incompatible) else "error"
+        info.status, info.error = status, message or str(exc)
         plugin = self.pluginmanager.get_plugin(info.name)
         if plugin is not None:
             self.pluginmanager.unregister(plugin)
         if os.environ.get("SADL_PLUGINS_STRICT", "") not in ("", "0"):
             if isinstance(exc, PluginError):
                 raise exc
-            raise PluginError(f"sadl plugin {info.label} failed to load: {message}") from exc
-        short = " ".join(message.split(" (at ")[0].split())
+            raise PluginError(f"sadl plugin {info.label} failed to load: {info.error}") from exc
+        short = " ".join(info.error.split(" (at ")[0].split())
         warnings.warn(
             f"sadl plugin {info.label} failed to load ({status}): {short}; everything else works "
             "(`sadl plugins` has the details; SADL_PLUGINS_STRICT=1 makes this an error)",
@@ -290,29 +294,35 @@ class Registry:
         after a hook but not decorated: sadl would never call it, so the plugin is an error.
         """
         pm = self.pluginmanager
-        known = [name for name, hook in vars(pm.hook).items() if hook.has_spec()]
+        known = sorted(name for name, hook in vars(pm.hook).items() if hook.has_spec())
         while True:
             try:
                 pm.check_pending()
                 break
             except pluggy.PluginValidationError as exc:
                 info = next(p for p in self.plugins if p.name == pm.get_name(exc.plugin))
-                unknown = [c.name for c in pm.get_hookcallers(exc.plugin) or () if not c.has_spec()]
-                close = difflib.get_close_matches(unknown[0], known, n=1)
+                unknown = next(
+                    c.name for c in pm.get_hookcallers(exc.plugin) or () if not c.has_spec()
+                )
+                close = difflib.get_close_matches(unknown, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                message = f"plugin {info.label} implements unknown hook {unknown[0]!r}{hint} "
-                error = PluginError(message + f"(known hooks: {', '.join(sorted(known))})")
-                self._fail(info, "error", str(error), error)
+                message = f"plugin {info.label} implements unknown hook {unknown!r}{hint} "
+                self._fail(info, PluginError(message + f"(known hooks: {', '.join(known)})"))
         for info in self.loaded(builtin=False):
             mod = pm.get_plugin(info.name)
-            for attr in known:
-                if callable(getattr(mod, attr, None)) and not pm.parse_hookimpl_opts(mod, attr):
-                    error = PluginError(
-                        f"plugin {info.label} defines {attr}() without @hookimpl, so sadl would "
-                        "never call it; decorate it with sadl.plugins.hookimpl"
-                    )
-                    self._fail(info, "error", str(error), error)
-                    break
+            bare = [
+                a
+                for a in known
+                if callable(getattr(mod, a, None)) and not pm.parse_hookimpl_opts(mod, a)
+            ]
+            if bare:
+                message = (
+                    f"plugin {info.label} defines {bare[0]}() without @hookimpl, so sadl would "
+                )
+                self._fail(
+                    info,
+                    PluginError(message + "never call it; decorate it with sadl.plugins.hookimpl"),
+                )
 
     def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
         """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""
@@ -324,27 +334,22 @@ class Registry:
         """Call this plugin's ``register_*`` hooks and validate what they return."""
         collected: dict[str, list[Any]] = {}
         for kind, spec in self.kinds.items():
-            records: list[Any] = []
+            hook, expected, records = f"{spec.hook}() of plugin {info.label}", spec.record_type, {}
             for result in self.call(spec.hook, info):
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
+                    got = type(result).__name__
                     raise PluginError(
-                        f"{spec.hook}() of plugin {info.label} must return an iterable of "
-                        f"{spec.record_type.__name__} records, got {type(result).__name__}"
+                        f"{hook} must return an iterable of {expected.__name__} records, got {got}"
                     )
                 for record in result:
-                    if not isinstance(record, spec.record_type):
+                    if not isinstance(record, expected):
+                        got = f"{type(record).__name__} {record!r}"
+                        raise PluginError(f"{hook} returned {got}; expected {expected.__name__}")
+                    if records.setdefault(record.name, record) is not record:
                         raise PluginError(
-                            f"{spec.hook}() of plugin {info.label} returned "
-                            f"{type(record).__name__} {record!r}; expected "
-                            f"{spec.record_type.__name__}"
+                            f"plugin {info.label} registers the {spec.label} {record.name!r} twice"
                         )
-                    name = getattr(record, "name", None)
-                    if any(r.name == name for r in records):
-                        raise PluginError(
-                            f"plugin {info.label} registers the {spec.label} {name!r} twice"
-                        )
-                    records.append(record)
-            collected[kind] = records
+            collected[kind] = list(records.values())
         return collected
 
     def settle_commands(self) -> None:
@@ -364,12 +369,14 @@ class Registry:
                     except (Exception, SystemExit) as exc:  # the command line warns
                         info.command_error = f"{type(exc).__name__}: {exc}"
                     lines = {line.dest: line for line in sub._choices_actions}
-                    made = [Command(n, p, lines.get(n)) for n, p in sub.choices.items()]
-                    offers.append((info, {"commands": made}))
-            for info, commands in offers:
-                if info.builtin:
-                    self._commit(info, commands)
-            self._settle([offer for offer in offers if not offer[0].builtin])
+                    made = {
+                        "commands": [Command(n, p, lines.get(n)) for n, p in sub.choices.items()]
+                    }
+                    if info.builtin:  # built-ins come first and are never contested
+                        self._commit(info, made, made)
+                    else:
+                        offers.append((info, made))
+            self._settle(offers)
 
     def commands(self) -> list[Command]:
         """Every subcommand served, built-in ones first."""
@@ -384,33 +391,30 @@ class Registry:
             for name, record in records.items()
             for claim in claims_of(kind, record)
         }
-        labels = {kind: spec.label for kind, spec in self.kinds.items()}
+        labels = {"commands": "command", **{kind: spec.label for kind, spec in self.kinds.items()}}
         lost = settle(core, offers, labels, _first_frame_outside_sadl)
         for info, collected in offers:
+            served: dict[str, list[Any]] = {}
             for kind, records in collected.items():
-                for record in records:
-                    why = lost.get((info.name, kind, record.name))
-                    if why is None:
-                        continue
-                    info.set_aside.setdefault(kind, {})[record.name] = (record, why)
+                aside = {
+                    r.name: (r, lost[key])
+                    for r in records
+                    if (key := (info.name, kind, r.name)) in lost
+                }
+                for _, why in aside.values():
                     if str(why) not in info.error:
                         info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
-            served = {
-                kind: [r for r in records if r.name not in info.set_aside.get(kind, {})]
-                for kind, records in collected.items()
-            }
-            self._commit(info, served, provides=collected)
-        served_funcs = {f for op in self._records["ops"].values() for f in op.numpy_funcs}
-        for op, why in self.unserved("ops").values():
-            for func in set(op.numpy_funcs) - served_funcs:
-                self._contested_funcs.setdefault(func, why)
+                info.set_aside.update({kind: aside} if aside else {})
+                served[kind] = [r for r in records if r.name not in aside]
+            self._commit(info, collected, served)
 
     def _commit(
-        self, info: PluginInfo, collected: dict[str, list[Any]], provides: Any = None
+        self, info: PluginInfo, offered: dict[str, list[Any]], served: dict[str, list[Any]]
     ) -> None:
-        for kind, records in (provides or collected).items():
+        """Serve ``served`` as ``info``'s records; it provides (offers) ``offered``."""
+        for kind, records in offered.items():
             info.provides[f"register_{kind}"] = [r.name for r in records]
-        for kind, records in collected.items():
+        for kind, records in served.items():
             for record in records:
                 self._records[kind][record.name] = record
                 self._providers[kind][record.name] = info
