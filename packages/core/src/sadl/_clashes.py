@@ -10,14 +10,15 @@ serves everything else of the plugins involved.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from sadl._errors import PluginConflictError, SadlPluginWarning
 
-__all__ = ["claims_of", "settle"]
+__all__ = ["claims_of", "settle", "warn"]
 
 Claim = tuple[str, Any]  # (kind, name), ("numpy", function) or ("suffix", ".ext")
 Offer = tuple[Any, str, Any]  # (PluginInfo, kind, record)
@@ -74,6 +75,19 @@ def _error(
     )
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # sadl's, not sadl_layers/ and such
+
+
+def warn(message: str) -> None:
+    """A ``SadlPluginWarning`` that points at the user's line, not at sadl's."""
+    here = (_HERE, contextlib.__file__)
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, SadlPluginWarning, stacklevel=level)
+
+
 def _preferences() -> dict[str, set[str]]:
     """``SADL_PREFER=NAME:PLUGIN,...``: NAME -> plugins; ``PLUGIN`` alone is stored under ``''``."""
     prefer: dict[str, set[str]] = {}
@@ -88,13 +102,12 @@ def settle(
     core: dict[Claim, Offer],
     offers: list[tuple[Any, dict[str, list[Any]]]],
     labels: dict[str, str],
-    stacklevel: Callable[[], int],
 ) -> Lost:
     """``(plugin name, kind, name) -> why`` for every offered record that is not served.
 
     ``core`` holds the claims already served (the built-ins'); ``offers`` is ``(plugin, kind ->
     records)`` for every loaded plugin. Each claim nobody settles (no built-in, no
-    ``SADL_PREFER``) is warned about once; ``stacklevel()`` points the warning at the user's line.
+    ``SADL_PREFER``) is warned about once.
     """
     claims: dict[Claim, list[Offer]] = {}
     for info, collected in offers:
@@ -103,7 +116,7 @@ def settle(
                 for claim in claims_of(kind, record):
                     claims.setdefault(claim, []).append((info, kind, record))
     prefer = _preferences()
-    _check_preferences(prefer, claims, core, offers, stacklevel)
+    _check_preferences(prefer, claims, core, offers)
     lost: Lost = {}
     for claim, offered in claims.items():
         if claim in core:
@@ -116,7 +129,7 @@ def settle(
         else:
             continue
         if losers == offered:
-            warnings.warn(str(error), SadlPluginWarning, stacklevel=stacklevel())
+            warn(str(error))
         for info, kind, record in losers:
             lost.setdefault((info.name, kind, record.name), error)
     return lost
@@ -127,7 +140,6 @@ def _check_preferences(
     claims: dict[Claim, list[Offer]],
     core: dict[Claim, Offer],
     offers: list[tuple[Any, dict[str, list[Any]]]],
-    stacklevel: Callable[[], int],
 ) -> None:
     """Warn about each ``SADL_PREFER`` entry that chooses nothing: it names a built-in, its
     plugin is not loaded or does not provide the name, or no plugin registers it (a name is
@@ -163,5 +175,4 @@ def _check_preferences(
         else:
             why = f"no plugin registers {key!r}"
         entry = f"{key}:{plugin}" if key else plugin
-        message = f"SADL_PREFER entry {entry!r} chooses nothing: {why}"
-        warnings.warn(message, SadlPluginWarning, stacklevel=stacklevel())
+        warn(f"SADL_PREFER entry {entry!r} chooses nothing: {why}")

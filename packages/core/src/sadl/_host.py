@@ -41,7 +41,6 @@ import os
 import sys
 import threading
 import traceback
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,9 +50,9 @@ import pluggy
 
 from sadl import _hookspecs, backends
 from sadl._argparse import ArgumentParser
-from sadl._clashes import claims_of, settle
+from sadl._clashes import claims_of, settle, warn
 from sadl._errors import IncompatiblePluginError as Incompatible
-from sadl._errors import PluginConflictError, PluginError, SadlPluginWarning, UnknownNameError
+from sadl._errors import PluginConflictError, PluginError, UnknownNameError
 from sadl._hookspecs import KINDS, RecordKind
 from sadl._install import install_command
 from sadl._known import known_provider
@@ -282,11 +281,9 @@ class Registry:
                 raise exc
             raise PluginError(f"sadl plugin {info.label} failed to load: {info.error}") from exc
         short = " ".join(info.error.split(" (at ")[0].split())
-        warnings.warn(
+        warn(
             f"sadl plugin {info.label} failed to load ({status}): {short}; everything else works "
-            "(`sadl plugins` has the details; SADL_PLUGINS_STRICT=1 makes this an error)",
-            SadlPluginWarning,
-            stacklevel=_first_frame_outside_sadl(),
+            "(`sadl plugins` has the details; SADL_PLUGINS_STRICT=1 makes this an error)"
         )
 
     def _check_hooks(self) -> None:
@@ -392,7 +389,7 @@ class Registry:
             for claim in claims_of(kind, record)
         }
         labels = {"commands": "command", **{kind: spec.label for kind, spec in self.kinds.items()}}
-        lost = settle(core, offers, labels, _first_frame_outside_sadl)
+        lost = settle(core, offers, labels)
         for info, collected in offers:
             served: dict[str, list[Any]] = {}
             for kind, records in collected.items():
@@ -420,23 +417,13 @@ class Registry:
                 self._providers[kind][record.name] = info
 
 
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # sadl's, not sadl_layers/ and such
-
-
-def _first_frame_outside_sadl() -> int:
-    """The ``stacklevel`` that makes a warning point at the user's line, not at sadl's."""
-    here = (_HERE, contextlib.__file__)
-    frame = sys._getframe(1)
-    level = 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
-        frame = frame.f_back
-        level += 1
-    return level
-
-
 def _describe(exc: BaseException) -> str:
     """``Type: message (at file:line)``, the line in the plugin's code where it failed."""
-    skip = (_HERE, "<frozen ", os.path.dirname(pluggy.__file__))  # sadl, imports, pluggy
+    skip = (
+        os.path.dirname(__file__),
+        "<frozen ",
+        os.path.dirname(pluggy.__file__),
+    )  # sadl, imports, pluggy
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
