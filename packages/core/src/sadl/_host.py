@@ -50,7 +50,7 @@ import pluggy
 
 from sadl import _hookspecs, backends
 from sadl._argparse import ArgumentParser
-from sadl._clashes import claims_of, settle, warn
+from sadl._clashes import Lost, claims_of, settle, warn
 from sadl._errors import IncompatiblePluginError as Incompatible
 from sadl._errors import PluginConflictError, PluginError, UnknownNameError
 from sadl._hookspecs import KINDS, RecordKind
@@ -159,13 +159,10 @@ class Registry:
     def lookup(self, kind: str, name: str) -> Any:
         """The record called ``name``; a missing or contested name raises with a useful hint."""
         found = self._records[kind].get(name)
-        if found is not None:
-            return found
-        conflict = self.conflict(kind, name)
-        if conflict is not None:
-            raise conflict
-        label = self.kinds[kind].label
-        raise UnknownNameError(f"no {label} named {name!r} is registered{self.hint(kind, name)}")
+        if found is None:
+            missing = f"no {self.kinds[kind].label} named {name!r} is registered"
+            raise self.conflict(kind, name) or UnknownNameError(missing + self.hint(kind, name))
+        return found
 
     def hint(self, kind: str, name: str) -> str:
         """Where ``name`` would come from and how to get it, or which plugins failed to load."""
@@ -217,25 +214,24 @@ class Registry:
         Anything a plugin prints while it is imported or registers goes to stderr, so the
         ``sadl plugins --json`` output stays machine-readable.
         """
+        if entry_points is None:
+            entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
         with contextlib.redirect_stdout(sys.stderr):
             self._load(entry_points)
         self.generation += 1
 
-    def _load(self, entry_points: Iterable[Any] | None) -> None:
+    def _load(self, entry_points: Iterable[Any]) -> None:
         pm = self.pluginmanager
         for name, module_name in BUILTIN_PLUGINS:
             pm.register(importlib.import_module(module_name), name=name)
             core = PluginInfo(name, "sadl-core", __version__, builtin=True)
             self.plugins.append(core)
             # Core's records go in first, so plugin code may use any core op while it is imported.
-            self._commit(core, collected := self._collect(core), collected)
+            self._commit(core, self._collect(core))
         for name in os.environ.get("SADL_DISABLE_PLUGINS", "").split(","):
             if name.strip() and not pm.has_plugin(name.strip()):  # a built-in cannot be blocked
                 pm.set_blocked(name.strip())
-        eps = (
-            metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
-        )
-        for ep in sorted(eps, key=lambda ep: ep.name):
+        for ep in sorted(entry_points, key=lambda ep: ep.name):
             dist = getattr(ep, "dist", None)  # None: an entry point given by a test
             name, version = (dist.metadata["Name"], dist.version) if dist else ("(unknown)", "?")
             info = PluginInfo(ep.name, name or "(unknown)", version or "?")
@@ -334,18 +330,15 @@ class Registry:
             hook, expected, records = f"{spec.hook}() of plugin {info.label}", spec.record_type, {}
             for result in self.call(spec.hook, info):
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
-                    got = type(result).__name__
-                    raise PluginError(
-                        f"{hook} must return an iterable of {expected.__name__} records, got {got}"
-                    )
+                    got = f"{expected.__name__} records, got {type(result).__name__}"
+                    raise PluginError(f"{hook} must return an iterable of {got}")
                 for record in result:
                     if not isinstance(record, expected):
                         got = f"{type(record).__name__} {record!r}"
                         raise PluginError(f"{hook} returned {got}; expected {expected.__name__}")
                     if records.setdefault(record.name, record) is not record:
-                        raise PluginError(
-                            f"plugin {info.label} registers the {spec.label} {record.name!r} twice"
-                        )
+                        twice = f"the {spec.label} {record.name!r} twice"
+                        raise PluginError(f"plugin {info.label} registers {twice}")
             collected[kind] = list(records.values())
         return collected
 
@@ -366,13 +359,11 @@ class Registry:
                     except (Exception, SystemExit) as exc:  # the command line warns
                         info.command_error = f"{type(exc).__name__}: {exc}"
                     lines = {line.dest: line for line in sub._choices_actions}
-                    made = {
-                        "commands": [Command(n, p, lines.get(n)) for n, p in sub.choices.items()]
-                    }
+                    made = [Command(n, p, lines.get(n)) for n, p in sub.choices.items()]
                     if info.builtin:  # built-ins come first and are never contested
-                        self._commit(info, made, made)
+                        self._commit(info, {"commands": made})
                     else:
-                        offers.append((info, made))
+                        offers.append((info, {"commands": made}))
             self._settle(offers)
 
     def commands(self) -> list[Command]:
@@ -391,39 +382,29 @@ class Registry:
         labels = {"commands": "command", **{kind: spec.label for kind, spec in self.kinds.items()}}
         lost = settle(core, offers, labels)
         for info, collected in offers:
-            served: dict[str, list[Any]] = {}
-            for kind, records in collected.items():
-                aside = {
-                    r.name: (r, lost[key])
-                    for r in records
-                    if (key := (info.name, kind, r.name)) in lost
-                }
-                for _, why in aside.values():
-                    if str(why) not in info.error:
-                        info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
-                info.set_aside.update({kind: aside} if aside else {})
-                served[kind] = [r for r in records if r.name not in aside]
-            self._commit(info, collected, served)
+            self._commit(info, collected, lost)
 
     def _commit(
-        self, info: PluginInfo, offered: dict[str, list[Any]], served: dict[str, list[Any]]
+        self, info: PluginInfo, collected: dict[str, list[Any]], lost: Lost | None = None
     ) -> None:
-        """Serve ``served`` as ``info``'s records; it provides (offers) ``offered``."""
-        for kind, records in offered.items():
+        """Serve ``info``'s records, all but those ``lost`` sets aside (and says why)."""
+        for kind, records in collected.items():
             info.provides[f"register_{kind}"] = [r.name for r in records]
-        for kind, records in served.items():
             for record in records:
-                self._records[kind][record.name] = record
-                self._providers[kind][record.name] = info
+                why = (lost or {}).get((info.name, kind, record.name))
+                if why is None:
+                    self._records[kind][record.name] = record
+                    self._providers[kind][record.name] = info
+                    continue
+                info.set_aside.setdefault(kind, {})[record.name] = (record, why)
+                if str(why) not in info.error:
+                    info.status, info.error = "conflict", f"{info.error}\n{why}".strip()
 
 
 def _describe(exc: BaseException) -> str:
     """``Type: message (at file:line)``, the line in the plugin's code where it failed."""
-    skip = (
-        os.path.dirname(__file__),
-        "<frozen ",
-        os.path.dirname(pluggy.__file__),
-    )  # sadl, imports, pluggy
+    sadl = os.path.dirname(os.path.abspath(__file__)) + os.sep  # not sadl_layers/ and such
+    skip = (sadl, "<frozen ", os.path.dirname(pluggy.__file__))  # sadl, imports, pluggy
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)]
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
