@@ -119,15 +119,13 @@ def settle(
     _check_preferences(prefer, claims, core, offers)
     lost: Lost = {}
     for claim, offered in claims.items():
-        if claim in core:
-            losers, error = offered, _error(claim, offered, core[claim], labels)
-        elif len(offered) > 1:
-            chosen = prefer.get(_key(claim)) or prefer.get("", set())
-            winners = [entry for entry in offered if entry[0].name in chosen]
-            losers = [entry for entry in offered if winners != [entry]]
-            error = _error(claim, offered, None, labels)
-        else:
-            continue
+        if claim not in core and len(offered) == 1:
+            continue  # uncontested
+        error = _error(claim, offered, core.get(claim), labels)
+        # A built-in keeps its claim; otherwise the one plugin SADL_PREFER names wins.
+        chosen = set() if claim in core else prefer.get(_key(claim)) or prefer.get("", set())
+        winners = [entry for entry in offered if entry[0].name in chosen]
+        losers = [entry for entry in offered if winners != [entry]]
         if losers == offered:
             warn(str(error))
         for info, kind, record in losers:

@@ -292,30 +292,20 @@ class Registry:
             try:
                 pm.check_pending()
                 break
-            except pluggy.PluginValidationError as exc:
-                info = next(p for p in self.plugins if p.name == pm.get_name(exc.plugin))
-                unknown = next(
-                    c.name for c in pm.get_hookcallers(exc.plugin) or () if not c.has_spec()
-                )
-                close = difflib.get_close_matches(unknown, known, n=1)
+            except pluggy.PluginValidationError as e:
+                info = next(p for p in self.plugins if p.name == pm.get_name(e.plugin))
+                hook = next(c.name for c in pm.get_hookcallers(e.plugin) or () if not c.has_spec())
+                close = difflib.get_close_matches(hook, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                message = f"plugin {info.label} implements unknown hook {unknown!r}{hint} "
-                self._fail(info, PluginError(message + f"(known hooks: {', '.join(known)})"))
+                why = f"implements unknown hook {hook!r}{hint} (known hooks: {', '.join(known)})"
+                self._fail(info, PluginError(f"plugin {info.label} {why}"))
         for info in self.loaded(builtin=False):
             mod = pm.get_plugin(info.name)
-            bare = [
-                a
-                for a in known
-                if callable(getattr(mod, a, None)) and not pm.parse_hookimpl_opts(mod, a)
-            ]
-            if bare:
-                message = (
-                    f"plugin {info.label} defines {bare[0]}() without @hookimpl, so sadl would "
-                )
-                self._fail(
-                    info,
-                    PluginError(message + "never call it; decorate it with sadl.plugins.hookimpl"),
-                )
+            bare = [a for a in known if callable(getattr(mod, a, None))]
+            for attr in [a for a in bare if not pm.parse_hookimpl_opts(mod, a)][:1]:
+                why = f"defines {attr}() without @hookimpl, so sadl would never call it"
+                why += "; decorate it with sadl.plugins.hookimpl"
+                self._fail(info, PluginError(f"plugin {info.label} {why}"))
 
     def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
         """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""

@@ -7,7 +7,7 @@ Each record is plain data: the registry validates it, the namespaces (``sadl.nn`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,17 +16,23 @@ from sadl._records import Example, _check_name
 __all__ = ["BackendDef", "FormatDef", "LayerDef", "ModelDef", "OptimizerDef"]
 
 
+def _require(record: Any, ok: bool, what: str, error: type[Exception] = TypeError) -> None:
+    """Refuse ``record`` unless ``ok``, saying which record and ``what`` it must be."""
+    if not ok:
+        raise error(f"{type(record).__name__} {record.name!r}: {what}")
+
+
 def _checked(record: Any, callables: tuple[str, ...] = (), tuples: tuple[str, ...] = ()) -> None:
     """Check ``record``'s name and that its ``callables`` fields are; make its ``tuples`` fields
     tuples (a string given alone, or a list, becomes one).
     """
     _check_name(record, record.name)
     for name in callables:
-        if not callable(getattr(record, name)):
-            raise TypeError(f"{type(record).__name__} {record.name!r}: {name} must be callable")
+        _require(record, callable(getattr(record, name)), f"{name} must be callable")
     for name in tuples:
         value = getattr(record, name)
-        object.__setattr__(record, name, (value,) if isinstance(value, str) else tuple(value))
+        value = (value,) if isinstance(value, str) else value
+        object.__setattr__(record, name, tuple(value) if isinstance(value, Iterable) else value)
 
 
 @dataclass(frozen=True)
@@ -39,15 +45,10 @@ class _ClassDef:
 
     def __post_init__(self) -> None:
         _checked(self, tuples=("examples",))
-        if not isinstance(self.cls, type):
-            kind = type(self).__name__
-            raise TypeError(f"{kind} {self.name!r}: cls must be a class, got {self.cls!r}")
+        _require(self, isinstance(self.cls, type), f"cls must be a class, got {self.cls!r}")
         for example in self.examples:
-            if not isinstance(example, Example):
-                raise TypeError(
-                    f"{type(self).__name__} {self.name!r}: examples must be Example(...) "
-                    f"records, got {example!r}"
-                )
+            got = f"examples must be Example(...) records, got {example!r}"
+            _require(self, isinstance(example, Example), got)
 
 
 class LayerDef(_ClassDef):
@@ -142,11 +143,8 @@ class BackendDef:
     def __post_init__(self) -> None:
         functions = ("to_host", "from_host", "device_index", "device_count", "generator")
         _checked(self, (*functions, "synchronize"), ("array_types",))
-        if self.name != self.name.lower():
-            raise ValueError(f"BackendDef {self.name!r}: device types are lowercase")
+        _require(self, self.name == self.name.lower(), "device types are lowercase", ValueError)
         types = self.array_types
-        if not types or not all(isinstance(t, str) and "." in t for t in types):
-            raise TypeError(
-                f"BackendDef {self.name!r}: array_types must name the array classes as dotted "
-                f"paths like 'cupy.ndarray', got {types!r}"
-            )
+        dotted = bool(types) and all(isinstance(t, str) and "." in t for t in types)
+        what = "array_types must name the array classes as dotted paths like 'cupy.ndarray'"
+        _require(self, dotted, f"{what}, got {types!r}")
