@@ -23,6 +23,11 @@ __all__ = ["claims_of", "settle", "warn"]
 Claim = tuple[str, Any]  # (kind, name), ("numpy", function) or ("suffix", ".ext")
 Offer = tuple[Any, str, Any]  # (PluginInfo, kind, record)
 Lost = dict[tuple[str, str, str], PluginConflictError]  # (plugin name, kind, name) -> why
+Records = dict[str, list[Any]]  # kind -> records
+Offers = list[tuple[Any, Records]]  # (PluginInfo, what it offers) for every loaded plugin
+Held = dict[Claim, Offer]  # the claims already served
+Labels = dict[str, str]  # kind -> one record's name in messages ("ops": "op")
+Prefer = dict[str, set[str]]  # SADL_PREFER: name -> plugins (a lone PLUGIN under "")
 
 
 def claims_of(kind: str, record: Any) -> list[Claim]:
@@ -41,10 +46,8 @@ def _key(claim: Claim) -> str:
     return f"np.{getattr(what, '__name__', what)}" if kind == "numpy" else str(what)
 
 
-def _error(
-    claim: Claim, offered: list[Offer], core: Offer | None, labels: dict[str, str]
-) -> PluginConflictError:
-    """The error of a lost claim: ``core`` holds it, or (None) several plugins contest it.
+def _message(claim: Claim, offered: list[Offer], core: Offer | None, labels: Labels) -> str:
+    """Why a claim is lost: ``core`` holds it, or (None) several plugins contest it.
 
     ``labels`` names one record of each kind (``"ops"``: ``"op"``, ``"commands"``: ``"command"``).
     """
@@ -57,7 +60,7 @@ def _error(
     what = f"the {labels[kind]} {key!r}" if named else key
     if core is None:
         names = [entry[0].name for entry in offered]
-        return PluginConflictError(
+        return (
             f"{what} is {verb} by {len(offered)} plugins: {whose}; "
             f"{'neither' if len(offered) == 2 else 'none'} is served (everything else of theirs "
             f"works) until you choose one: SADL_PREFER={key}:{names[0]}, say, or block the "
@@ -69,7 +72,7 @@ def _error(
     else:
         head = f"{key} is {verb} by sadl-core's built-in {labels[core[1]]} {core[2].name!r}; "
         head += f"{whose} claims it too"
-    return PluginConflictError(
+    return (
         f"{head}: the built-in is kept and the plugin's {labels[offered[0][1]]} is not "
         "served (a built-in cannot be replaced; rename it in the plugin)"
     )
@@ -88,9 +91,9 @@ def warn(message: str) -> None:
     warnings.warn(message, SadlPluginWarning, stacklevel=level)
 
 
-def _preferences() -> dict[str, set[str]]:
+def _preferences() -> Prefer:
     """``SADL_PREFER=NAME:PLUGIN,...``: NAME -> plugins; ``PLUGIN`` alone is stored under ``''``."""
-    prefer: dict[str, set[str]] = {}
+    prefer: Prefer = {}
     for entry in os.environ.get("SADL_PREFER", "").split(","):
         key, _, plugin = entry.strip().rpartition(":")
         if plugin:
@@ -98,11 +101,7 @@ def _preferences() -> dict[str, set[str]]:
     return prefer
 
 
-def settle(
-    core: dict[Claim, Offer],
-    offers: list[tuple[Any, dict[str, list[Any]]]],
-    labels: dict[str, str],
-) -> Lost:
+def settle(core: Held, offers: Offers, labels: Labels) -> Lost:
     """``(plugin name, kind, name) -> why`` for every offered record that is not served.
 
     ``core`` holds the claims already served (the built-ins'); ``offers`` is ``(plugin, kind ->
@@ -121,7 +120,7 @@ def settle(
     for claim, offered in claims.items():
         if claim not in core and len(offered) == 1:
             continue  # uncontested
-        error = _error(claim, offered, core.get(claim), labels)
+        error = PluginConflictError(_message(claim, offered, core.get(claim), labels))
         # A built-in keeps its claim; otherwise the one plugin SADL_PREFER names wins.
         chosen = set() if claim in core else prefer.get(_key(claim)) or prefer.get("", set())
         winners = [entry for entry in offered if entry[0].name in chosen]
@@ -134,10 +133,7 @@ def settle(
 
 
 def _check_preferences(
-    prefer: dict[str, set[str]],
-    claims: dict[Claim, list[Offer]],
-    core: dict[Claim, Offer],
-    offers: list[tuple[Any, dict[str, list[Any]]]],
+    prefer: Prefer, claims: dict[Claim, list[Offer]], core: Held, offers: Offers
 ) -> None:
     """Warn about each ``SADL_PREFER`` entry that chooses nothing: it names a built-in, its
     plugin is not loaded or does not provide the name, or no plugin registers it (a name is

@@ -50,7 +50,7 @@ import pluggy
 
 from sadl import _hookspecs, backends
 from sadl._argparse import ArgumentParser
-from sadl._clashes import Lost, claims_of, settle, warn
+from sadl._clashes import Lost, Records, claims_of, settle, warn
 from sadl._errors import IncompatiblePluginError as Incompatible
 from sadl._errors import PluginConflictError, PluginError, UnknownNameError
 from sadl._hookspecs import KINDS, RecordKind
@@ -132,9 +132,7 @@ class Registry:
 
     def provider(self, kind: str, name: str) -> PluginInfo | None:
         """The plugin that registered ``name``."""
-        if kind == "commands":
-            self.settle_commands()
-        return self._providers[kind].get(name)
+        return self._settled(kind)._providers[kind].get(name)
 
     def conflict(self, kind: str, name: str) -> PluginConflictError | None:
         """Why a plugin's ``name`` is set aside (it lost a clash), or None."""
@@ -143,9 +141,12 @@ class Registry:
 
     def unserved(self, kind: str) -> dict[str, tuple[Any, PluginConflictError]]:
         """Name -> (record, why) for every record of ``kind`` set aside by a clash."""
-        if kind == "commands":
-            self.settle_commands()
-        return {n: lost for p in self.plugins for n, lost in p.set_aside.get(kind, {}).items()}
+        plugins = self._settled(kind).plugins
+        return {n: lost for p in plugins for n, lost in p.set_aside.get(kind, {}).items()}
+
+    def _settled(self, kind: str) -> Registry:
+        """This registry, with the commands settled first if ``kind`` is ``"commands"``."""
+        return self.settle_commands() if kind == "commands" else self
 
     def contested_function(self, func: Any) -> PluginConflictError | None:
         """Why no op serves the NumPy callable ``func`` though a plugin's op claims it, or None.
@@ -169,9 +170,9 @@ class Registry:
         known = known_provider(kind, name)
         if known is not None and (known[1] == name or known[1] not in self._records[kind]):
             return "; " + self.provider_status(known[0], known[1], kind)
-        same = [n for n in self._records[kind] if n.casefold() == name.casefold()]
-        if known is not None or same:
-            exact = known[1] if known is not None else same[0]
+        same = (n for n in self._records[kind] if n.casefold() == name.casefold())
+        exact = known[1] if known is not None else next(same, None)
+        if exact is not None:
             return f"; did you mean {exact!r}? (names are case-sensitive)"
         failed = [p for p in self.plugins if p.status in ("error", "incompatible")]
         if failed:
@@ -224,8 +225,7 @@ class Registry:
         pm = self.pluginmanager
         for name, module_name in BUILTIN_PLUGINS:
             pm.register(importlib.import_module(module_name), name=name)
-            core = PluginInfo(name, "sadl-core", __version__, builtin=True)
-            self.plugins.append(core)
+            self.plugins.append(core := PluginInfo(name, "sadl-core", __version__, builtin=True))
             # Core's records go in first, so plugin code may use any core op while it is imported.
             self._commit(core, self._collect(core))
         for name in os.environ.get("SADL_DISABLE_PLUGINS", "").split(","):
@@ -234,8 +234,7 @@ class Registry:
         for ep in sorted(entry_points, key=lambda ep: ep.name):
             dist = getattr(ep, "dist", None)  # None: an entry point given by a test
             name, version = (dist.metadata["Name"], dist.version) if dist else ("(unknown)", "?")
-            info = PluginInfo(ep.name, name or "(unknown)", version or "?")
-            self.plugins.append(info)
+            self.plugins.append(info := PluginInfo(ep.name, name or "(unknown)", version or "?"))
             if pm.is_blocked(ep.name):
                 info.status = "blocked"
                 continue
@@ -269,9 +268,8 @@ class Registry:
         """Give ``info`` status ``incompatible`` or ``error`` (``message``, default ``exc``'s)."""
         status = "incompatible" if isinstance(exc, Incompatible) else "error"
         info.status, info.error = status, message or str(exc)
-        plugin = self.pluginmanager.get_plugin(info.name)
-        if plugin is not None:
-            self.pluginmanager.unregister(plugin)
+        if self.pluginmanager.has_plugin(info.name):
+            self.pluginmanager.unregister(name=info.name)
         if os.environ.get("SADL_PLUGINS_STRICT", "") not in ("", "0"):
             if isinstance(exc, PluginError):
                 raise exc
@@ -313,9 +311,9 @@ class Registry:
         others = [p for p in pm.get_plugins() if pm.get_name(p) != info.name]
         return pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)  # type: ignore[no-any-return]
 
-    def _collect(self, info: PluginInfo) -> dict[str, list[Any]]:
+    def _collect(self, info: PluginInfo) -> Records:
         """Call this plugin's ``register_*`` hooks and validate what they return."""
-        collected: dict[str, list[Any]] = {}
+        collected: Records = {}
         for kind, spec in self.kinds.items():
             hook, expected, records = f"{spec.hook}() of plugin {info.label}", spec.record_type, {}
             for result in self.call(spec.hook, info):
@@ -332,13 +330,13 @@ class Registry:
             collected[kind] = list(records.values())
         return collected
 
-    def settle_commands(self) -> None:
+    def settle_commands(self) -> Registry:
         """Run every plugin's ``register_commands`` once, on subparsers of its own, and settle
         the clashes of the subcommands they add (the command line, a listing; never library use).
         """
         with _lock:
             if self._commands_settled:
-                return
+                return self
             self._commands_settled = True
             offers = []
             with contextlib.redirect_stdout(sys.stderr):
@@ -355,13 +353,13 @@ class Registry:
                     else:
                         offers.append((info, {"commands": made}))
             self._settle(offers)
+            return self
 
     def commands(self) -> list[Command]:
         """Every subcommand served, built-in ones first."""
-        self.settle_commands()
-        return list(self._records["commands"].values())
+        return list(self.settle_commands()._records["commands"].values())
 
-    def _settle(self, offers: list[tuple[PluginInfo, dict[str, list[Any]]]]) -> None:
+    def _settle(self, offers: list[tuple[PluginInfo, Records]]) -> None:
         """Commit every plugin's records but those that lost a clash (``sadl._clashes``)."""
         core = {
             claim: (self._providers[kind][name], kind, record)
@@ -374,9 +372,7 @@ class Registry:
         for info, collected in offers:
             self._commit(info, collected, lost)
 
-    def _commit(
-        self, info: PluginInfo, collected: dict[str, list[Any]], lost: Lost | None = None
-    ) -> None:
+    def _commit(self, info: PluginInfo, collected: Records, lost: Lost | None = None) -> None:
         """Serve ``info``'s records, all but those ``lost`` sets aside (and says why)."""
         for kind, records in collected.items():
             info.provides[f"register_{kind}"] = [r.name for r in records]

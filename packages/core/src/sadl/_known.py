@@ -20,9 +20,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     for kind, by_dist in TABLE["providers"].items()
 }
 #: Attributes of ``sadl`` that a first-party plugin serves: name -> (distribution, module).
-KNOWN_ATTRIBUTES: dict[str, tuple[str, str]] = {
-    k: (v[0], v[1]) for k, v in TABLE["attributes"].items()
-}
+KNOWN_ATTRIBUTES: dict[str, list[str]] = TABLE["attributes"]
 #: Subcommands of ``sadl`` that first-party plugins add.
 KNOWN_COMMANDS: dict[str, str] = TABLE["commands"]
 #: kind -> torch name sadl lacks -> the nearest sadl spelling (``sadl.nn.ParameterList``, ...).
