@@ -34,7 +34,7 @@ class RecordKind:
     """One kind of record: the hook that returns it, its type, and its name in messages."""
 
     hook: str
-    record_type: type
+    record_type: type[Any]
     label: str
 
     @property

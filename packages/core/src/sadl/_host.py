@@ -192,17 +192,13 @@ class Registry:
         info = next((p for p in self.plugins if p.distribution == distribution), None)
         if info is None:
             return f"{what}, which is not installed: {install_command(distribution)}"
+        plugin, blocked = repr(info.name), os.environ.get("SADL_DISABLE_PLUGINS", "")
         if info.status == "blocked":
-            blocked = os.environ.get("SADL_DISABLE_PLUGINS", "")
-            return (
-                f"{what}, whose plugin {info.name!r} is blocked by "
-                f"SADL_DISABLE_PLUGINS={blocked} (remove {info.name!r} from it)"
-            )
+            blocked = f"SADL_DISABLE_PLUGINS={blocked} (remove {plugin} from it)"
+            return f"{what}, whose plugin {plugin} is blocked by {blocked}"
         if info.status not in LOADED:
-            return (
-                f"{what}, which failed to load ({info.status}): {info.error} "
-                "(`sadl plugins` shows every plugin's status)"
-            )
+            see = "(`sadl plugins` shows every plugin's status)"
+            return f"{what}, which failed to load ({info.status}): {info.error} {see}"
         for other, spec in self.kinds.items():
             if kind is not None and other != kind and name in self._records[other]:
                 return f"{what} as a {spec.label}, not as a {self.kinds[kind].label}"
@@ -241,10 +237,11 @@ class Registry:
             with self._isolated(info):
                 pm.register(ep.load(), name=ep.name)
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
-        for hook in vars(pm.hook).values():  # record kinds plugins declared (records_hookspec)
-            kind = getattr(hook.spec and hook.spec.function, "sadl_records", None)
-            if isinstance(kind, RecordKind):
-                self.kinds[kind.kind] = kind
+        # The record kinds plugins declared (records_hookspec), after core's own.
+        kinds = (
+            getattr(h.spec.function, "sadl_records", 0) for h in vars(pm.hook).values() if h.spec
+        )
+        self.kinds.update({kind.kind: kind for kind in kinds if isinstance(kind, RecordKind)})
         self._check_hooks()
         offers = []
         for info in self.loaded(builtin=False):
@@ -315,17 +312,18 @@ class Registry:
         """Call this plugin's ``register_*`` hooks and validate what they return."""
         collected: Records = {}
         for kind, spec in self.kinds.items():
-            hook, expected, records = f"{spec.hook}() of plugin {info.label}", spec.record_type, {}
+            records: dict[str, Any] = {}
+            hook, expected = f"{spec.hook}() of plugin {info.label}", spec.record_type.__name__
             for result in self.call(spec.hook, info):
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
-                    got = f"{expected.__name__} records, got {type(result).__name__}"
+                    got = f"{expected} records, got {type(result).__name__}"
                     raise PluginError(f"{hook} must return an iterable of {got}")
                 for record in result:
-                    if not isinstance(record, expected):
+                    if not isinstance(record, spec.record_type):
                         got = f"{type(record).__name__} {record!r}"
-                        raise PluginError(f"{hook} returned {got}; expected {expected.__name__}")
-                    if records.setdefault(record.name, record) is not record:
-                        twice = f"the {spec.label} {record.name!r} twice"
+                        raise PluginError(f"{hook} returned {got}; expected {expected}")
+                    if records.setdefault(name := record.name, record) is not record:
+                        twice = f"the {spec.label} {name!r} twice"
                         raise PluginError(f"plugin {info.label} registers {twice}")
             collected[kind] = list(records.values())
         return collected
