@@ -3,9 +3,11 @@
 Built on pluggy's own machinery: each entry point is loaded and registered on its own (so one
 broken plugin is recorded, status ``error`` / ``incompatible``, and warned about once while
 everything else works), ``SADL_DISABLE_PLUGINS=a,b`` is ``PluginManager.set_blocked``, a
-misspelled hook is found by ``check_pending``, ``add_hookspecs`` is a historic hook, and every
-``register_*`` hook is called as a pluggy hook of one plugin, by the plugin's name
-(``subset_hook_caller``), so each record is attributed to the plugin that returned it.
+misspelled hook is found by ``check_pending``, ``add_hookspecs`` is a historic hook, the record
+kinds are read from the hook specifications (``records_hookspec``, core's and plugins' alike),
+and every ``register_*`` hook is called as a pluggy hook of one plugin, by the plugin's name
+(``subset_hook_caller`` over ``list_name_plugin``), so each record is attributed to the plugin
+that returned it and one plugin's failing hook fails that plugin alone.
 ``SADL_PLUGINS_STRICT=1`` turns a load failure into an exception. Core's own records and
 commands come through the same hooks, from built-in plugins imported by name
 (``BUILTIN_PLUGINS``, as pytest loads its own), which cannot be blocked.
@@ -14,9 +16,10 @@ Not used, and why: ``load_setuptools_entrypoints`` loads the whole group in one 
 first failing plugin stops the rest; called once per name instead it rescans every installed
 distribution each time (about 17 ms a plugin here, 170 ms more at discovery for ten), and
 ``list_plugin_distinfo``, which it fills, lists only what loaded, while ``sadl plugins`` names
-the distribution of blocked and failed plugins too (read from each entry point's ``dist``). A
-historic ``register_*`` call cannot attribute records: its result callback is not told which
-plugin a result came from.
+the distribution of blocked and failed plugins too (read from each entry point's ``dist``). One
+call of ``pm.hook.register_ops()`` for all plugins cannot attribute records (a plugin returning
+nothing leaves no trace in the result list), and its first exception would abort every other
+plugin's registration.
 
 A name two plugins register is settled by one rule, whatever the discovery order
 (``sadl._clashes``): only the contested records are set aside; both plugins get status
@@ -153,9 +156,8 @@ class Registry:
 
         Asked only for a callable no served op implements (NumPy dispatch's fallback).
         """
-        return next(
-            (why for op, why in self.unserved("ops").values() if func in op.numpy_funcs), None
-        )
+        unserved = self.unserved("ops").values()
+        return next((why for op, why in unserved if func in op.numpy_funcs), None)
 
     def lookup(self, kind: str, name: str) -> Any:
         """The record called ``name``; a missing or contested name raises with a useful hint."""
@@ -238,10 +240,9 @@ class Registry:
                 pm.register(ep.load(), name=ep.name)
         pm.hook.add_hookspecs.call_historic(kwargs={"pluginmanager": pm})
         # The record kinds plugins declared (records_hookspec), after core's own.
-        kinds = (
-            getattr(h.spec.function, "sadl_records", 0) for h in vars(pm.hook).values() if h.spec
-        )
-        self.kinds.update({kind.kind: kind for kind in kinds if isinstance(kind, RecordKind)})
+        hooks = vars(pm.hook).values()
+        new = (getattr(h.spec.function, "sadl_records", 0) for h in hooks if h.spec)
+        self.kinds.update({kind.kind: kind for kind in new if isinstance(kind, RecordKind)})
         self._check_hooks()
         offers = []
         for info in self.loaded(builtin=False):
@@ -302,10 +303,10 @@ class Registry:
                 why += "; decorate it with sadl.plugins.hookimpl"
                 self._fail(info, PluginError(f"plugin {info.label} {why}"))
 
-    def call(self, hook: str, info: PluginInfo, **kwargs: Any) -> list[Any]:
-        """Call the pluggy hook ``hook`` of the plugin ``info`` alone: its results."""
+    def call(self, hook: str, plugin: str, **kwargs: Any) -> list[Any]:
+        """Call the pluggy hook ``hook`` of the plugin named ``plugin`` alone: its results."""
         pm = self.pluginmanager
-        others = [p for p in pm.get_plugins() if pm.get_name(p) != info.name]
+        others = [p for name, p in pm.list_name_plugin() if name != plugin]
         return pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)  # type: ignore[no-any-return]
 
     def _collect(self, info: PluginInfo) -> Records:
@@ -314,7 +315,7 @@ class Registry:
         for kind, spec in self.kinds.items():
             records: dict[str, Any] = {}
             hook, expected = f"{spec.hook}() of plugin {info.label}", spec.record_type.__name__
-            for result in self.call(spec.hook, info):
+            for result in self.call(spec.hook, info.name):
                 if isinstance(result, str | bytes) or not isinstance(result, Iterable):
                     got = f"{expected} records, got {type(result).__name__}"
                     raise PluginError(f"{hook} must return an iterable of {got}")
@@ -341,7 +342,7 @@ class Registry:
                 for info in self.loaded():
                     sub = ArgumentParser(prog="sadl").add_subparsers(parser_class=ArgumentParser)
                     try:
-                        self.call("register_commands", info, subparsers=sub)
+                        self.call("register_commands", info.name, subparsers=sub)
                     except (Exception, SystemExit) as exc:  # the command line warns
                         info.command_error = f"{type(exc).__name__}: {exc}"
                     lines = {line.dest: line for line in sub._choices_actions}
@@ -405,9 +406,8 @@ def registry() -> Registry:
     Other threads wait for discovery to finish; the loading thread itself (a plugin that looks a
     name up while it is imported) sees the registry as loaded so far.
     """
-    found = _registry
-    if found is not None:
-        return found
+    if _registry is not None:
+        return _registry
     with _lock:
         return _registry or _loading or reload_plugins(generation=0)
 

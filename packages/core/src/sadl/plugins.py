@@ -125,10 +125,8 @@ def records(kind: str) -> dict[str, Any]:
     """
     reg = registry()
     if kind not in reg.kinds:
-        raise UnknownNameError(
-            f"no record kind {kind!r} is registered; known: {', '.join(sorted(reg.kinds))} "
-            "(a plugin adds one with records_hookspec)"
-        )
+        known = f"known: {', '.join(sorted(reg.kinds))} (a plugin adds one with records_hookspec)"
+        raise UnknownNameError(f"no record kind {kind!r} is registered; {known}")
     return dict(reg.records(kind))
 
 
@@ -177,8 +175,6 @@ def command_registrations() -> dict[str, Any]:
     ``subparsers=`` to see what it adds.
     """
     reg = registry()
-    return {
-        p.name: functools.partial(reg.call, "register_commands", p)
-        for p in reg.loaded()
-        if hasattr(reg.pluginmanager.get_plugin(p.name), "register_commands")
-    }
+    impls = reg.pluginmanager.hook.register_commands.get_hookimpls()  # of the loaded plugins
+    call = functools.partial(reg.call, "register_commands")
+    return {impl.plugin_name: functools.partial(call, impl.plugin_name) for impl in impls}
