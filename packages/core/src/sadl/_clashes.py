@@ -10,27 +10,29 @@ serves everything else of the plugins involved.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from sadl._errors import PluginConflictError, SadlPluginWarning
 
-__all__ = ["claims_of", "settle"]
+__all__ = ["claims_of", "settle", "warn"]
 
 Claim = tuple[str, Any]  # (kind, name), ("numpy", function) or ("suffix", ".ext")
 Offer = tuple[Any, str, Any]  # (PluginInfo, kind, record)
 Lost = dict[tuple[str, str, str], PluginConflictError]  # (plugin name, kind, name) -> why
-
-
-def _name(record: Any) -> str:
-    return str(record.name)
+Records = dict[str, list[Any]]  # kind -> records
+Offers = list[tuple[Any, Records]]  # (PluginInfo, what it offers) for every loaded plugin
+Held = dict[Claim, Offer]  # the claims already served
+Labels = dict[str, str]  # kind -> one record's name in messages ("ops": "op")
+Prefer = dict[str, set[str]]  # SADL_PREFER: name -> plugins (a lone PLUGIN under "")
 
 
 def claims_of(kind: str, record: Any) -> list[Claim]:
     """What serving ``record`` takes: its name, and the NumPy functions or suffixes it claims."""
-    claims: list[Claim] = [(kind, _name(record))]
+    claims: list[Claim] = [(kind, record.name)]
     if kind == "ops":
         claims += [("numpy", func) for func in record.numpy_funcs]
     elif kind == "formats":
@@ -44,56 +46,54 @@ def _key(claim: Claim) -> str:
     return f"np.{getattr(what, '__name__', what)}" if kind == "numpy" else str(what)
 
 
-class _Messages:
-    """The errors of a lost claim; ``labels`` names one record of each kind (``"op"``)."""
+def _message(claim: Claim, offered: list[Offer], core: Offer | None, labels: Labels) -> str:
+    """Why a claim is lost: ``core`` holds it, or (None) several plugins contest it.
 
-    def __init__(self, labels: dict[str, str]) -> None:
-        self.labels = labels
-
-    def label(self, kind: str) -> str:
-        return self.labels.get(kind, "command")
-
-    def what(self, claim: Claim, entry: Offer) -> str:
-        info, kind, record = entry
-        if claim[0] not in ("numpy", "suffix"):
-            return str(info.label)
-        return f"{self.label(kind)} {_name(record)!r} of plugin {info.label}"
-
-    def contested(self, claim: Claim, offered: list[Offer]) -> PluginConflictError:
-        kind, key = claim[0], _key(claim)
-        what = f"the {self.label(kind)} {key!r}" if kind not in ("numpy", "suffix") else key
-        verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
+    ``labels`` names one record of each kind (``"ops"``: ``"op"``, ``"commands"``: ``"command"``).
+    """
+    kind, key = claim[0], _key(claim)
+    named = kind not in ("numpy", "suffix")  # a name, not a NumPy function or a suffix
+    whose = ", ".join(
+        i.label if named else f"{labels[k]} {r.name!r} of plugin {i.label}" for i, k, r in offered
+    )
+    verb = {"numpy": "implemented", "suffix": "claimed"}.get(kind, "registered")
+    what = f"the {labels[kind]} {key!r}" if named else key
+    if core is None:
         names = [entry[0].name for entry in offered]
-        return PluginConflictError(
-            f"{what} is {verb} by {len(offered)} plugins: "
-            f"{', '.join(self.what(claim, entry) for entry in offered)}; "
+        return (
+            f"{what} is {verb} by {len(offered)} plugins: {whose}; "
             f"{'neither' if len(offered) == 2 else 'none'} is served (everything else of theirs "
             f"works) until you choose one: SADL_PREFER={key}:{names[0]}, say, or block the "
             f"others (SADL_DISABLE_PLUGINS={','.join(names[1:])})"
         )
-
-    def core_clash(self, claim: Claim, offered: list[Offer], core: Offer) -> PluginConflictError:
-        kind, key = claim[0], _key(claim)
-        whose = ", ".join(self.what(claim, entry) for entry in offered)
-        if kind not in ("numpy", "suffix"):
-            plugins = "plugin" if len(offered) == 1 else "plugins"
-            head = f"the {self.label(kind)} {key!r} is sadl-core's built-in; {plugins} {whose}"
-            head += " has it too"
-        else:
-            verb = "implemented" if kind == "numpy" else "claimed"
-            head = (
-                f"{key} is {verb} by sadl-core's built-in {self.label(core[1])} "
-                f"{_name(core[2])!r}; {whose} claims it too"
-            )
-        return PluginConflictError(
-            f"{head}: the built-in is kept and the plugin's {self.label(offered[0][1])} is not "
-            "served (a built-in cannot be replaced; rename it in the plugin)"
-        )
+    if named:
+        plugins = "plugin" if len(offered) == 1 else "plugins"
+        head = f"{what} is sadl-core's built-in; {plugins} {whose} has it too"
+    else:
+        head = f"{key} is {verb} by sadl-core's built-in {labels[core[1]]} {core[2].name!r}; "
+        head += f"{whose} claims it too"
+    return (
+        f"{head}: the built-in is kept and the plugin's {labels[offered[0][1]]} is not "
+        "served (a built-in cannot be replaced; rename it in the plugin)"
+    )
 
 
-def _preferences() -> dict[str, set[str]]:
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # sadl's, not sadl_layers/ and such
+
+
+def warn(message: str) -> None:
+    """A ``SadlPluginWarning`` that points at the user's line, not at sadl's."""
+    here = (_HERE, contextlib.__file__)
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, SadlPluginWarning, stacklevel=level)
+
+
+def _preferences() -> Prefer:
     """``SADL_PREFER=NAME:PLUGIN,...``: NAME -> plugins; ``PLUGIN`` alone is stored under ``''``."""
-    prefer: dict[str, set[str]] = {}
+    prefer: Prefer = {}
     for entry in os.environ.get("SADL_PREFER", "").split(","):
         key, _, plugin = entry.strip().rpartition(":")
         if plugin:
@@ -101,17 +101,12 @@ def _preferences() -> dict[str, set[str]]:
     return prefer
 
 
-def settle(
-    core: dict[Claim, Offer],
-    offers: list[tuple[Any, dict[str, list[Any]]]],
-    labels: dict[str, str],
-    stacklevel: Callable[[], int],
-) -> Lost:
+def settle(core: Held, offers: Offers, labels: Labels) -> Lost:
     """``(plugin name, kind, name) -> why`` for every offered record that is not served.
 
     ``core`` holds the claims already served (the built-ins'); ``offers`` is ``(plugin, kind ->
     records)`` for every loaded plugin. Each claim nobody settles (no built-in, no
-    ``SADL_PREFER``) is warned about once; ``stacklevel()`` points the warning at the user's line.
+    ``SADL_PREFER``) is warned about once.
     """
     claims: dict[Claim, list[Offer]] = {}
     for info, collected in offers:
@@ -119,32 +114,26 @@ def settle(
             for record in records:
                 for claim in claims_of(kind, record):
                     claims.setdefault(claim, []).append((info, kind, record))
-    prefer, messages = _preferences(), _Messages(labels)
-    _check_preferences(prefer, claims, core, offers, stacklevel)
+    prefer = _preferences()
+    _check_preferences(prefer, claims, core, offers)
     lost: Lost = {}
     for claim, offered in claims.items():
-        if claim in core:
-            losers, error = offered, messages.core_clash(claim, offered, core[claim])
-        elif len(offered) > 1:
-            chosen = prefer.get(_key(claim)) or prefer.get("", set())
-            winners = [entry for entry in offered if entry[0].name in chosen]
-            losers = [entry for entry in offered if winners != [entry]]
-            error = messages.contested(claim, offered)
-        else:
-            continue
+        if claim not in core and len(offered) == 1:
+            continue  # uncontested
+        error = PluginConflictError(_message(claim, offered, core.get(claim), labels))
+        # A built-in keeps its claim; otherwise the one plugin SADL_PREFER names wins.
+        chosen = set() if claim in core else prefer.get(_key(claim)) or prefer.get("", set())
+        winners = [entry for entry in offered if entry[0].name in chosen]
+        losers = [entry for entry in offered if winners != [entry]]
         if losers == offered:
-            warnings.warn(str(error), SadlPluginWarning, stacklevel=stacklevel())
+            warn(str(error))
         for info, kind, record in losers:
-            lost.setdefault((info.name, kind, _name(record)), error)
+            lost.setdefault((info.name, kind, record.name), error)
     return lost
 
 
 def _check_preferences(
-    prefer: dict[str, set[str]],
-    claims: dict[Claim, list[Offer]],
-    core: dict[Claim, Offer],
-    offers: list[tuple[Any, dict[str, list[Any]]]],
-    stacklevel: Callable[[], int],
+    prefer: Prefer, claims: dict[Claim, list[Offer]], core: Held, offers: Offers
 ) -> None:
     """Warn about each ``SADL_PREFER`` entry that chooses nothing: it names a built-in, its
     plugin is not loaded or does not provide the name, or no plugin registers it (a name is
@@ -180,5 +169,4 @@ def _check_preferences(
         else:
             why = f"no plugin registers {key!r}"
         entry = f"{key}:{plugin}" if key else plugin
-        message = f"SADL_PREFER entry {entry!r} chooses nothing: {why}"
-        warnings.warn(message, SadlPluginWarning, stacklevel=stacklevel())
+        warn(f"SADL_PREFER entry {entry!r} chooses nothing: {why}")

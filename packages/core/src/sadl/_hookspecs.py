@@ -29,7 +29,40 @@ hookimpl = pluggy.HookimplMarker("sadl")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@hookspec
+@dataclass(frozen=True)
+class RecordKind:
+    """One kind of record: the hook that returns it, its type, and its name in messages."""
+
+    hook: str
+    record_type: type[Any]
+    label: str
+
+    @property
+    def kind(self) -> str:
+        """The registry name: the hook's name without ``register_`` (``compile_passes``)."""
+        return self.hook.removeprefix("register_")
+
+
+def records_hookspec(record_type: type, label: str) -> Callable[[F], F]:
+    """Declare a ``register_<kind>`` hook of a plugin's own that returns ``record_type`` records.
+
+    Use it instead of ``hookspec`` in the module a plugin adds through ``add_hookspecs``. sadl
+    then collects the records like its own kinds: each one checked against ``record_type`` (a
+    frozen dataclass with a ``name``), attributed to its plugin, conflicts reported, listed by
+    ``sadl plugins``; ``sadl.plugins.records("<kind>")`` returns them by name. ``label`` names
+    one record in messages (``"compile pass"``).
+    """
+
+    def declare(func: F) -> F:
+        if not func.__name__.startswith("register_"):
+            raise ValueError(f"records_hookspec: {func.__name__} must be named register_<kind>")
+        func.sadl_records = RecordKind(func.__name__, record_type, label)  # type: ignore[attr-defined]
+        return hookspec(func)  # type: ignore[no-any-return]
+
+    return declare
+
+
+@records_hookspec(OpDef, "op")
 def register_ops() -> Iterable[OpDef]:
     """Return the ops this plugin provides, as ``OpDef`` records.
 
@@ -87,7 +120,7 @@ def register_ops() -> Iterable[OpDef]:
     raise NotImplementedError
 
 
-@hookspec
+@records_hookspec(LayerDef, "layer")
 def register_layers() -> Iterable[LayerDef]:
     """Return layer classes as ``LayerDef(name, cls, examples=())`` records.
 
@@ -128,7 +161,7 @@ def register_layers() -> Iterable[LayerDef]:
     raise NotImplementedError
 
 
-@hookspec
+@records_hookspec(OptimizerDef, "optimizer")
 def register_optimizers() -> Iterable[OptimizerDef]:
     """Return optimizers and schedulers as ``OptimizerDef(name, cls, examples=())`` records.
 
@@ -183,7 +216,7 @@ def register_optimizers() -> Iterable[OptimizerDef]:
     raise NotImplementedError
 
 
-@hookspec
+@records_hookspec(ModelDef, "model")
 def register_models() -> Iterable[ModelDef]:
     """Return model factories as ``ModelDef(name, factory, config=None)`` records.
 
@@ -193,7 +226,7 @@ def register_models() -> Iterable[ModelDef]:
     raise NotImplementedError
 
 
-@hookspec
+@records_hookspec(FormatDef, "format")
 def register_formats() -> Iterable[FormatDef]:
     """Return file formats as ``FormatDef(name, suffixes, save, load, magic=None)`` records.
 
@@ -205,7 +238,7 @@ def register_formats() -> Iterable[FormatDef]:
     raise NotImplementedError
 
 
-@hookspec
+@records_hookspec(BackendDef, "backend")
 def register_backends() -> Iterable[BackendDef]:
     """Return device types as ``BackendDef`` records: where arrays live and how to reach them.
 
@@ -297,45 +330,7 @@ def add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
     """
 
 
-@dataclass(frozen=True)
-class RecordKind:
-    """One kind of record: the hook that returns it, its type, and its name in messages."""
-
-    hook: str
-    record_type: type
-    label: str
-
-    @property
-    def kind(self) -> str:
-        """The registry name: the hook's name without ``register_`` (``compile_passes``)."""
-        return self.hook.removeprefix("register_")
-
-
-def records_hookspec(record_type: type, label: str) -> Callable[[F], F]:
-    """Declare a ``register_<kind>`` hook of a plugin's own that returns ``record_type`` records.
-
-    Use it instead of ``hookspec`` in the module a plugin adds through ``add_hookspecs``. sadl
-    then collects the records like its own kinds: each one checked against ``record_type`` (a
-    frozen dataclass with a ``name``), attributed to its plugin, conflicts reported, listed by
-    ``sadl plugins``; ``sadl.plugins.records("<kind>")`` returns them by name. ``label`` names
-    one record in messages (``"compile pass"``).
-    """
-
-    def declare(func: F) -> F:
-        if not func.__name__.startswith("register_"):
-            raise ValueError(f"records_hookspec: {func.__name__} must be named register_<kind>")
-        func.sadl_records = RecordKind(func.__name__, record_type, label)  # type: ignore[attr-defined]
-        return hookspec(func)  # type: ignore[no-any-return]
-
-    return declare
-
-
-#: Every record kind by registry name, in the order sadl collects them.
+#: Every record kind of core by registry name, in the order sadl collects them (defined).
 KINDS: dict[str, RecordKind] = {
-    "ops": RecordKind("register_ops", OpDef, "op"),
-    "layers": RecordKind("register_layers", LayerDef, "layer"),
-    "optimizers": RecordKind("register_optimizers", OptimizerDef, "optimizer"),
-    "models": RecordKind("register_models", ModelDef, "model"),
-    "formats": RecordKind("register_formats", FormatDef, "format"),
-    "backends": RecordKind("register_backends", BackendDef, "backend"),
+    f.sadl_records.kind: f.sadl_records for f in list(vars().values()) if hasattr(f, "sadl_records")
 }

@@ -20,9 +20,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     for kind, by_dist in TABLE["providers"].items()
 }
 #: Attributes of ``sadl`` that a first-party plugin serves: name -> (distribution, module).
-KNOWN_ATTRIBUTES: dict[str, tuple[str, str]] = {
-    k: (v[0], v[1]) for k, v in TABLE["attributes"].items()
-}
+KNOWN_ATTRIBUTES: dict[str, list[str]] = TABLE["attributes"]
 #: Subcommands of ``sadl`` that first-party plugins add.
 KNOWN_COMMANDS: dict[str, str] = TABLE["commands"]
 #: kind -> torch name sadl lacks -> the nearest sadl spelling (``sadl.nn.ParameterList``, ...).
@@ -31,15 +29,10 @@ TORCH_HINTS: dict[str, dict[str, str]] = TABLE["torch_hints"]
 
 def known_provider(kind: str, name: str) -> tuple[str, str] | None:
     """``(distribution, exact name)`` for ``name``: in ``kind``, in any kind, then ignoring case."""
-    found = KNOWN_PROVIDERS.get(kind, {}).get(name)
-    if found is not None:
-        return found, name
-    for names in KNOWN_PROVIDERS.values():
-        if name in names:
-            return names[name], name
-    folded = name.casefold()
-    for names in (KNOWN_PROVIDERS.get(kind, {}), *KNOWN_PROVIDERS.values()):
-        for known, distribution in names.items():
-            if known.casefold() == folded:
-                return distribution, known
+    tables = (KNOWN_PROVIDERS.get(kind, {}), *KNOWN_PROVIDERS.values())
+    for fold in (str, str.casefold):
+        for names in tables:
+            for known, distribution in names.items():
+                if fold(known) == fold(name):
+                    return distribution, known
     return None

@@ -1,7 +1,7 @@
 """The attribute protocol shared by ``sadl.ops``, ``sadl.nn``, ``sadl.optim`` and ``sadl.models``.
 
 Each of those modules serves one registry kind through PEP 562 module ``__getattr__`` /
-``__dir__``; this class is that behaviour, written once. ``served`` does the same for the
+``__dir__``; ``namespace`` is that behaviour, written once. ``served`` does the same for the
 names of a module that moved to a plugin package (``sadl.viz``, ``sadl.testing.check_op``).
 """
 
@@ -16,34 +16,31 @@ from sadl._host import LOADED, registry
 from sadl._known import TORCH_HINTS
 
 
-class RegistryNamespace:
-    """Serve registry ``kind`` as module attributes (``attribute`` picks a field of the record)."""
+def namespace(kind: str, module_globals: dict[str, Any], attribute: str | None) -> Any:
+    """``(names, __getattr__, __dir__)`` of a module serving registry ``kind`` as attributes:
+    the sorted registered names, the record called ``name`` (or its field ``attribute``; an
+    error naming the provider if missing), and the module's own names plus every registered one.
+    """
 
-    def __init__(self, kind: str, module_globals: dict[str, Any], attribute: str | None) -> None:
-        self.kind = kind
-        self.module_globals = module_globals
-        self.attribute = attribute
+    def names() -> list[str]:
+        return sorted(registry().records(kind))
 
-    def names(self) -> list[str]:
-        """Sorted names registered under this kind."""
-        return sorted(registry().records(self.kind))
-
-    def getattr(self, name: str) -> Any:
-        """The registered object called ``name`` (an error naming the provider if missing)."""
+    def __getattr__(name: str) -> Any:  # noqa: N807 (a module's __getattr__)
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            record = registry().lookup(self.kind, name)
+            record = registry().lookup(kind, name)
         except UnknownNameError as missing:
-            hint = TORCH_HINTS.get(self.kind, {}).get(name)
+            hint = TORCH_HINTS.get(kind, {}).get(name)
             if hint is None:
                 raise
             raise UnknownNameError(f"{missing}; for torch's {name}, {hint}") from None
-        return record if self.attribute is None else getattr(record, self.attribute)
+        return record if attribute is None else getattr(record, attribute)
 
-    def dir(self) -> list[str]:
-        """The module's own names plus every registered name (for tab completion)."""
-        return sorted(set(self.module_globals) | set(self.names()))
+    def __dir__() -> list[str]:  # noqa: N807 (a module's __dir__)
+        return sorted(set(module_globals) | set(names()))
+
+    return names, __getattr__, __dir__
 
 
 def served(owner: str, distribution: str, module: str, names: Container[str] | None) -> Any:

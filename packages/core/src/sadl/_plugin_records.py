@@ -7,13 +7,32 @@ Each record is plain data: the registry validates it, the namespaces (``sadl.nn`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sadl._records import Example, _check_name
 
 __all__ = ["BackendDef", "FormatDef", "LayerDef", "ModelDef", "OptimizerDef"]
+
+
+def _require(record: Any, ok: bool, what: str, error: type[Exception] = TypeError) -> None:
+    """Refuse ``record`` unless ``ok``, saying which record and ``what`` it must be."""
+    if not ok:
+        raise error(f"{type(record).__name__} {record.name!r}: {what}")
+
+
+def _checked(record: Any, callables: tuple[str, ...] = (), tuples: tuple[str, ...] = ()) -> None:
+    """Check ``record``'s name and that its ``callables`` fields are; make its ``tuples`` fields
+    tuples (a string given alone, or a list, becomes one).
+    """
+    _check_name(record, record.name)
+    for name in callables:
+        _require(record, callable(getattr(record, name)), f"{name} must be callable")
+    for name in tuples:
+        value = getattr(record, name)
+        value = (value,) if isinstance(value, str) else value
+        object.__setattr__(record, name, tuple(value) if isinstance(value, Iterable) else value)
 
 
 @dataclass(frozen=True)
@@ -25,17 +44,11 @@ class _ClassDef:
     examples: tuple[Example, ...] = ()
 
     def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        if not isinstance(self.cls, type):
-            kind = type(self).__name__
-            raise TypeError(f"{kind} {self.name!r}: cls must be a class, got {self.cls!r}")
-        object.__setattr__(self, "examples", tuple(self.examples))  # a list given becomes a tuple
+        _checked(self, tuples=("examples",))
+        _require(self, isinstance(self.cls, type), f"cls must be a class, got {self.cls!r}")
         for example in self.examples:
-            if not isinstance(example, Example):
-                raise TypeError(
-                    f"{type(self).__name__} {self.name!r}: examples must be Example(...) "
-                    f"records, got {example!r}"
-                )
+            got = f"examples must be Example(...) records, got {example!r}"
+            _require(self, isinstance(example, Example), got)
 
 
 class LayerDef(_ClassDef):
@@ -68,9 +81,7 @@ class ModelDef:
     config: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        if not callable(self.factory):
-            raise TypeError(f"ModelDef {self.name!r}: factory must be callable")
+        _checked(self, ("factory",))
 
 
 @dataclass(frozen=True)
@@ -89,14 +100,9 @@ class FormatDef:
     magic: bytes | None = None
 
     def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        suffixes: Sequence[str] = self.suffixes
-        if isinstance(suffixes, str):
-            suffixes = (suffixes,)
-        normalized = tuple(s if s.startswith(".") else "." + s for s in suffixes)
-        object.__setattr__(self, "suffixes", tuple(s.lower() for s in normalized))
-        if not callable(self.save) or not callable(self.load):
-            raise TypeError(f"FormatDef {self.name!r}: save and load must be callable")
+        _checked(self, ("save", "load"), ("suffixes",))
+        dotted = tuple(s.lower() if s.startswith(".") else "." + s.lower() for s in self.suffixes)
+        object.__setattr__(self, "suffixes", dotted)
 
 
 @dataclass(frozen=True)
@@ -135,18 +141,10 @@ class BackendDef:
     install_hint: str | Callable[[], str] = ""
 
     def __post_init__(self) -> None:
-        _check_name(self, self.name)
-        if self.name != self.name.lower():
-            raise ValueError(f"BackendDef {self.name!r}: device types are lowercase")
-        types = self.array_types
-        if isinstance(types, str):
-            object.__setattr__(self, "array_types", types := (types,))
-        if not types or not all(isinstance(t, str) and "." in t for t in types):
-            raise TypeError(
-                f"BackendDef {self.name!r}: array_types must name the array classes as dotted "
-                f"paths like 'cupy.ndarray', got {types!r}"
-            )
         functions = ("to_host", "from_host", "device_index", "device_count", "generator")
-        for field_name in (*functions, "synchronize"):
-            if not callable(getattr(self, field_name)):
-                raise TypeError(f"BackendDef {self.name!r}: {field_name} must be callable")
+        _checked(self, (*functions, "synchronize"), ("array_types",))
+        _require(self, self.name == self.name.lower(), "device types are lowercase", ValueError)
+        types = self.array_types
+        dotted = bool(types) and all(isinstance(t, str) and "." in t for t in types)
+        what = "array_types must name the array classes as dotted paths like 'cupy.ndarray'"
+        _require(self, dotted, f"{what}, got {types!r}")

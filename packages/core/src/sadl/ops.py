@@ -8,7 +8,7 @@ Core's own ops are defined in ``sadl._ops`` (one file per family) and registered
 from __future__ import annotations
 
 from sadl._host import registry
-from sadl._namespace import RegistryNamespace
+from sadl._namespace import namespace
 from sadl._records import OpDef
 
 __all__ = ["OpDef", "get", "names"]
@@ -26,7 +26,4 @@ def get(name: str) -> OpDef:
     return op
 
 
-_namespace = RegistryNamespace("ops", globals(), None)
-names = _namespace.names
-__getattr__ = _namespace.getattr
-__dir__ = _namespace.dir
+names, __getattr__, __dir__ = namespace("ops", globals(), None)

@@ -87,11 +87,10 @@ def require_api(version: str) -> None:
     Call it at the top of a plugin module: ``require_api("1.0")``.
     """
     try:
-        want = tuple(int(p) for p in str(version).split("."))[:2]
+        want = (*(int(p) for p in str(version).split(".")), 0)[:2]  # "1" is "1.0"
         have = tuple(int(p) for p in API_VERSION.split("."))
     except ValueError:
         raise ValueError(f"require_api: version must look like '1.0', got {version!r}") from None
-    want = want + (0,) * (2 - len(want))
     if want[0] != have[0] or want[1] > have[1]:
         raise IncompatiblePluginError(
             f"needs sadl plugin API {version}, but sadl-core {__version__} provides "
@@ -112,9 +111,7 @@ def plugins() -> list[dict[str, object]]:
     """Every discovered plugin as a dict (name, distribution, version, status, error, provides,
     conflicts).
     """
-    reg = registry()
-    reg.settle_commands()
-    return [p.as_dict() for p in reg.plugins]
+    return [p.as_dict() for p in registry().settle_commands().plugins]
 
 
 def reload_plugins() -> None:
@@ -128,10 +125,8 @@ def records(kind: str) -> dict[str, Any]:
     """
     reg = registry()
     if kind not in reg.kinds:
-        raise UnknownNameError(
-            f"no record kind {kind!r} is registered; known: {', '.join(sorted(reg.kinds))} "
-            "(a plugin adds one with records_hookspec)"
-        )
+        known = f"known: {', '.join(sorted(reg.kinds))} (a plugin adds one with records_hookspec)"
+        raise UnknownNameError(f"no record kind {kind!r} is registered; {known}")
     return dict(reg.records(kind))
 
 
@@ -147,8 +142,7 @@ def set_aside(plugin: str) -> dict[str, dict[str, tuple[Any, PluginConflictError
     """``kind -> name -> (record, why)``: the records of ``plugin`` that lost a clash, which
     nobody serves from it (``sadl check-plugins`` checks them and reports why); a copy.
     """
-    reg = registry()
-    reg.settle_commands()
+    reg = registry().settle_commands()
     for info in reg.plugins:
         if info.name == plugin:
             return {kind: dict(names) for kind, names in info.set_aside.items()}
@@ -181,8 +175,6 @@ def command_registrations() -> dict[str, Any]:
     ``subparsers=`` to see what it adds.
     """
     reg = registry()
-    return {
-        p.name: functools.partial(reg.call, "register_commands", p)
-        for p in reg.loaded()
-        if hasattr(reg.pluginmanager.get_plugin(p.name), "register_commands")
-    }
+    impls = reg.pluginmanager.hook.register_commands.get_hookimpls()  # of the loaded plugins
+    call = functools.partial(reg.call, "register_commands")
+    return {impl.plugin_name: functools.partial(call, impl.plugin_name) for impl in impls}

@@ -13,7 +13,7 @@ served here under their old names too.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -170,19 +170,25 @@ def gradcheck(
     return True
 
 
-def gradgradcheck(
-    fn: Callable[..., Any],
-    *inputs: Any,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    seed: int = 0,
-    raise_exception: bool = True,
-) -> bool:
-    """Check second derivatives: ``gradcheck`` of the (create_graph) gradient of ``fn``."""
+class _Options(TypedDict, total=False):
+    """``gradcheck``'s keywords, which ``gradgradcheck`` passes on."""
+
+    eps: float
+    atol: float
+    rtol: float
+    seed: int
+    raise_exception: bool
+
+
+def gradgradcheck(fn: Callable[..., Any], *inputs: Any, **options: Unpack[_Options]) -> bool:
+    """Check second derivatives: ``gradcheck`` of the (create_graph) gradient of ``fn``.
+
+    Takes ``gradcheck``'s keywords (``eps``, ``atol``, ``rtol``, ``seed``, ``raise_exception``).
+    """
     xs, diff = _prepare(inputs)
     if not diff:
         raise ValueError("gradgradcheck: no floating-point input to differentiate")
+    seed = options.get("seed", 0)
     project = Projection(seed + 1)
 
     def first_order(*args: Any) -> list[Tensor]:
@@ -195,15 +201,7 @@ def gradgradcheck(
     probe = first_order(*xs)
     if not any(g.requires_grad for g in probe):
         return True  # the gradient does not depend on the inputs: second derivative is zero
-    return gradcheck(
-        first_order,
-        *inputs,
-        eps=eps,
-        atol=atol,
-        rtol=rtol,
-        seed=seed + 2,
-        raise_exception=raise_exception,
-    )
+    return gradcheck(first_order, *inputs, **(options | {"seed": seed + 2}))
 
 
 def _fail(raise_exception: bool, message: str) -> bool:

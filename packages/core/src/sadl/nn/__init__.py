@@ -9,7 +9,7 @@ sadl-layers); ``sadl.nn.utils`` has the gradient clipping (served by sadl-optim)
 from __future__ import annotations
 
 from sadl._module import Function, IncompatibleKeys, Module
-from sadl._namespace import RegistryNamespace
+from sadl._namespace import namespace
 from sadl._tensor import Parameter
 from sadl.nn import functional, init, utils
 
@@ -25,7 +25,4 @@ __all__ = [
 ]
 
 
-_namespace = RegistryNamespace("layers", globals(), "cls")
-names = _namespace.names
-__getattr__ = _namespace.getattr
-__dir__ = _namespace.dir
+names, __getattr__, __dir__ = namespace("layers", globals(), "cls")
