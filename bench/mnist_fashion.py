@@ -6,7 +6,9 @@ Adam at 1e-3, then the test accuracy on all 10,000 test images. Prints the train
 each and the ratios, writes ``--json`` if given. Needs Debian's ``dataset-fashion-mnist``.
 sadl's compiled training includes tracing its step (the first of the 70); the process's one-time
 costs (imports on first use, numba loading a cached kernel) are paid by a warm-up before,
-as torch's import is paid before its clock starts.
+as torch's import is paid before its clock starts. One run's accuracy at step 70 moves by a few
+hundredths between two runs of PyTorch itself: bench/mnist_fashion_parity.py compares the mean
+over the last steps, with PyTorch against itself as the noise floor.
 
 Run: python bench/mnist_fashion.py [--steps 70] [--threads 2] [--json runs/fashion.json]
 """
@@ -34,16 +36,6 @@ def _args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, help="write the results here too")
     return p.parse_args()
-
-
-def _torch_model(torch: Any) -> Any:
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(),
-        nn.BatchNorm2d(32), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(),
-        nn.BatchNorm2d(64), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(576, 10),
-    )  # fmt: skip
 
 
 def _sadl(state: dict[str, np.ndarray], data: Any, order: np.ndarray, compiled: bool) -> dict:
@@ -138,7 +130,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     order = rng.integers(0, len(x_train), (args.steps, args.batch_size))
     torch.manual_seed(args.seed)
-    reference = _torch_model(torch)
+    reference = example.torch_beautiful_mnist(torch)
     state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
     _warm_up(data)
     results = {

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import sadl
@@ -42,6 +44,37 @@ def beautiful_mnist() -> sadl.nn.Sequential:
         nn.BatchNorm2d(64), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(576, 10),
     )  # fmt: skip
+
+
+def torch_beautiful_mnist(torch: Any) -> Any:
+    """The same network in PyTorch (``torch`` passed in: this script itself needs only sadl),
+    its layers in the same order, so that a state dict maps one onto the other by name.
+    """
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 5), nn.ReLU(),
+        nn.Conv2d(32, 32, 5), nn.ReLU(),
+        nn.BatchNorm2d(32), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(),
+        nn.Conv2d(64, 64, 3), nn.ReLU(),
+        nn.BatchNorm2d(64), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(576, 10),
+    )  # fmt: skip
+
+
+def training_step(
+    model: sadl.nn.Sequential, optimizer: sadl.optim.Optimizer
+) -> Callable[[np.ndarray, np.ndarray], sadl.Tensor]:
+    """One step: forward, cross-entropy, backward, Adam; returns the loss (a Tensor)."""
+
+    def step(x: np.ndarray, y: np.ndarray) -> sadl.Tensor:
+        loss = sadl.ops.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
 
 
 def images(split: str, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -70,14 +103,7 @@ def train(args: argparse.Namespace) -> tuple[float, float, list[float]]:
     sadl.manual_seed(args.seed)
     model = beautiful_mnist()
     optimizer = sadl.optim.Adam(model.parameters(), lr=1e-3)
-
-    def step(x: np.ndarray, y: np.ndarray) -> sadl.Tensor:
-        loss = sadl.ops.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = training_step(model, optimizer)
     run = sadl.compile(step) if args.compile else step
     steps = args.steps
     if args.epochs:
