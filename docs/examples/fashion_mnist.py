@@ -13,7 +13,9 @@ status 77 (the docs tests report that as skipped).
 
 The default run is short, for the tests (40 steps of 32 images, a 2,000-image test set);
 ``--steps 70 --batch-size 512`` is tinygrad's run and ``--epochs 5`` trains five passes over
-the 60,000 images (it must reach 0.90 test accuracy).
+the 60,000 images, shuffled each epoch, with Adam's rate annealed from 1e-3 to 0 on a cosine
+(it must reach 0.90 test accuracy; with batches drawn with replacement and a constant rate,
+585 steps reached 0.8928).
 
 Run: python docs/examples/fashion_mnist.py [--steps 70 --batch-size 512 | --epochs 5]
 """
@@ -105,15 +107,23 @@ def train(args: argparse.Namespace) -> tuple[float, float, list[float]]:
     optimizer = sadl.optim.Adam(model.parameters(), lr=1e-3)
     step = training_step(model, optimizer)
     run = sadl.compile(step) if args.compile else step
-    steps = args.steps
-    if args.epochs:
-        steps = args.epochs * len(x_train) // args.batch_size
     rng = np.random.default_rng(args.seed)
+    if args.epochs:  # epochs: every image once per epoch, the rate annealed to 0 (cosine)
+        per_epoch = len(x_train) // args.batch_size  # whole batches: one shape to replay
+        whole = per_epoch * args.batch_size
+        order = [rng.permutation(len(x_train))[:whole] for _ in range(args.epochs)]
+        batches = list(np.concatenate(order).reshape(-1, args.batch_size))
+        schedule = sadl.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=len(batches))
+    else:  # tinygrad's run: batches drawn with replacement, a constant rate
+        batches = [rng.integers(0, len(x_train), args.batch_size) for _ in range(args.steps)]
+        schedule = None
+    steps = len(batches)
     losses = []
     start = time.perf_counter()
-    for i in range(steps):
-        idx = rng.integers(0, len(x_train), args.batch_size)  # with replacement, as tinygrad
+    for i, idx in enumerate(batches):
         losses.append(float(run(x_train[idx], y_train[idx]).item()))
+        if schedule is not None:
+            schedule.step()
         if (i + 1) % max(1, steps // 10) == 0:
             print(f"step {i + 1}/{steps}: loss {losses[-1]:.3f}", flush=True)
     seconds = time.perf_counter() - start
