@@ -95,9 +95,10 @@ def _scores_bias(lead, tq, tk, causal, mask, dtype, xp):
     key: those rows are un-masked for the softmax and zeroed afterwards. Both are made with
     ``xp``, the array module of q, k, v (a mask given on the host is copied there).
     """
+    cached = np if xp.__name__ == "numpy" else xp  # cached constants: NumPy's, not a tracer's
     if mask is None and causal and tq <= tk:
-        return _causal_bias(tq, tk, np.dtype(dtype), xp), None  # every query sees some key
-    keep = _causal_keep(tq, tk, xp) if causal else None
+        return _causal_bias(tq, tk, np.dtype(dtype), cached), None  # every query sees some key
+    keep = _causal_keep(tq, tk, cached) if causal else None
     add = None
     if mask is not None:
         mask = xp.asarray(mask)
