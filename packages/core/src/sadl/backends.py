@@ -167,8 +167,9 @@ class Tracer(Protocol):
     * ``array_kind``: the type of its stand-ins for device arrays; ``array_of(x)`` is the
       backend's array behind one, ``module_of(x)`` the array module to hand out for it (one
       that records what is called), asked too for host data (and None) in its own thread, so
-      what op code makes with ``array_module(x).zeros(...)`` is seen. ``is_array``, ``device_of`` and ``to_device`` see the array
-      behind one; the CPU path never meets one (traced host arrays are ndarrays).
+      what op code makes with ``array_module(x).zeros(...)`` is seen. ``is_array``,
+      ``device_of`` and ``to_device`` see the array behind one; the CPU path never meets one
+      (traced host arrays are ndarrays).
     * ``on_read(obj, name, value)``: a read of a Tensor's ``data`` or ``grad`` or of a
       Module's ``training``; what it returns is what the reader gets. ``on_write(obj, name,
       value)``: a write of one, told before it happens. A tracer reads and writes the slots
