@@ -112,3 +112,22 @@ def test_an_op_that_allocates_and_fills_replays_as_eager(body):
     # every replay handed out its own result: none is a buffer shared across calls
     assert len({id(r.data) for r in results}) == len(results)
     assert len({r.item() for r in results}) == len(results)
+
+
+def test_a_zeros_buffer_of_the_function_filled_by_assignment_is_seen():
+    def one_hot(labels, logits):  # np.zeros is wrapped while tracing: the buffer is recorded
+        target = np.zeros(logits.shape)
+        target[np.arange(len(labels.data)), labels.data] = 1.0
+        return (logits * sadl.tensor(target)).sum()
+
+    compiled = sadl.compile(one_hot)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        labels, logits = sadl.tensor(rng.integers(0, 4, 5)), sadl.tensor(rng.random((5, 4)))
+        assert one_hot(labels, logits).item() == compiled(labels, logits).item()
+
+
+def test_a_plain_view_of_traced_memory_reaching_a_numpy_call_is_refused():
+    compiled = sadl.compile(lambda x: x * np.ascontiguousarray((x * 2).data))
+    with pytest.raises(sadl.CompileError, match="plain NumPy array viewing memory"):
+        compiled(sadl.ones(3))

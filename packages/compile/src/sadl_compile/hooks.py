@@ -21,10 +21,11 @@ sadl then tells it, in that thread only:
 What op code allocates goes through ``sadl.backends.array_module``, which in the tracing thread
 asks the tracer's ``module_of`` for host data too: the recording NumPy it hands out makes each
 ``xp.zeros``, ``xp.empty``, ``xp.arange`` a call of the graph. NumPy's conversions
-(``np.asarray``, ``np.array``, ``np.ascontiguousarray``) take no array that NumPy's dispatch
-protocols could hand to a traced array, and no hook sees them; they are the one thing wrapped
-(:data:`CONSTRUCTORS`, docs/compile.md), from the first trace that starts until the last one
-running ends. A wrapper is NumPy's function itself for every thread that is not tracing.
+(``np.asarray``, ``np.array``) and the constructor user code fills by assignment most
+(``np.zeros``) take no array that NumPy's dispatch protocols could hand to a traced array, and
+no hook sees them; they are the one thing wrapped (:data:`CONSTRUCTORS`, docs/compile.md), from
+the first trace that starts until the last one running ends. A wrapper is NumPy's function
+itself for every thread that is not tracing.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ from sadl_compile.where import caller, source_line
 
 __all__ = ["CONSTRUCTORS", "TRACER", "tracing"]
 
-#: NumPy's conversions: they make plain arrays of traced ones, and NumPy does not dispatch them.
-CONSTRUCTORS = ("array", "asarray", "ascontiguousarray")
+#: What NumPy does not dispatch: conversions (plain arrays of traced ones), user code's buffers.
+CONSTRUCTORS = ("array", "asarray", "zeros")
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _WRAPPED = threading.Lock()  # guards the count of running traces and NumPy's originals
