@@ -3,12 +3,13 @@
 Seen from inside a traced function, every attribute of sadl's modules, of the plugins' modules
 and of their classes is the object it was before the trace (the one difference allowed is the
 count of tracing threads that ``sadl.backends.install_tracer`` keeps), and NumPy's namespace
-differs only in the constructors docs/compile.md lists. Traces run in several threads at once,
-and a thread training eagerly meanwhile gets eager's bits.
+differs only in the (at most three) conversions docs/compile.md lists. Traces run in several
+threads at once, and a thread training eagerly meanwhile gets eager's bits.
 """
 
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import sadl
@@ -74,6 +75,13 @@ def test_nothing_of_sadl_or_a_plugin_is_replaced_while_tracing():
     assert {k for k in inside if k[0] != "numpy"} == TRACER_SLOT
     assert {attr for module, attr in inside if module == "numpy"} <= set(CONSTRUCTORS)
     assert not _differences(before, _snapshot()) - TRACER_SLOT  # and all is back afterwards
+
+
+def test_at_most_three_numpy_functions_are_wrapped_each_listed_with_why():
+    docs = (Path(__file__).parents[3] / "docs" / "compile.md").read_text()
+    table = docs.split("| wrapped | why |")[1].split("\n\n")[0]
+    listed = {row.split("`")[1].removeprefix("np.") for row in table.splitlines()[2:]}
+    assert len(CONSTRUCTORS) <= 3 and listed == set(CONSTRUCTORS)
 
 
 def _run_pair(compiled):

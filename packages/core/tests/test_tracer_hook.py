@@ -28,6 +28,9 @@ class Recorder:
         return x.array
 
     def module_of(self, x):
+        if not isinstance(x, self.array_kind):  # host data (or None) in the tracing thread
+            self.seen.append(("module", type(x).__name__))
+            return np
         return backends.array_module(x.array)
 
     def on_transfer(self, copy, data, args):
@@ -164,3 +167,18 @@ def test_a_stand_in_array_kind_is_an_array_of_its_array_s_module(tracer):
     assert backends.is_array(x)
     assert backends.array_module(x) is np
     assert backends.device_of(x) == "cpu"
+
+
+def test_the_tracer_hands_out_the_host_module_in_its_thread_only(tracer):
+    recorder = Recorder()
+    backends.install_tracer(recorder)
+    made = sadl.zeros(2)  # sadl's factories make their arrays with array_module(None)
+    assert backends.array_module(np.ones(2)) is np  # what the tracer's module_of returned
+    elsewhere = []
+    other = threading.Thread(target=lambda: elsewhere.append(backends.array_module(np.ones(2))))
+    other.start()
+    other.join()
+    backends.install_tracer(None)
+    assert backends.array_module(np.ones(2)) is np
+    assert made.shape == (2,) and elsewhere == [np]
+    assert recorder.seen == [("module", "NoneType"), ("module", "ndarray")]

@@ -17,7 +17,7 @@ def test_views_of_one_buffer_are_disjoint_only_where_their_rows_are():
     seen: dict[tuple[int, ...], list] = {}
 
     def step(x):
-        flat = np.empty(40, np.float32)
+        flat = np.zeros(40, np.float32)  # np.zeros: seen while tracing (docs/compile.md)
         a = flat[0:16].reshape(4, 4)
         b = flat[16:40].reshape(6, 4)
         c = flat[8:24]

@@ -57,8 +57,8 @@ class RecordingModule:
         return found
 
     def _member(self, name: str) -> Any:
-        value = getattr(self._module, name)  # AttributeError as the module raises it
-        twin = getattr(self._twin, name, None)
+        value = _original(getattr(self._module, name))  # AttributeError as the module raises
+        twin = _original(getattr(self._twin, name, None))
         if isinstance(twin, ModuleType):
             return RecordingModule(value, self._tracer, twin)
         if isinstance(value, type) or not callable(value):
@@ -117,6 +117,13 @@ class RecordingUfunc:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ufunc, name)
+
+
+def _original(found: Any) -> Any:
+    """NumPy's own function behind one of ``hooks``' wrappers (``np.zeros`` while tracing)."""
+    if getattr(found, "__module__", None) == "sadl_compile.hooks":
+        return found.__wrapped__
+    return found
 
 
 def _recording(tracer: Tracer, func: Any, key: Any, label: str) -> Callable[..., Any]:

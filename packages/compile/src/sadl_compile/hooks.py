@@ -18,10 +18,14 @@ sadl then tells it, in that thread only:
   ``sadl.random.get_rng_state`` and ``set_rng_state`` (a state set is refused unless a draw of
   the call had it or it was taken inside the call and moves nothing, ``streams``).
 
-NumPy's array constructors (``np.zeros``, ``np.asarray`` ...) take no array that NumPy's
-dispatch protocols could hand to a traced array, and no hook sees them; they are the one thing
-wrapped (:data:`CONSTRUCTORS`, docs/compile.md), from the first trace that starts until the last
-one running ends. A wrapper is NumPy's function itself for every thread that is not tracing.
+What op code allocates goes through ``sadl.backends.array_module``, which in the tracing thread
+asks the tracer's ``module_of`` for host data too: the recording NumPy it hands out makes each
+``xp.zeros``, ``xp.empty``, ``xp.arange`` a call of the graph. NumPy's conversions
+(``np.asarray``, ``np.array``) and the constructor user code fills by assignment most
+(``np.zeros``) take no array that NumPy's dispatch protocols could hand to a traced array, and
+no hook sees them; they are the one thing wrapped (:data:`CONSTRUCTORS`, docs/compile.md), from
+the first trace that starts until the last one running ends. A wrapper is NumPy's function
+itself for every thread that is not tracing.
 """
 
 from __future__ import annotations
@@ -45,11 +49,8 @@ from sadl_compile.where import caller, source_line
 
 __all__ = ["CONSTRUCTORS", "TRACER", "tracing"]
 
-#: NumPy functions that make arrays without an array argument to dispatch on.
-CONSTRUCTORS = (
-    "array asarray asanyarray ascontiguousarray asfortranarray empty zeros ones full arange "
-    "linspace logspace geomspace eye identity tri frombuffer fromiter"
-).split()
+#: What NumPy does not dispatch: conversions (plain arrays of traced ones), user code's buffers.
+CONSTRUCTORS = ("array", "asarray", "zeros")
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _WRAPPED = threading.Lock()  # guards the count of running traces and NumPy's originals
@@ -93,8 +94,13 @@ class _Tracer:
         return plain(x)
 
     def module_of(self, x: Any) -> Any:
-        """The array module of a traced device array (recording while its trace runs)."""
-        return module_of(x)
+        """The array module of a traced device array, or of host data (None included) in the
+        tracing thread: recording while its trace runs, so what op code makes is seen.
+        """
+        if type(x) is TracedDeviceArray:
+            return module_of(x)
+        capture = _capture()
+        return np if capture is None or capture.busy else capture.recording_module(np)
 
     def on_read(self, obj: Any, name: str, value: Any) -> Any:
         """A tensor's ``data`` / ``grad`` or a module's ``training`` read: adopted, guarded."""

@@ -175,6 +175,13 @@ class Tracer:
         kind = "input" if entry[0] == "arg" else "external"
         const = entry[0] == "const" and _read_only(array)
         storage, _ = self._storage(array, kind, const)
+        if storage.kind == "temp":  # a plain view of memory the trace made: the replay's moves
+            raise CompileError(
+                "sadl.compile: a plain NumPy array viewing memory made inside the compiled "
+                f"function reached {source_line(caller())}; a NumPy function the trace does not "
+                "see made it (np.ascontiguousarray, np.frombuffer ...): keep the array itself, "
+                "or use np.asarray / sadl.backends.array_module(x).ascontiguousarray(x)"
+            )
         value = self._value(array, storage, None, entry)
         value.name = name
         self._known[id(array)] = (array, value)

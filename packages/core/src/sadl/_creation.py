@@ -54,9 +54,11 @@ def _make(array: Any, device: Where, requires_grad: bool) -> Tensor:
 
 
 def _filled(
-    fill: Any, shape: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool
+    fill: str, shape: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool
 ) -> Tensor:
-    return _make(fill(_shape(shape), dtype or get_default_dtype()), device, requires_grad)
+    # array_module(None): the host's module, which a tracer hands out in its thread
+    array = getattr(array_module(None), fill)(_shape(shape), dtype or get_default_dtype())
+    return _make(array, device, requires_grad)
 
 
 def zeros(
@@ -68,21 +70,21 @@ def zeros(
     >>> sadl.zeros(2, 3).shape
     (2, 3)
     """
-    return _filled(np.zeros, shape, dtype, device, requires_grad)
+    return _filled("zeros", shape, dtype, device, requires_grad)
 
 
 def ones(
     *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """A tensor of ones."""
-    return _filled(np.ones, shape, dtype, device, requires_grad)
+    return _filled("ones", shape, dtype, device, requires_grad)
 
 
 def empty(
     *shape: Shape, dtype: Any = None, device: Where = None, requires_grad: bool = False
 ) -> Tensor:
     """An uninitialized tensor."""
-    return _filled(np.empty, shape, dtype, device, requires_grad)
+    return _filled("empty", shape, dtype, device, requires_grad)
 
 
 def full(
@@ -95,7 +97,8 @@ def full(
     """A tensor filled with ``fill_value``."""
     if dtype is None and isinstance(fill_value, float):
         dtype = get_default_dtype()
-    return _make(np.full(_shape((shape,)), fill_value, dtype), device, requires_grad)
+    array = array_module(None).full(_shape((shape,)), fill_value, dtype)
+    return _make(array, device, requires_grad)
 
 
 def eye(
@@ -107,7 +110,8 @@ def eye(
     requires_grad: bool = False,
 ) -> Tensor:
     """A 2-D tensor with ones on diagonal ``k``."""
-    return _make(np.eye(n, m, k, dtype=dtype or get_default_dtype()), device, requires_grad)
+    array = array_module(None).eye(n, m, k, dtype=dtype or get_default_dtype())
+    return _make(array, device, requires_grad)
 
 
 def arange(
@@ -119,12 +123,10 @@ def arange(
     requires_grad: bool = False,
 ) -> Tensor:
     """Evenly spaced values in ``[start, stop)`` (integers stay int64, floats become float32)."""
-    array = np.arange(start, stop, step) if stop is not None else np.arange(start)
-    if dtype is not None:
-        array = array.astype(dtype)
-    elif array.dtype == np.float64:
-        array = array.astype(get_default_dtype())
-    return _make(array, device, requires_grad)
+    array = array_module(None).arange(start, stop, step)  # stop None: [0, start)
+    if dtype is None and array.dtype == np.float64:
+        dtype = get_default_dtype()
+    return _make(array if dtype is None else array.astype(dtype), device, requires_grad)
 
 
 def linspace(
@@ -136,7 +138,7 @@ def linspace(
     requires_grad: bool = False,
 ) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive."""
-    array = np.linspace(start, stop, num, dtype=dtype or get_default_dtype())
+    array = array_module(None).linspace(start, stop, num, dtype=dtype or get_default_dtype())
     return _make(array, device, requires_grad)
 
 

@@ -99,10 +99,6 @@ CPU = Device("cpu")
 Where = str | Device | None  # a device spec; None: the CPU, or where the data is
 
 
-def _no_sync(index: int) -> None:
-    """NumPy runs synchronously: nothing is ever queued."""
-
-
 #: NumPy on the host. Core's built-in plugin registers it; the functions here never consult it
 #: for NumPy arrays (they check for those first), it is there so "cpu" is a device like others.
 CPU_BACKEND = BackendDef(
@@ -114,7 +110,7 @@ CPU_BACKEND = BackendDef(
     device_index=lambda array: 0,
     device_count=lambda: 1,
     generator=lambda seed, index: np.random.default_rng(seed),
-    synchronize=_no_sync,
+    synchronize=lambda index: None,  # NumPy runs synchronously: nothing is ever queued
 )
 
 
@@ -170,8 +166,10 @@ class Tracer(Protocol):
 
     * ``array_kind``: the type of its stand-ins for device arrays; ``array_of(x)`` is the
       backend's array behind one, ``module_of(x)`` the array module to hand out for it (one
-      that records what is called). ``is_array``, ``device_of`` and ``to_device`` see the array
-      behind one; the CPU path never meets one (traced host arrays are ndarrays).
+      that records what is called), asked too for host data (and None) in its own thread, so
+      what op code makes with ``array_module(x).zeros(...)`` is seen. ``is_array``,
+      ``device_of`` and ``to_device`` see the array behind one; the CPU path never meets one
+      (traced host arrays are ndarrays).
     * ``on_read(obj, name, value)``: a read of a Tensor's ``data`` or ``grad`` or of a
       Module's ``training``; what it returns is what the reader gets. ``on_write(obj, name,
       value)``: a write of one, told before it happens. A tracer reads and writes the slots
@@ -417,14 +415,20 @@ def is_array(value: Any) -> bool:
 
 
 def array_module(data: Any) -> ModuleType:
-    """The array module owning ``data``, an array or a Tensor (``numpy`` for anything else).
+    """The array module owning ``data``, an array or a Tensor (``numpy`` for anything else;
+    None: the host).
 
-    This is the one way device code picks its functions: ``xp = array_module(x)``, then
-    ``xp.zeros_like``, ``xp.arange``, ``xp.eye``..., so nothing is made on the host for a
-    device computation (backward rules receive Tensors under ``create_graph=True``).
+    This is the one way op code picks its functions and makes its arrays: ``xp =
+    array_module(x)``, then ``xp.zeros``, ``xp.arange``, ``xp.eye``..., so nothing is made on
+    the host for a device computation (backward rules receive Tensors under
+    ``create_graph=True``), and a tracer sees what is made: in a thread where one is installed,
+    host data gets the tracer's ``module_of(data)`` (test for the host with
+    ``xp.__name__ == "numpy"``, not ``xp is np``).
     """
-    if isinstance(data, _host_types):
-        return np
+    if isinstance(data, _host_types) or data is None:
+        # In a tracing thread the tracer hands out NumPy too: what op code allocates is seen.
+        tracer = TRACING.tracer if _tensor_base.watching else None
+        return np if tracer is None else tracer.module_of(data)
     if type(data) is _traced_kind:
         module: ModuleType = _arrays_tracer.module_of(data)
         return module
@@ -518,9 +522,6 @@ def match_key(key: Any, like: Any) -> Any:
 
 def scatter_add(target: Any, key: Any, values: Any) -> None:
     """``target[key] += values`` where repeated indices in ``key`` all accumulate."""
-    if isinstance(target, _ndarray):
-        np.add.at(target, key, values)
-        return
     array_module(target).add.at(target, key, values)  # CuPy >= 12 has add.at too
 
 

@@ -127,7 +127,7 @@ def _blockwise(kernel, x, dtype):
     out = xp.empty(x.shape, dtype=dtype)
     flat_in, flat_out = x.reshape(-1), out.reshape(-1)
     with np.errstate(all="ignore"):
-        if xp is not np or x.size <= _BLOCK:
+        if xp.__name__ != "numpy" or x.size <= _BLOCK:
             kernel(flat_in, flat_out)
             return out
         for start in range(0, x.size, _BLOCK):

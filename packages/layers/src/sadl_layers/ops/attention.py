@@ -91,13 +91,13 @@ def _check_mask(name, mask, lead, tq, tk):
 def _scores_bias(lead, tq, tk, causal, mask, dtype, xp):
     """An additive (.., tq, tk) bias (0 / -inf / float mask) and the rows that see some key.
 
-    Returns ``(bias or None, row_ok or None)``; ``row_ok`` is given only when some query sees no
-    key: those rows are un-masked for the softmax and zeroed afterwards. Both are made with
-    ``xp``, the array module of q, k, v (a mask given on the host is copied there).
+    Returns ``(bias or None, row_ok or None)``, ``row_ok`` only when a query sees no key (its
+    row un-masked for the softmax, zeroed after); made with ``xp``, q's array module.
     """
+    cached = np if xp.__name__ == "numpy" else xp  # cached constants: NumPy's, not a tracer's
     if mask is None and causal and tq <= tk:
-        return _causal_bias(tq, tk, np.dtype(dtype), xp), None  # every query sees some key
-    keep = _causal_keep(tq, tk, xp) if causal else None
+        return _causal_bias(tq, tk, np.dtype(dtype), cached), None  # every query sees some key
+    keep = _causal_keep(tq, tk, cached) if causal else None
     add = None
     if mask is not None:
         mask = xp.asarray(mask)
