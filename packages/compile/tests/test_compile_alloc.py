@@ -114,9 +114,18 @@ def test_an_op_that_allocates_and_fills_replays_as_eager(body):
     assert len({r.item() for r in results}) == len(results)
 
 
-def test_a_zeros_buffer_of_the_function_filled_by_assignment_is_seen():
-    def one_hot(labels, logits):  # np.zeros is wrapped while tracing: the buffer is recorded
-        target = np.zeros(logits.shape)
+@pytest.mark.parametrize(
+    "make",
+    # looked up at call time, as `np.zeros(...)` in a function body is
+    [lambda s: np.zeros(s), lambda s: np.empty(s), lambda s: np.ones(s), lambda s: np.full(s, 7.0)],
+    ids=["zeros", "empty", "ones", "full"],
+)
+def test_a_buffer_of_the_function_filled_by_assignment_is_seen(make):
+    # The constructors your own code fills by assignment (`buf[i] = ...`, which NumPy does not
+    # dispatch) are wrapped while tracing: the buffer is recorded, filled anew on every replay.
+    def one_hot(labels, logits):
+        target = make(logits.shape)
+        target[...] = 0.0
         target[np.arange(len(labels.data)), labels.data] = 1.0
         return (logits * sadl.tensor(target)).sum()
 

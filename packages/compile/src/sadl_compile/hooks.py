@@ -50,7 +50,7 @@ from sadl_compile.where import caller, source_line
 __all__ = ["CONSTRUCTORS", "TRACER", "tracing"]
 
 #: What NumPy does not dispatch: conversions (plain arrays of traced ones), user code's buffers.
-CONSTRUCTORS = ("array", "asarray", "zeros")
+CONSTRUCTORS = ("array", "asarray", "zeros", "empty", "ones", "full")
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _WRAPPED = threading.Lock()  # guards the count of running traces and NumPy's originals
