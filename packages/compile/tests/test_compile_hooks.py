@@ -3,7 +3,7 @@
 Seen from inside a traced function, every attribute of sadl's modules, of the plugins' modules
 and of their classes is the object it was before the trace (the one difference allowed is the
 count of tracing threads that ``sadl.backends.install_tracer`` keeps), and NumPy's namespace
-differs only in the (at most three) conversions docs/compile.md lists. Traces run in several
+differs only in the NumPy functions docs/compile.md lists. Traces run in several
 threads at once, and a thread training eagerly meanwhile gets eager's bits.
 """
 
