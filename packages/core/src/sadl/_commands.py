@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pluggy
 
+from sadl._errors import CommandError
 from sadl._hookspecs import hookimpl
 from sadl._host import registry
 from sadl._threads import blas_description, cpu_model
@@ -32,6 +33,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
     """``plugins``, ``ops`` and ``info``."""
     p = subparsers.add_parser("plugins", help="list installed plugins and what they provide")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--passes", action="store_true", help="the compile passes (`sadl passes`)")
     p.set_defaults(func=_cmd_plugins)
     p = subparsers.add_parser("ops", help="list every registered op with its provider")
     p.set_defaults(func=_cmd_ops)
@@ -40,6 +42,11 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
+    if args.passes:  # a plugin's command (sadl-compile's): core knows no passes
+        found = [c.parser for c in registry().commands() if c.name == "passes"]
+        if not found:
+            raise CommandError("--passes lists sadl-compile's passes: pip install sadl-compile")
+        return int(found[0].get_default("func")(args))
     plugins = registry().plugins
     if args.json:
         print(json.dumps([p.as_dict() for p in plugins], indent=2))
