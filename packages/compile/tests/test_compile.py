@@ -38,10 +38,7 @@ def make_step(optimizer_cls, compiled, **compile_options):
 
 @pytest.mark.parametrize("optimizer_cls", [sadl.SGD, sadl.Adam])
 @pytest.mark.parametrize("fusion", [False, True])
-def test_training_steps_replay_identically_to_eager(optimizer_cls, fusion, monkeypatch):
-    # sadl-compile's own passes are exact here; sadl-kernels' (fusion passes too, when installed)
-    # round the loss's softmax otherwise, within their tolerances (tested there)
-    monkeypatch.setenv("SADL_KERNELS", "0")
+def test_training_steps_replay_identically_to_eager(optimizer_cls, fusion):
     eager, model_e, opt_e = make_step(optimizer_cls, compiled=False)
     compiled, model_c, opt_c = make_step(optimizer_cls, compiled=True, fusion=fusion)
     for x, y in batches(6):
