@@ -259,10 +259,10 @@ print(json.dumps({
 """
 
 
-def test_a_plugin_adds_a_pass_through_register_compile_passes(tmp_path):
-    """An installed plugin (a dist-info on the path) implements the hook sadl-compile declares."""
+def _with_fake_pass_plugin(tmp_path, *argv):
+    """Run ``python *argv`` with the fake pass plugin installed (a dist-info on the path)."""
     dist = tmp_path / "sadl_fake_compile_pass-0.1.dist-info"
-    dist.mkdir()
+    dist.mkdir(parents=True)
     (dist / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: sadl-fake-compile-pass\nVersion: 0.1\n"
     )
@@ -271,15 +271,40 @@ def test_a_plugin_adds_a_pass_through_register_compile_passes(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SADL_")}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(here), env.get("PYTHONPATH", "")])
     env["SADL_PLUGINS_STRICT"] = "1"
-    result = subprocess.run(
-        [sys.executable, "-c", PLUGIN_CHECK], capture_output=True, text=True, env=env, timeout=120
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, env=env, timeout=120
     )
+
+
+def test_a_plugin_adds_a_pass_through_register_compile_passes(tmp_path):
+    """An installed plugin (a dist-info on the path) implements the hook sadl-compile declares."""
+    result = _with_fake_pass_plugin(tmp_path, "-c", PLUGIN_CHECK)
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert "count_calls" in found["passes"] and "memory_plan" in found["passes"]
     assert "count_calls: 2 calls (fusion False)" in found["notes"]
     assert found["fake"]["register_compile_passes"] == ["count_calls"]
     assert {"memory_plan", "flat_optimizer"} <= set(found["compile"]["register_compile_passes"])
+
+
+def test_sadl_plugins_passes_lists_the_passes_in_their_resolved_order_with_their_plugin(tmp_path):
+    from sadl_compile.pipeline import pass_order
+
+    result = _with_fake_pass_plugin(tmp_path, "-m", "sadl", "plugins", "--passes", "--json")
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)
+    names = [p["name"] for p in listed]
+    assert names.index("dead_code_final") < names.index("count_calls") < names.index("memory_plan")
+    fake = listed[names.index("count_calls")]
+    assert fake["plugin"] == "compile_pass" and fake["after"] == ["dead_code_final"]
+    assert fake["before"] == ["memory_plan"] and not fake["fusion"]
+    assert {p["plugin"] for p in listed if p["name"] == "memory_plan"} == {"compile"}
+    ours = [n for n in names if n != "count_calls"]  # this process has no fake plugin
+    assert ours == [p.name for p in pass_order(sadl.plugins.records("compile_passes"))]
+    table = _with_fake_pass_plugin(tmp_path / "t", "-m", "sadl", "plugins", "--passes")
+    assert table.returncode == 0, table.stderr
+    rows = [line.split()[1] for line in table.stdout.split("\n\n")[0].splitlines()[1:]]
+    assert rows == names
 
 
 def test_the_graph_records_which_op_and_which_backward_rule_made_each_call():

@@ -163,3 +163,17 @@ def test_a_broken_plugin_is_one_warning_line_on_the_command_line(tmp_path):
     assert lines[0].startswith("sadl: warning: sadl plugin 'fakebroken' (sadl-fake-broken 0.1) ")
     assert "No module named 'no_such_module_xyz'" in lines[0] and "sadl plugins" in lines[0]
     assert " (at " not in lines[0]  # no internal paths; `sadl plugins` has the details
+
+
+def test_plugins_passes_without_the_compiler_names_the_package():
+    """``sadl plugins --passes`` runs sadl-compile's ``passes`` command; blocked, it says so."""
+    env = {**os.environ, "SADL_DISABLE_PLUGINS": "compile,kernels"}
+    env.pop("SADL_PLUGINS_STRICT", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "sadl", "plugins", "--passes"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 2, result.stdout
+    assert "sadl plugins: error: --passes lists sadl-compile's passes" in result.stderr

@@ -49,8 +49,9 @@ def _fired() -> tuple[collections.Counter[str], str]:
         ("layer_norm_backward", 2 * N_LAYER + 1),
         ("gelu+bias", N_LAYER),  # the MLP's GELU, with its Linear's bias-add folded in
         ("gelu_backward", N_LAYER),
-        ("softmax", N_LAYER),  # the attention's
-        ("softmax_backward", N_LAYER),
+        ("masked_softmax", N_LAYER + 1),  # the attention's, and the loss gradient's
+        ("softmax_backward", N_LAYER),  # the attention's
+        ("masked_log_softmax", 1),  # the cross-entropy's
     ],
 )
 def test_each_kernel_fires_on_the_gpt_training_step(kernel, count):

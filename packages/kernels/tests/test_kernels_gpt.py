@@ -43,7 +43,13 @@ def test_200_gpt_steps_with_kernels_stay_within_tolerance_of_eager():
     with threadpool_limits(1):  # small GEMMs: BLAS threads only spin on a shared CI machine
         _run(tokens, eager, fast)
     graph = str(fast.graph)
-    for name in ("layer_norm", "layer_norm_backward", "softmax", "gelu+bias", "gelu_backward"):
+    for name in (
+        "layer_norm",
+        "layer_norm_backward",
+        "masked_softmax",
+        "gelu+bias",
+        "gelu_backward",
+    ):
         assert f"kernel[{name}]" in graph, name
     assert "sadl_kernels.optimizer: numba updates for AdamW" in graph
     expected = dict(eager_model.named_parameters())

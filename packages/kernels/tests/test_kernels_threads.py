@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 import pytest
-from sadl_kernels import _elementwise, _jit, _optim
+from sadl_kernels import _jit, _optim, _softmax
 from sadl_kernels._jit import prange
 
 numba = pytest.importorskip("numba")
@@ -50,9 +50,8 @@ def _three_ways(monkeypatch, run):
 def _probe(n):
     """A threaded kernel (the softmax backward) on ``n`` elements; returns its output."""
     pt = np.linspace(-4, 4, n, dtype=np.float32).reshape(1, 1, 1, n)
-    e2 = pt[..., ::-1].copy()
-    dst = pt * 0.5
-    _elementwise.softmax_backward(e2, pt, dst)
+    dst = np.empty_like(pt)
+    _softmax.softmax_backward_into(pt[..., ::-1].copy(), pt, dst, 2, False)
     return dst
 
 
@@ -65,18 +64,20 @@ def test_attention_softmax_is_bit_identical_on_one_and_two_threads(monkeypatch, 
     shape = (2, 4, 64, BIG // (8 * 64) + 1)
     scores = _rng().standard_normal(shape).astype(dtype) * 4
     bias = np.where(_rng().random(shape[2:]) < 0.2, -np.inf, 0.0).astype(dtype)
-    e2 = _rng().standard_normal((*shape[:2], 1, shape[3])).astype(dtype)
+    g = _rng().standard_normal(shape).astype(dtype)
 
     def forward():
-        st = scores.copy()
-        mx, den = np.empty(e2.shape, dtype), np.empty(e2.shape, dtype)
-        _elementwise.softmax_keys(bias, st, mx, den)
-        return st, mx, den
+        out, log = np.empty_like(scores), np.empty_like(scores)
+        _softmax.softmax_into(scores, bias, out, 2, False)
+        _softmax.softmax_into(scores, bias, log, 2, True)
+        return out, log
 
     def backward():
-        dst = scores.copy()
-        _elementwise.softmax_backward(e2, scores * 0.5, dst)
-        return (dst,)
+        p = np.abs(scores) * 0.1
+        out, log = np.empty_like(scores), np.empty_like(scores)
+        _softmax.softmax_backward_into(g, p, out, 2, False)
+        _softmax.softmax_backward_into(g, -p, log, 2, True)
+        return out, log
 
     _three_ways(monkeypatch, forward)
     _three_ways(monkeypatch, backward)
@@ -110,14 +111,14 @@ def test_flat_optimizer_updates_are_bit_identical_on_one_and_two_threads(monkeyp
 def test_kernels_stay_on_one_thread_unless_threads_are_switched_on(monkeypatch):
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
     monkeypatch.delenv("SADL_KERNELS_THREADS", raising=False)
-    assert _elementwise._softmax_backward.threads(10**9) == 1
+    assert _softmax._softmax_grad.threads(10**9) == 1
     monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
-    assert _elementwise._softmax_backward.threads(10**9) == 2
+    assert _softmax._softmax_grad.threads(10**9) == 2
 
 
 _POLICY_SCRIPT = """
 import numba, numpy as np, sadl
-from sadl_kernels import _elementwise, _jit
+from sadl_kernels import _jit, _softmax
 
 entered = []
 real = numba.set_num_threads
@@ -126,7 +127,7 @@ numba.set_num_threads = lambda n: (entered.append(n), real(n))
 
 def probe(n):
     pt = np.linspace(-4, 4, n, dtype=np.float32).reshape(1, 1, 1, n)
-    _elementwise.softmax_backward(pt[..., ::-1].copy(), pt, pt * 0.5)
+    _softmax.softmax_backward_into(pt[..., ::-1].copy(), pt, pt * 0.5, 2, False)
 
 
 per = _jit.PER_THREAD

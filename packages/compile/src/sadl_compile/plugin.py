@@ -4,11 +4,13 @@ It adds the ``register_compile_passes`` hook (``sadl_compile.hookspecs``) and re
 sadl-compile's own passes through it, as any plugin adding a pass does. Plugin discovery imports
 this module whenever a registry is first used (an eager op is enough), so it imports nothing
 else of sadl-compile: each pass's module is imported when the pass first runs, and the tracer
-when ``sadl.compile`` is first used.
+when ``sadl.compile`` is first used. It adds the command ``sadl passes`` (``sadl_compile.listing``,
+imported when it runs), which core's ``sadl plugins --passes`` runs.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable
 from importlib import import_module
 from typing import Any
@@ -65,3 +67,15 @@ def add_hookspecs(pluginmanager: Any) -> None:
 def register_compile_passes() -> Iterable[CompilePassDef]:
     """sadl-compile's passes (folding, dead code, common subexpressions, fusion, memory)."""
     return BUILTIN_PASSES
+
+
+def _list_passes(args: argparse.Namespace) -> int:
+    return int(import_module("sadl_compile.listing").run(args))
+
+
+@hookimpl
+def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``sadl passes``: the compile passes in the order they run, with their plugins."""
+    p = subparsers.add_parser("passes", help="list the compile passes in the order they run")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_list_passes)

@@ -182,6 +182,10 @@ def _redirect(
     if source is not None:
         source.args = map_values(source.args, use)
         source.reads = tuple(use(v) for v in source.reads)
+    region = node.region  # the op applications it ran in read the earlier array too (a kernel
+    while region is not None:  # replacing one later takes its inputs from there)
+        region.inputs = map_values(region.inputs, use)
+        region = region.parent
     for v, holder in swap.items():
         for o in node.outputs:
             if o.storage is v.storage and o.storage.root is not o:

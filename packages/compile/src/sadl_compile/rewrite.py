@@ -99,13 +99,17 @@ def replace_region(
         return False
     if not contiguous(root) or root.dtype != out.dtype:
         return False
+    if root.producer.reads and nodes.index(root.producer) not in remade:
+        # the result computed from arrays outside the region (``x - max`` of a max another
+        # application computed, shared by common_subexpressions): the kernel writes it whole
+        remade.append(nodes.index(root.producer))
     args = tuple(root if a is out else a for a in args)
     inputs = tuple(dict.fromkeys(a for a in args if type(a) is Value and a is not root))
     if any(v.storage is out.storage for v in inputs):
         return False
     reads = (*inputs, root)  # as every kernel node: the written values are among its reads
     at = nodes.index(root.producer)
-    for i in remade:  # the result made from the region's own arrays (a cast back): now memory
+    for i in remade:  # the result made from other arrays (a cast back): now only memory
         nodes[i] = root.producer = dataclasses.replace(
             nodes[i],
             meta={},

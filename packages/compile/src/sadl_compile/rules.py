@@ -91,16 +91,18 @@ def written(key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Va
 VALUE_DEPENDENT: set[Any] = set()
 
 
-def dynamic_shape(key: Any, reads: list[Value]) -> bool:
-    """Whether the call's result has a shape that depends on the values it reads."""
+def dynamic_shape(key: Any, reads: list[Value], nargs: int | None = None) -> bool:
+    """Whether the call's result has a shape that depends on the values it reads (``nargs``:
+    how many positional arguments it was given, arrays or not).
+    """
     if isinstance(key, tuple):
         return False
     if key in _DYNAMIC or key in VALUE_DEPENDENT:
         return True
     if key is _ndarray.__getitem__:
         return any(v.dtype == np.bool_ and v.shape for v in reads[1:])
-    if key is np.where:
-        return len(reads) == 1
+    if key is np.where:  # np.where(cond) is nonzero; np.where(cond, 0.0, -inf) is elementwise
+        return (len(reads) if nargs is None else nargs) == 1
     return False
 
 

@@ -297,7 +297,7 @@ class Tracer:
         node.label = label
         node.where = caller()
         node.const = const
-        if rules.dynamic_shape(key, reads):
+        if rules.dynamic_shape(key, reads, len(targs)):
             node.meta["dynamic"] = True
         for v in reads:
             if not const:

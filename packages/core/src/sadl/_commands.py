@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pluggy
 
+from sadl._errors import CommandError
 from sadl._hookspecs import hookimpl
 from sadl._host import registry
 from sadl._threads import blas_description, cpu_model
@@ -32,6 +33,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
     """``plugins``, ``ops`` and ``info``."""
     p = subparsers.add_parser("plugins", help="list installed plugins and what they provide")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--passes", action="store_true", help="the compile passes (`sadl passes`)")
     p.set_defaults(func=_cmd_plugins)
     p = subparsers.add_parser("ops", help="list every registered op with its provider")
     p.set_defaults(func=_cmd_ops)
@@ -40,6 +42,10 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:  # type: 
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
+    if args.passes:  # a plugin's command (sadl-compile's): core knows no passes
+        for c in (c for c in registry().commands() if c.name == "passes"):
+            return int(c.parser.get_default("func")(args))
+        raise CommandError("--passes lists sadl-compile's passes: pip install sadl-compile")
     plugins = registry().plugins
     if args.json:
         print(json.dumps([p.as_dict() for p in plugins], indent=2))
@@ -79,22 +85,16 @@ def _cmd_info(args: argparse.Namespace) -> int:
     cp = cupy_or_none()
     print(f"sadl-core      {__version__} (plugin API {API_VERSION})")
     print(f"python         {platform.python_version()} ({sys.executable})")
-    print(f"numpy          {np.__version__}")
-    print(f"pluggy         {pluggy.__version__}")
+    print(f"numpy          {np.__version__}\npluggy         {pluggy.__version__}")
     print(f"cpu            {cpu_model()}\nblas           {blas_description() or 'none found'}")
-    print(f"cupy           {cp.__version__ if cp is not None else 'not installed'}")
-    print(f"cuda devices   {device_count()}")
+    print(f"cupy           {cp.__version__ if cp else 'none'}\ncuda devices   {device_count()}")
     devices = ["cpu"]
-    for name in backend_names():
-        if name != "cpu":
-            devices += [f"{name}:{i}" for i in range(_usable_devices(name))]
+    for name in (n for n in backend_names() if n != "cpu"):
+        devices += [f"{name}:{i}" for i in range(_usable_devices(name))]
     print(f"devices        {', '.join(devices)}")
     reg = registry()
-    counts = ", ".join(
-        f"{k}={len(reg.records(k))}"
-        for k in ("ops", "layers", "optimizers", "models", "formats", "backends")
-    )
-    print(f"registered     {counts}")
+    kinds = ("ops", "layers", "optimizers", "models", "formats", "backends")
+    print(f"registered     {', '.join(f'{k}={len(reg.records(k))}' for k in kinds)}")
     print(f"plugins        {', '.join(f'{p.name} ({p.status})' for p in reg.plugins)}")
     return 0
 

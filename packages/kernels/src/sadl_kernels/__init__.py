@@ -22,8 +22,9 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 KERNELS: dict[str, str] = {
     "layer_norm": "layer/RMS norm forward and backward ops: atol=rtol=2e-5; float64 1e-12",
     "softmax": (
-        "the attention's softmax over the key axis and its backward chain "
-        "(dS = P * (dP - rowsum(g * out))): atol=rtol=1e-5; float64 1e-13"
+        "the softmax and log-softmax ops (masked_softmax, masked_log_softmax, softmax, "
+        "log_softmax) and their backward ops (softmax_backward, log_softmax_backward): "
+        "atol=rtol=1e-5; float64 1e-13"
     ),
     "gelu": (
         "GELU (tanh form), float32 only: forward atol=rtol=1e-6, backward 5e-6 * |g| + 1e-6 * |dx|"

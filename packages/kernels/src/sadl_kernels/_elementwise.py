@@ -1,34 +1,23 @@
-"""GELU (tanh approximation) forward and backward, and the attention's softmax, as numba loops.
+"""GELU (tanh approximation) forward and backward as numba loops.
 
 The GELU loops are what ``_gelu.py`` runs for the recorded ``gelu`` and ``gelu_backward`` op
 applications, each in one pass where sadl-layers' blocks make eight in-place ufunc calls (fifteen
-for the gradient), leaving the same scratch. The attention's softmax over the key axis is seven
-calls (``_softmax_keys_``: bias, max, subtract, exp, sum, reciprocal, scale) and the backward's
-``dS^T = P^T * ((g v^T)^T - rowsum(g * out))``, whose two in-place ufuncs after the einsum
-become one pass; those kernels replace the calls by their sequence (``SOFTMAX_PATTERNS``) and
-write what the calls would have left in every array, so the rest of the step reads the same
-memory.
+for the gradient), leaving the same scratch (the softmax kernels are ``_softmax.py``'s).
 
 Tolerance (tested in ``tests/test_kernels_elementwise.py``): the arithmetic is NumPy's, in the same
 order and dtype, except ``tanh``, a float32 rational approximation that vectorizes (within
-3.5e-7 of the exact value; GELU is therefore float32 only, float64 stays with NumPy), and the
-softmax's denominator, summed in float64 (its ``exp`` is still NumPy's); the backward chain
-is bit for bit. GELU agrees with eager
-to ``atol=rtol=1e-6`` forward and ``5e-6 * |g| + 1e-6 * |dx|`` backward (GELU' multiplies the
-tanh error by up to ``|x|^3 / 10`` where tanh is near +-1); the attention's softmax to
-``atol=rtol=1e-5`` in float32 and ``1e-13`` in float64.
+3.5e-7 of the exact value; GELU is therefore float32 only, float64 stays with NumPy). GELU
+agrees with eager to ``atol=rtol=1e-6`` forward and ``5e-6 * |g| + 1e-6 * |dx|`` backward
+(GELU' multiplies the tanh error by up to ``|x|^3 / 10`` where tanh is near +-1).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from sadl_kernels._jit import PER_THREAD, jit, jit_sums, prange
-from sadl_kernels._match import Pattern, Step, contiguous
+from sadl_kernels._jit import jit, prange
 
-__all__ = ["SOFTMAX_PATTERNS"]
+__all__: list[str] = []
 
 
 #: Eigen's rational approximation of tanh in float32 (``generic_fast_tanh_float``): pure
@@ -109,138 +98,3 @@ def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untype
         a1[i] = t + one
         b1[i] = u
         o1[i] = o
-
-
-@jit_sums(per_thread=PER_THREAD)
-def _softmax_shift(st, bias, has_bias, mx):  # type: ignore[no-untyped-def]
-    n0, n1, nk, nq = st.shape
-    for ah in prange(n0 * n1):  # each (batch, head) matrix on one thread
-        a, h = ah // n1, ah % n1
-        if has_bias:
-            for k in range(nk):
-                for q in range(nq):
-                    st[a, h, k, q] = st[a, h, k, q] + bias[a, h, k, q]
-        for q in range(nq):
-            mx[a, h, 0, q] = st[a, h, 0, q]
-        for k in range(1, nk):
-            for q in range(nq):
-                v = st[a, h, k, q]
-                m = mx[a, h, 0, q]
-                mx[a, h, 0, q] = v if (v > m or v != v) else m
-        for k in range(nk):
-            for q in range(nq):
-                st[a, h, k, q] = st[a, h, k, q] - mx[a, h, 0, q]
-
-
-@jit_sums(per_thread=PER_THREAD)
-def _softmax_scale(st, den):  # type: ignore[no-untyped-def]
-    n0, n1, nk, nq = st.shape
-    for ah in prange(n0 * n1):  # each (batch, head) matrix on one thread
-        a, h = ah // n1, ah % n1
-        acc = np.zeros(nq)
-        for k in range(nk):
-            for q in range(nq):
-                acc[q] += st[a, h, k, q]
-        for q in range(nq):
-            den[a, h, 0, q] = 1.0 / acc[q]
-        for k in range(nk):
-            for q in range(nq):
-                st[a, h, k, q] = st[a, h, k, q] * den[a, h, 0, q]
-
-
-def softmax_keys(bias, st, mx, den):  # type: ignore[no-untyped-def]
-    """In place: ``st`` (lead, Tk, Tq) <- softmax over axis -2 of ``st + bias``; leaves the
-    column maxima in ``mx`` and the reciprocal sums in ``den`` as the NumPy calls do.
-    """
-    if bias is None:
-        _softmax_shift.launch(st.size, st, st, False, mx)
-    else:
-        _softmax_shift.launch(st.size, st, np.broadcast_to(bias, st.shape), True, mx)
-    np.exp(st, out=st)  # NumPy's SIMD exp: faster than a scalar loop over the C library's
-    _softmax_scale.launch(st.size, st, den)
-
-
-def _softmax_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    st = b["ST"]
-    if len(st.shape) != 4 or not contiguous(st) or 0 in st.shape:
-        return None
-    reduced = (*st.shape[:2], 1, st.shape[3])
-    for v in (b["MX"], b["DEN"]):
-        if v.shape != reduced or v.dtype != st.dtype or not contiguous(v):
-            return None
-    bias = b.get("BIAS")
-    if bias is not None:
-        try:
-            if np.broadcast_shapes(bias.shape, st.shape) != st.shape:
-                return None
-        except ValueError:
-            return None
-        if bias.dtype != st.dtype or bias.storage is st.storage:
-            return None
-    if len({id(b[n].storage) for n in ("ST", "MX", "DEN")}) != 3:
-        return None
-    return ()
-
-
-SOFTMAX = Pattern(
-    "softmax",
-    (
-        Step("add", ("ST", "BIAS"), out="ST", optional=True),
-        Step("max", ("ST",), result="MX", kwargs={"axis": -2, "keepdims": True}),
-        Step("subtract", ("ST", "MX"), out="ST"),
-        Step("exp", ("ST",), out="ST"),
-        Step("sum", ("ST",), result="DEN", kwargs={"axis": -2, "keepdims": True}),
-        Step("reciprocal", ("DEN",), out="DEN"),
-        Step("multiply", ("ST", "DEN"), out="ST"),
-    ),
-    ("BIAS",),
-    ("ST", "MX", "DEN"),
-    softmax_keys,
-    _softmax_check,
-)
-
-
-@jit(per_thread=PER_THREAD)
-def _softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
-    n0, n1, nk, nq = dst.shape
-    for ah in prange(n0 * n1):
-        a, h = ah // n1, ah % n1
-        for k in range(nk):
-            for q in range(nq):
-                dst[a, h, k, q] = (dst[a, h, k, q] - e2[a, h, 0, q]) * pt[a, h, k, q]
-
-
-def softmax_backward(e2, pt, dst):  # type: ignore[no-untyped-def]
-    """In place: ``dst`` (lead, Tk, Tq) <- ``(dst - e2) * pt``, the attention's ``dS^T / scale``
-    from ``dP^T``, the row sums ``e2 = rowsum(g * out)`` (lead, 1, Tq) and the probabilities
-    ``pt``: the same two float operations per element as NumPy's, bit for bit.
-    """
-    _softmax_backward.launch(dst.size, e2, pt, dst)
-
-
-def _softmax_backward_check(b: dict[str, Any]) -> tuple[Any, ...] | None:
-    dst, e2, pt = b["DST"], b["E2"], b["PT"]
-    if len(dst.shape) != 4 or not contiguous(dst) or 0 in dst.shape:
-        return None
-    if e2.shape != (*dst.shape[:2], 1, dst.shape[3]) or pt.shape != dst.shape:
-        return None
-    if len({v.dtype for v in (dst, e2, pt)}) != 1:
-        return None
-    if dst.storage in (e2.storage, pt.storage):
-        return None
-    return ()
-
-
-SOFTMAX_BACKWARD = Pattern(
-    "softmax_backward",
-    (
-        Step("subtract", ("DST", "E2"), out="DST"),
-        Step("multiply", ("DST", "PT"), out="DST"),
-    ),
-    ("E2", "PT"),
-    ("DST",),
-    softmax_backward,
-    _softmax_backward_check,
-)
-
-SOFTMAX_PATTERNS = (SOFTMAX, SOFTMAX_BACKWARD)

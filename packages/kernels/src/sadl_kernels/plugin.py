@@ -3,8 +3,9 @@
 It registers three passes of ``sadl.compile``, all ``fusion=True`` (skipped by
 ``sadl.compile(fusion=False)``): ``kernels_ops`` (recorded layer/RMS norm applications, after
 ``common_subexpressions`` and before ``shared_recomputation``, which would otherwise share the
-norm's row statistics between forward and backward), ``kernels`` (softmax and GELU, after
-sadl-compile's ``shared_recomputation``, before its ``fuse_elementwise``) and
+norm's row statistics between forward and backward), ``kernels`` (the softmax ops, and a
+Linear's bias-add folded into GELU, after sadl-compile's ``shared_recomputation``, before its
+``fuse_elementwise``) and
 ``kernels_optimizer`` (after ``flat_optimizer``, before ``dead_code_final``).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 
 from sadl_kernels._api import CompilePassDef, hookimpl
 from sadl_kernels._optim import flat_kernels
-from sadl_kernels._passes import op_kernels, pattern_kernels
+from sadl_kernels._passes import op_kernels, softmax_kernels
 
 __all__ = ["PASSES", "register_compile_passes"]
 
@@ -28,7 +29,7 @@ PASSES: tuple[CompilePassDef, ...] = (
     ),
     CompilePassDef(
         "kernels",
-        pattern_kernels,
+        softmax_kernels,
         after=("shared_recomputation",),
         before=("fuse_elementwise",),
         fusion=True,

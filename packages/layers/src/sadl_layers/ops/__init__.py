@@ -16,6 +16,7 @@ from __future__ import annotations
 from sadl.plugins import OpDef
 
 from sadl_layers.ops import (
+    _softmax,
     activations,
     attention,
     binary,
@@ -79,6 +80,7 @@ _TABLES = (
     contractions,
     volume,
     tensor_ops,
+    _softmax,
 )
 
 OPS: tuple[OpDef, ...] = tuple(getattr(table, name) for table in _TABLES for name in table.__all__)

@@ -45,6 +45,7 @@ from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops import _gqa
 from sadl_layers.ops._common import check_float, const, in_float32, packed_empty, shape_of, unpack
+from sadl_layers.ops._softmax import MASKED_SOFTMAX, SOFTMAX_BACKWARD
 
 __all__ = ["scaled_dot_product_attention", "attention_qkv"]
 
@@ -180,23 +181,16 @@ def _lead_view(a, lead, tail=None):
     return np.broadcast_to(a, (*lead, *(a.shape[-2:] if tail is None else tail)))
 
 
-def _softmax_keys_(st, bias_t, row_ok_t):
-    """In place: st <- softmax over the KEY axis -2 of transposed scores (.., Tk, Tq), kept
-    transposed (one column per query) because NumPy reduces over an outer axis with vectorized
-    row-by-row operations, noticeably faster than over the innermost axis.
+def _softmax_keys(st, bias_t, row_ok_t):
+    """Softmax over the KEY axis -2 of transposed scores (.., Tk, Tq) plus the bias (the op
+    ``masked_softmax``, a new array), kept transposed (one column per query) because NumPy
+    reduces over an outer axis with vectorized row-by-row operations, noticeably faster than
+    over the innermost axis; a query that sees no key gets zeros.
     """
-    if st.shape[-2] == 0:  # no keys: the weighted sums over none are 0 (as torch), dq too
-        return st
-    if bias_t is not None:
-        st += bias_t
-    st -= np.max(st, axis=-2, keepdims=True)
-    np.exp(st, out=st)
-    den = np.sum(st, axis=-2, keepdims=True)
-    np.reciprocal(den, out=den)
-    st *= den
+    pt = MASKED_SOFTMAX(st, bias_t, axis=-2)
     if row_ok_t is not None:
-        st *= row_ok_t
-    return st
+        pt *= row_ok_t
+    return pt
 
 
 def _transposed(a, lead, tail, contiguous=False):
@@ -221,8 +215,8 @@ def _attend(q, k, v, out, lead, bias, row_ok, scale, dmask):
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
     rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
     for idx in _slabs(lead, tq * tk):
-        pt = matmul(kb[idx], np.swapaxes(qb[idx] * scale, -1, -2))  # (.., Tk, Tq)
-        _softmax_keys_(pt, None if bt is None else bt[idx], None if rt is None else rt[idx])
+        st = matmul(kb[idx], np.swapaxes(qb[idx] * scale, -1, -2))  # (.., Tk, Tq)
+        pt = _softmax_keys(st, None if bt is None else bt[idx], None if rt is None else rt[idx])
         if dt is not None:
             pt *= dt[idx]
         matmul(np.swapaxes(pt, -1, -2), vb[idx], out=out[idx])
@@ -233,21 +227,19 @@ def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dma
     """dq, dk, dv (broadcast leading shape) of the attention, slab by slab, in place."""
     tq, tk = q.shape[-2], k.shape[-2]
     qb, kb, vb = _lead_view(q, lead), _lead_view(k, lead), _lead_view(v, lead)
-    gb, ob = _lead_view(g, lead), _lead_view(out, lead)
+    gb = _lead_view(g, lead)
     bt = _transposed(bias, lead, (tq, tk), contiguous=True)
     rt, dt = _transposed(row_ok, lead, (tq, 1)), _transposed(dmask, lead, (tq, tk))
     for idx in _slabs(lead, tq * tk):
         ki, vi, gi = kb[idx], vb[idx], gb[idx]
         qs = qb[idx] * scale
-        pt = matmul(ki, np.swapaxes(qs, -1, -2))  # P^T, recomputed: (.., Tk, Tq)
-        _softmax_keys_(pt, None if bt is None else bt[idx], None if rt is None else rt[idx])
+        st = matmul(ki, np.swapaxes(qs, -1, -2))  # P^T, recomputed: (.., Tk, Tq)
+        pt = _softmax_keys(st, None if bt is None else bt[idx], None if rt is None else rt[idx])
         matmul(pt if dt is None else pt * dt[idx], gi, out=dv[idx])  # dv = P^T g
-        dst = matmul(vi, np.swapaxes(gi, -1, -2))  # (g v^T)^T
+        dpt = matmul(vi, np.swapaxes(gi, -1, -2))  # dP^T = (g v^T)^T
         if dt is not None:
-            dst *= dt[idx]
-        # sum_j dP_ij P_ij = g_i . out_i, also with dropout (out = (P * mask) v).
-        dst -= np.einsum("...qd,...qd->...q", gi, ob[idx])[..., None, :]
-        dst *= pt  # dS^T / scale
+            dpt *= dt[idx]
+        dst = SOFTMAX_BACKWARD(dpt, pt, axis=-2)  # dS^T / scale
         dqi = dq[idx]
         matmul(np.swapaxes(dst, -1, -2), ki, out=dqi)
         dqi *= scale
@@ -255,41 +247,39 @@ def _attend_backward(g, out, q, k, v, dq, dk, dv, lead, bias, row_ok, scale, dma
 
 
 def _second_order(uq, uk, uv, g, out, q, k, v, bias, row_ok, scale, dmask):
-    """The gradient of ``<uq, dq> + <uk, dk> + <uv, dv>`` w.r.t. g, out, q, k and v.
+    """The gradient of ``<uq, dq> + <uk, dk> + <uv, dv>`` w.r.t. g, out (None: the backward
+    does not read it), q, k and v.
 
     ``dq, dk, dv`` are the attention's gradients for the upstream ``g``, as
     :func:`_attend_backward` computes them: with ``S = scale q k^T + bias``, ``P = softmax(S)``,
-    ``M`` the dropout mask, ``D = rowsum(g * out)`` and ``dS = P * ((g v^T) M - D)``:
-    ``dq = scale dS k``, ``dk = scale dS^T q``, ``dv = (P M)^T g``. Written in NumPy vocabulary,
-    so it runs on Tensors as well (third derivatives).
+    ``M`` the dropout mask, ``dP = (g v^T) M``, ``D = rowsum(dP * P)`` and
+    ``dS = P * (dP - D)`` (``softmax_backward``): ``dq = scale dS k``, ``dk = scale dS^T q``,
+    ``dv = (P M)^T g``. With ``h = scale (uq k^T + q uk^T)``, ``<uq, dq> + <uk, dk> = <h, dS>
+    = <P * (h - rowsum(h * P)), dP>``. Written in NumPy vocabulary, so it runs on Tensors as
+    well (third derivatives).
     """
     kt, vt = np.swapaxes(k, -1, -2), np.swapaxes(v, -1, -2)
-    s = (q @ kt) * scale
-    if bias is not None:
-        s = s + bias
-    e = np.exp(s - np.max(const(s), axis=-1, keepdims=True))
-    p = e / np.sum(e, axis=-1, keepdims=True)
+    p = MASKED_SOFTMAX((q @ kt) * scale, bias, axis=-1)
     if row_ok is not None:
         p = p * row_ok
     dp = g @ vt  # d<g, out>/dP (with the dropout mask applied below)
     gu = g @ np.swapaxes(uv, -1, -2)  # d<uv, dv>/dP
     if dmask is not None:
         dp, gu = dp * dmask, gu * dmask
-    dp_centered = dp - np.sum(g * out, axis=-1, keepdims=True)
+    dp_centered = dp - np.sum(dp * p, axis=-1, keepdims=True)
     ds = p * dp_centered  # dS: the first-order gradient of the scores S
     h = (uq @ kt + q @ np.swapaxes(uk, -1, -2)) * scale  # <uq, dq> + <uk, dk> = <h, dS>
-    w = h * p
-    w_rows = np.sum(w, axis=-1, keepdims=True)
-    wm = w if dmask is None else w * dmask
+    w_rows = np.sum(h * p, axis=-1, keepdims=True)
+    dh = p * (h - w_rows)  # d<h, dS>/dP at fixed P: dS's dependence on dP
+    dhm = dh if dmask is None else dh * dmask
     pm = p if dmask is None else p * dmask
-    z = h * dp_centered + gu  # d(product)/dP
+    z = h * dp_centered - w_rows * dp + gu  # d(product)/dP
     ds2 = p * (z - np.sum(z * p, axis=-1, keepdims=True))  # d(product)/dS, through P
-    d_g = wm @ v - w_rows * out + pm @ uv
-    d_out = -w_rows * g
+    d_g = dhm @ v + pm @ uv
     d_q = (ds @ uk + ds2 @ k) * scale
     d_k = (np.swapaxes(ds, -1, -2) @ uq + np.swapaxes(ds2, -1, -2) @ q) * scale
-    d_v = np.swapaxes(wm, -1, -2) @ g
-    return d_g, d_out, d_q, d_k, d_v
+    d_v = np.swapaxes(dhm, -1, -2) @ g
+    return d_g, None, d_q, d_k, d_v
 
 
 def _prepare(q, k, v, causal, mask, scale, dropout_mask):
@@ -424,15 +414,13 @@ def _grads_with_mask(g, q, k, v, mask, *, causal=False, scale=None, dropout_mask
     )
     with np.errstate(invalid="ignore"):  # -inf - -inf where the mask blocks: not taken
         own = np.where(np.isfinite(cm), mask - cm, 0.0)  # zero, carrying the mask's own graph
-    s = (q @ np.swapaxes(k, -1, -2)) * sc + bias + own
-    e = np.exp(s - np.max(const(s), axis=-1, keepdims=True))
-    p = e / np.sum(e, axis=-1, keepdims=True)
+    p = MASKED_SOFTMAX((q @ np.swapaxes(k, -1, -2)) * sc + own, bias, axis=-1)
     if row_ok is not None:
         p = p * row_ok
     pm, dp = (
         (p, g @ np.swapaxes(v, -1, -2)) if dm is None else (p * dm, g @ np.swapaxes(v, -1, -2) * dm)
     )
-    ds = p * (dp - np.sum(p * dp, axis=-1, keepdims=True))
+    ds = SOFTMAX_BACKWARD(dp, p, axis=-1)
     return (ds @ k) * sc, (np.swapaxes(ds, -1, -2) @ q) * sc, np.swapaxes(pm, -1, -2) @ g, ds
 
 
@@ -569,7 +557,7 @@ def _attention_qkv_backward_grad(
         uq, uk, uv, g_h, out_h, q, k, v, bias, row_ok, scale, dmask
     )
     d_qkv = np.reshape(np.transpose(np.stack([d_q, d_k, d_v]), (1, 3, 0, 2, 4)), qkv.shape)
-    return _merge_heads(d_g), _merge_heads(d_out), d_qkv
+    return _merge_heads(d_g), None if d_out is None else _merge_heads(d_out), d_qkv
 
 
 _DROP_HEADS = np.array([[[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [2.0, 2.0, 2.0]]] * 2)

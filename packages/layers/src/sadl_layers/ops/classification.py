@@ -31,23 +31,12 @@ from sadl_layers.ops._common import (
     reduce_loss,
     shape_of,
 )
+from sadl_layers.ops._softmax import MASKED_LOG_SOFTMAX, MASKED_SOFTMAX
 
 __all__ = ["cross_entropy", "nll_loss"]
 
 _EXTREME = np.array([[1000.0, -1000.0, 0.5], [-1000.0, -999.0, 1000.0], [3.0, 3.0, -1000.0]])
 _SOFT = np.array([[0.2, 0.5, 0.3], [1.0, 0.0, 0.0], [0.1, 0.1, 0.8]])
-
-
-def _softmax_any(z):
-    """Softmax over the last axis of an array or a Tensor (the shift needs no gradient)."""
-    e = np.exp(z - np.max(const(z), axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)
-
-
-def _log_softmax_any(z):
-    """Log-softmax over the last axis of an array or a Tensor."""
-    shifted = z - np.max(const(z), axis=-1, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
 # ----------------------------------------------------------------------------- checks
@@ -143,16 +132,6 @@ def _soft_q(targets, weight, eps, C):
     return q if weight is None else q * weight
 
 
-def _lse(z):
-    """Row log-sum-exp of an (N, C) array."""
-    m = np.max(z, axis=1, keepdims=True)
-    e = z - m
-    np.exp(e, out=e)
-    lse = np.log(np.einsum("ij->i", e))
-    lse += m[:, 0]
-    return lse
-
-
 # ------------------------------------------------------------------------- cross-entropy
 
 
@@ -173,20 +152,20 @@ def _cross_entropy(
     _check_smoothing(label_smoothing)
     eps = float(label_smoothing)
     C = logits.shape[-1]
-    z = logits.reshape(-1, C)
-    loss = _lse(z)
+    # With ls = log_softmax(z) = z - lse: s * lse - a * z[t] - b * (z . v) = -a * ls[t] - b *
+    # (ls . v) (s = a + b * sum(v)), and s * lse - q . z = -(q . ls).
+    ls = MASKED_LOG_SOFTMAX(logits.reshape(-1, C))
     if soft:
         q = _soft_q(targets.reshape(-1, C), weight, eps, C)
-        loss *= q.sum(axis=1)
-        loss -= np.einsum("ij,ij->i", q, z)
-        total = z.shape[0]
+        loss = array_module(ls).zeros(ls.shape[0], dtype=ls.dtype)  # in place: ls's dtype
+        loss -= np.einsum("ij,ij->i", q, ls)
+        total = ls.shape[0]
     else:
-        t, a, b, s, total = _id_terms(targets, C, weight, ignore_index, eps, z.dtype)
-        if s is not None:
-            loss *= s
-        loss -= a * z[array_module(z).arange(t.size), t]
+        t, a, b, _, total = _id_terms(targets, C, weight, ignore_index, eps, ls.dtype)
+        loss = ls[array_module(ls).arange(t.size), t]
+        loss *= -a  # in place: the weights' float64 does not widen the loss
         if eps:
-            loss -= b * (np.einsum("ij->i", z) if weight is None else z @ weight)
+            loss -= b * (np.einsum("ij->i", ls) if weight is None else ls @ weight)
     if reduction == "none":
         return loss.reshape(shape_of(logits)[:-1])
     return reduce_loss(loss, reduction, total)
@@ -217,11 +196,7 @@ def _ce_backward(
     C = logits.shape[-1]
     z = logits.reshape(-1, C)
     eps = float(label_smoothing)
-    p = z - np.max(z, axis=1, keepdims=True)
-    np.exp(p, out=p)
-    den = np.einsum("ij->i", p)[:, None]
-    np.reciprocal(den, out=den)
-    p *= den
+    p = MASKED_SOFTMAX(z)
     if _is_soft(targets):
         q = _soft_q(targets.reshape(-1, C), weight, eps, C)
         p *= q.sum(axis=1)[:, None]
@@ -279,7 +254,7 @@ def _ce_backward_grad_logits(gg, out, g, logits, targets, **params):
     weight, ignore_index, eps, reduction = _params(params)
     total = _mean_total(const(logits), const(targets), weight, ignore_index)
     s = _row_totals(targets, logits, weight, ignore_index, eps)
-    p = _softmax_any(logits)
+    p = MASKED_SOFTMAX(logits)
     return (
         _scale_column(g, reduction, total) * s * p * (gg - np.sum(gg * p, axis=-1, keepdims=True))
     )
@@ -290,7 +265,7 @@ def _ce_backward_grad_targets(gg, out, g, logits, targets, **params):
         return None
     weight, ignore_index, eps, reduction = _params(params)
     total = _mean_total(const(logits), const(targets), weight, ignore_index)
-    p = _softmax_any(logits)
+    p = MASKED_SOFTMAX(logits)
     dq = (np.sum(gg * p, axis=-1, keepdims=True) - gg) * (1.0 - eps)
     if weight is not None:
         dq = dq * weight
@@ -328,7 +303,7 @@ def _ce_grad_targets(g, out, logits, targets, **params):
         return None
     weight, ignore_index, eps, reduction = _params(params)
     total = _mean_total(const(logits), const(targets), weight, ignore_index)
-    d = _log_softmax_any(logits) * (eps - 1.0)
+    d = MASKED_LOG_SOFTMAX(logits) * (eps - 1.0)
     if weight is not None:
         d = d * weight
     return _scale_column(g, reduction, total) * d
