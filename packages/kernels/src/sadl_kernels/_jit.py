@@ -118,18 +118,17 @@ class Kernel:
         return (self.compiled or self.dispatcher())(*args)
 
     def threads(self, work: int) -> int:
-        """The threads :meth:`launch` asks for, for ``work`` elements."""
-        if not self.per_thread or os.environ.get("SADL_KERNELS_THREADS", "0") != "1":
-            return 1  # opt-in for now: on a shared 2-core machine the compiled W3-M step ran
-            # 2x slower at 2 threads with it than without (OpenMP's workers against OpenBLAS's)
-        return threads_for(work, self.per_thread)
+        """The threads :meth:`launch` asks for, for ``work`` elements (1 for a serial kernel)."""
+        return threads_for(work, self.per_thread) if self.per_thread else 1
 
     def launch(self, work: int, *args: Any) -> Any:
         """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
-        n = self.threads(work)
+        if not self.per_thread or work < 2 * self.per_thread or POOL["forked"]:
+            return (self.compiled or self.dispatcher())(*args)  # (no policy call: one thread)
+        n = threads_for(work, self.per_thread)
         if n > 1:  # (never the parallel compilation on one numba thread: see the tests)
             n = min(n, STATE["numba"].config.NUMBA_NUM_THREADS) if STATE["numba"] else n
-        if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
+        if n > 1 and _LAUNCH.acquire(blocking=False):
             try:
                 if self.parallel is None:
                     self.parallel = self._compile(parallel=True)  # (imports numba)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sadl_kernels._api import Graph, OpRegion, op_regions, replace_region
 from sadl_kernels._gelu import GELU_KERNELS
-from sadl_kernels._norm import NORM_KERNELS
+from sadl_kernels._norm import NORM_KERNELS, share_statistics
 
 __all__ = ["OP_KERNELS", "SWITCHES", "op_kernels"]
 
@@ -50,4 +50,7 @@ def op_kernels(graph: Graph, enabled: Callable[[str], bool]) -> dict[str, int]:
         func, args, out = found
         if replace_region(graph, region, func, args, out, owner="sadl_kernels"):
             counts[region.op.name] = counts.get(region.op.name, 0) + 1
+    shared = share_statistics(graph) if counts.get("layer_norm_backward") else 0
+    if shared:  # (the backward norm kernels that read their forward's row statistics)
+        graph.notes.append(f"sadl_kernels: norm statistics shared x{shared}")
     return counts
