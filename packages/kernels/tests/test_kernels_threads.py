@@ -202,6 +202,7 @@ def test_norm_kernels_give_the_same_bits_on_one_and_two_threads(dtype, rows):
         assert not np.isnan(parallel[4]).any() and serial[4].tobytes() == parallel[4].tobytes()
         assert serial[3][:2].tobytes() == parallel[3][:2].tobytes()
         saved = serial[3]
+        grads = []
         for shared in (True, False):
             flags = np.array([shared, centered, affine == 2, affine > 0])
             size = rows * d + d * (int(flags[2]) + int(flags[3]))
@@ -219,6 +220,8 @@ def test_norm_kernels_give_the_same_bits_on_one_and_two_threads(dtype, rows):
             )
             assert not np.isnan(p[4]).any(), (centered, affine, shared)
             assert s[4].tobytes() == p[4].tobytes(), (centered, affine, shared)
+            grads.append(p[4].tobytes())
+        assert grads[0] == grads[1]  # the kept statistics are the recomputed ones, bit for bit
 
 
 _POLICY_SCRIPT = """
