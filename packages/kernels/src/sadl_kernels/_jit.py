@@ -14,16 +14,17 @@ outer ``prange`` loop (rows, or fixed chunks of a flat array) numba spreads over
 :meth:`Kernel.launch` asks sadl's thread policy (``sadl.backends.threads_for``: the BLAS's
 rules, so ``sadl.set_num_threads``, ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/
 ``MKL_NUM_THREADS``, a threadpoolctl limit and the cores other processes leave free all count;
-numba's own ``NUMBA_NUM_THREADS`` caps it) how many threads work of that size gets, and runs
-the serial compilation on one (work under two threads' share runs it without asking). Every
-iteration of a ``prange`` does the same float operations whichever thread runs it, and no
-kernel reduces across its iterations (the norms' weight sums are per fixed block of rows, added
-in order after the loop), so the results are bit for bit the same on any thread count (tested). numba picks its threading layer as it does by
-default (``NUMBA_THREADING_LAYER`` chooses): TBB where installed, else OpenMP (GNU libgomp on
-Linux: about 1 us a launch), else its own workqueue. The workqueue must not be entered by two
-threads at once and numba documents GNU OpenMP as not safe after a ``fork``: so a launch that finds
-another thread's parallel kernel running, or runs in a forked child of a process that had
-started numba's threads, runs the serial compilation (the same bits).
+numba's own ``NUMBA_NUM_THREADS`` caps it) how many threads work of that size gets, and runs the
+serial compilation on one (work under two threads' share runs it without asking). Every
+iteration of a ``prange`` does the same float operations whichever thread runs it, and no kernel
+reduces across its iterations (the norms' weight sums are per fixed block of rows, added in
+order after the loop), so the results are bit for bit the same on any thread count (tested).
+numba picks its threading layer as it does by default (``NUMBA_THREADING_LAYER`` chooses): TBB
+where installed, else OpenMP (GNU libgomp on Linux: about 1 us a launch), else its own
+workqueue. The workqueue must not be entered by two threads at once and numba documents GNU
+OpenMP as not safe after a ``fork``: so a launch that finds another thread's parallel kernel
+running, or runs in a forked child of a process that had started numba's threads, runs the
+serial compilation (the same bits).
 """
 
 from __future__ import annotations
