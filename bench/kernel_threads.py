@@ -1,8 +1,8 @@
 """sadl-kernels' kernels on 1 thread and on 2: the speedup per kernel on W3-M's shapes.
 
 W3-M (bench/models.py's M step: batch 32, block 128, 4 layers x 128, MLP 512) calls each kernel
-on these arrays: the norms on blocks of 512 rows x 128 (sadl-layers' 256 KiB blocks), GELU on
-blocks of 65536 elements of the (4096, 512) hidden layer, the attention's softmax on
+on these arrays (one call per op application): the norms on (4096, 128), GELU (with and
+without the folded bias) on the (4096, 512) hidden layer, the attention's softmax on
 (32, 4, 128, 128), AdamW on the flat group of about 0.8 M parameters. Each kernel is timed
 serially (its one-thread compilation, what it runs below two threads' share) and in parallel on
 2 threads, alternating, the minimum of ``--repeats`` rounds of ``--calls`` calls each (the
@@ -28,27 +28,22 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from sadl_kernels import _elementwise, _jit, _norm, _optim, _softmax
+from sadl_kernels import _bias, _gelu, _jit, _norm, _optim, _softmax
 
 
 def _cases():
     rng = np.random.default_rng(0)
     f32 = np.float32
-    n, d = 512, 128
+    n, d = 4096, 128  # W3-M's norms: the whole (batch * block, n_embd) array in one kernel call
     x = rng.standard_normal((n, d)).astype(f32)
     w, b = rng.standard_normal(d).astype(f32), rng.standard_normal(d).astype(f32)
-    mean, xhat, var, y = np.empty((n, 1), f32), np.empty_like(x), np.empty(n, f32), np.empty_like(x)
-    rstd = var.reshape(n, 1)
+    stats, y = np.empty((4, n), f32), np.empty_like(x)
     g = rng.standard_normal((n, d)).astype(f32)
-    gx, p, a, bcol = (
-        np.empty_like(x),
-        np.empty_like(x),
-        np.empty((n, 1), f32),
-        np.empty((n, 1), f32),
-    )
-    sums = [np.zeros(d, f32) for _ in range(4)]
-    h = rng.standard_normal(65536).astype(f32)
-    s1, s2, o = np.empty_like(h), np.empty_like(h), np.empty_like(h)
+    packed = np.empty(n * d + 2 * d, f32)
+    sums = np.empty((2, (n + _norm.ROWS - 1) // _norm.ROWS, d))
+    flags = np.array([True, True, True, True])
+    h = rng.standard_normal((4096, 512)).astype(f32)  # W3-M's MLP hidden layer
+    o, hb = np.empty_like(h), rng.standard_normal(512).astype(f32)
     st0 = rng.standard_normal((32, 4, 128, 128)).astype(f32)
     st = st0.copy()
     bias = np.triu(np.full((128, 128), -np.inf, f32), 1).T.copy()
@@ -57,18 +52,16 @@ def _cases():
     m, v = np.zeros(nparam, f32), np.zeros(nparam, f32)
     state = {"step": 0, "exp_avg": m, "exp_avg_sq": v}
     group = {"lr": 1e-3, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.1}
-    ac, c = 0.044715, 0.7978845608
     return {
-        "layer_norm forward (512, 128)": lambda: _norm.layer_norm_forward(
-            x, None, w, b, mean, xhat, var, rstd, y, True, 1 / d, 1e-5
+        "layer_norm forward (4096, 128)": lambda: _norm.norm_forward_into(
+            x, w, b, stats, y, n, d, True, 2, 1 / d, 1e-5
         ),
-        "layer_norm backward (512, 128)": lambda: _norm.layer_norm_backward(
-            g, w, x, mean, rstd, None, None, *sums[:2], gx, xhat, a, None, bcol, p, *sums[2:], 1 / d
+        "layer_norm backward (4096, 128)": lambda: _norm.norm_backward_into(
+            g, x, w, stats, packed, sums, n, d, flags, 1 / d, 1e-5
         ),
-        "gelu forward 65536": lambda: _elementwise.gelu_forward(h, s1, o, ac, c),
-        "gelu backward 65536": lambda: _elementwise.gelu_backward(
-            h, h, s1, s2, o, ac, c, 3 * ac, c
-        ),
+        "gelu forward (4096, 512)": lambda: _gelu.gelu_forward_into(h, o),
+        "gelu+bias forward (4096, 512)": lambda: _bias.gelu_forward_bias_into(h, hb * 0, o),
+        "gelu backward (4096, 512)": lambda: _gelu.gelu_backward_into(h, h, o),
         "softmax (32, 4, 128, 128)": lambda: _softmax.softmax_into(st0, bias, st, 2, False),
         "softmax backward (32, 4, 128, 128)": lambda: _softmax.softmax_backward_into(
             st0, st0, st, 2, False
@@ -103,10 +96,8 @@ def main() -> None:
         cases = {}
         for size in (1 << k for k in range(12, 20)):
             xs = np.linspace(-3, 3, size, dtype=np.float32)
-            ss, os_ = np.empty_like(xs), np.empty_like(xs)
-            cases[f"gelu forward {size}"] = lambda xs=xs, ss=ss, os_=os_: _elementwise.gelu_forward(
-                xs, ss, os_, 0.0447, 0.798
-            )
+            os_ = np.empty_like(xs)
+            cases[f"gelu forward {size}"] = lambda xs=xs, os_=os_: _gelu.gelu_forward_into(xs, os_)
     for name, fn in cases.items():
         best = {1: float("inf"), 2: float("inf")}
         for _ in range(args.repeats):

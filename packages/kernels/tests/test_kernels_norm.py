@@ -170,3 +170,46 @@ def test_the_norm_kernels_fire_whatever_numpy_calls_sadl_layers_makes(monkeypatc
     assert_close(out_c, out_e, TOL[np.float32])
     for e, c in zip(ge[:3], gc[:3]):
         assert_close(c, e, TOL[np.float32])
+
+
+def _backward_kernels(compiled):
+    from sadl_kernels import _norm
+
+    return [n for n in compiled.graph.nodes if n.func is _norm.norm_backward_into]
+
+
+def layer_norm_step_returning_nothing(x, w, b, g):
+    (sadl.ops.layer_norm(x, w, b) * g).sum().backward()
+
+
+@pytest.mark.parametrize("step", [layer_norm_step, layer_norm_step_returning_nothing])
+def test_the_backward_kernel_reads_the_statistics_its_forward_kept(step):
+    x, w, b, g = _data(300, 40, np.float32, seed=3)
+    _, _, ge, gc, compiled = eager_and_compiled(step, [x, w, b, g])
+    (node,) = _backward_kernels(compiled)
+    assert node.args[8][0], "the backward recomputes the statistics"
+    assert "norm statistics shared x1" in str(compiled.graph)
+    # the forward kernel stays (its statistics are read) even when nothing reads its result
+    assert kernels_in(compiled, "layer_norm") == 1
+    for e, c in zip(ge[:3], gc[:3]):
+        assert_close(c, e, TOL[np.float32])
+
+
+def test_two_norms_of_one_input_each_read_their_own_statistics():
+    def step(x, w, b, g):
+        y = sadl.ops.rms_norm(x, b) * 2.0
+        (sadl.ops.layer_norm(x, b, w, eps=1e-3) * g + y).sum().backward()
+
+    x, w, b, g = _data(64, 16, np.float64, seed=4)
+    _, _, ge, gc, compiled = eager_and_compiled(step, [x, w, b, g])
+    from sadl_kernels import _norm
+
+    kept = {
+        id(n.args[3]): n.args[-1] for n in compiled.graph.nodes if n.func is _norm.norm_forward_into
+    }
+    shared = [n for n in _backward_kernels(compiled) if n.args[8][0]]
+    assert shared
+    assert all(kept[id(n.args[3])] == n.args[-1] for n in shared)  # its own forward's (same eps)
+    assert len({id(n.args[3]) for n in shared}) == len(shared)
+    for e, c in zip(ge[:3], gc[:3]):
+        assert_close(c, e, TOL[np.float64])

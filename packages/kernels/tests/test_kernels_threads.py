@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 import pytest
-from sadl_kernels import _jit, _optim, _softmax
+from sadl_kernels import _elementwise, _jit, _norm, _optim, _softmax
 from sadl_kernels._jit import prange
 
 numba = pytest.importorskip("numba")
@@ -35,7 +35,6 @@ def _three_ways(monkeypatch, run):
     for threads, numba_threads in ((1, 1), (2, 2)):
         with monkeypatch.context() as m:
             m.setattr(_jit, "threads_for", lambda work, per, t=threads: t)
-            m.setenv("SADL_KERNELS_THREADS", "1")
             m.setattr(_jit, "_SET", threading.local())  # (the count is set anew)
             m.setattr(numba, "set_num_threads", lambda n, k=numba_threads: real(min(n, k)))
             results.append([np.array(a, copy=True) for a in run()])
@@ -108,12 +107,122 @@ def test_flat_optimizer_updates_are_bit_identical_on_one_and_two_threads(monkeyp
     _three_ways(monkeypatch, sgd)
 
 
-def test_kernels_stay_on_one_thread_unless_threads_are_switched_on(monkeypatch):
-    monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
-    monkeypatch.delenv("SADL_KERNELS_THREADS", raising=False)
-    assert _softmax._softmax_grad.threads(10**9) == 1
-    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
+def test_kernels_ask_the_policy_only_above_two_threads_share(monkeypatch):
+    asked = []
+    monkeypatch.setattr(_jit, "threads_for", lambda work, per: asked.append(work) or 2)
     assert _softmax._softmax_grad.threads(10**9) == 2
+    _probe(2 * _jit.PER_THREAD - 1)  # (one thread's work: no policy call, the serial code)
+    assert asked == [10**9]
+
+
+CHUNK = _elementwise.CHUNK
+#: Sizes around the GELU kernels' chunk boundaries, odd ones, and one above two threads' share.
+EDGES = [1, 7, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 3, 5 * CHUNK - 1, BIG + 3]
+
+
+def _serial_and_parallel(kernel, make, threads=2):
+    """``kernel`` on the arrays ``make()`` returns (outputs filled with NaN), by its serial
+    compilation and its parallel one on ``threads`` numba threads; both results.
+    """
+    if kernel.parallel is None:  # (made once per kernel, as Kernel.launch makes it)
+        kernel.parallel = kernel._compile(parallel=True)
+    parallel = kernel.parallel
+    results = []
+    for run in (kernel.dispatcher(), parallel):
+        args = make()
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            run(*args)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+            _jit._SET.n = numba.config.NUMBA_NUM_THREADS
+        results.append(args)
+    return results
+
+
+@pytest.mark.parametrize("n", EDGES)
+def test_gelu_kernels_write_every_element_with_the_same_bits_on_one_and_two_threads(n):
+    from sadl_kernels._gelu import AC, C
+
+    x = np.linspace(-6, 6, n, dtype=np.float32)
+    g = np.cos(x)
+    cases = {
+        _elementwise._gelu_forward: lambda: (x, np.full(n, np.nan, np.float32), AC, C),
+        _elementwise._gelu_backward: lambda: (
+            x,
+            g,
+            np.full(n, np.nan, np.float32),
+            AC,
+            C,
+            3 * AC,
+            C,
+        ),
+    }
+    for kernel, make in cases.items():
+        serial, parallel = _serial_and_parallel(kernel, make)
+        for a, b in zip(serial, parallel, strict=True):
+            if isinstance(a, np.ndarray):
+                assert not np.isnan(b).any(), (kernel.__name__, n, np.flatnonzero(np.isnan(b))[:5])
+                assert a.tobytes() == b.tobytes(), (kernel.__name__, n)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 129, 515])
+@pytest.mark.parametrize("width", [1, 100])
+def test_gelu_with_the_folded_bias_writes_every_element_on_one_and_two_threads(rows, width):
+    from sadl_kernels import _bias
+    from sadl_kernels._gelu import AC, C
+
+    h = np.linspace(-5, 5, rows * width, dtype=np.float32).reshape(rows, width)
+    bias = np.linspace(-1, 1, width, dtype=np.float32)
+    serial, parallel = _serial_and_parallel(
+        _bias._gelu_bias, lambda: (h.copy(), bias, np.full(h.shape, np.nan, np.float32), AC, C)
+    )
+    for k in (0, 2):  # the biased h, stored back, and the GELU
+        assert not np.isnan(parallel[k]).any()
+        assert serial[k].tobytes() == parallel[k].tobytes()
+    assert serial[0].tobytes() == (h + bias).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, _norm.ROWS - 1, _norm.ROWS + 1, 5 * _norm.ROWS + 7])
+def test_norm_kernels_give_the_same_bits_on_one_and_two_threads(dtype, rows):
+    d = 37
+    rng = _rng()
+    x = (rng.standard_normal((rows, d)) * 3 + 1).astype(dtype)
+    w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
+    g = rng.standard_normal((rows, d)).astype(dtype)
+    for centered, affine in ((True, 2), (True, 1), (False, 1), (True, 0)):
+        stats = [np.full((4, rows), np.nan, dtype) for _ in range(2)]
+        serial, parallel = _serial_and_parallel(
+            _norm._forward,
+            lambda stats=stats, c=centered, a=affine: (
+                (x, w, b, stats.pop(), np.full(x.shape, np.nan, dtype))
+                + (rows, d, c, a, 1.0 / d, 1e-5)
+            ),
+        )
+        assert not np.isnan(parallel[4]).any() and serial[4].tobytes() == parallel[4].tobytes()
+        assert serial[3][:2].tobytes() == parallel[3][:2].tobytes()
+        saved = serial[3]
+        grads = []
+        for shared in (True, False):
+            flags = np.array([shared, centered, affine == 2, affine > 0])
+            size = rows * d + d * (int(flags[2]) + int(flags[3]))
+            s, p = _serial_and_parallel(
+                _norm._backward,
+                lambda saved=saved, size=size, flags=flags: (
+                    (g, w, x, saved.copy())
+                    + (
+                        np.full(size, np.nan, dtype),
+                        np.full((2, rows // _norm.ROWS + 1, d), np.nan),
+                    )
+                    + (rows, d, flags)
+                    + (1.0 / d, 1e-5)
+                ),
+            )
+            assert not np.isnan(p[4]).any(), (centered, affine, shared)
+            assert s[4].tobytes() == p[4].tobytes(), (centered, affine, shared)
+            grads.append(p[4].tobytes())
+        assert grads[0] == grads[1]  # the kept statistics are the recomputed ones, bit for bit
 
 
 _POLICY_SCRIPT = """
@@ -152,7 +261,6 @@ def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread():
     thread choice it makes stays for the rest of the process.
     """
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    env["SADL_KERNELS_THREADS"] = "1"
     result = subprocess.run(
         [sys.executable, "-c", _POLICY_SCRIPT], env=env, capture_output=True, text=True
     )
@@ -165,7 +273,6 @@ def test_a_forked_child_runs_the_kernels_on_one_thread_with_the_same_bits(monkey
     thread-safe): a child of a process whose kernels ran in parallel runs them serially.
     """
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
-    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     out = _probe(BIG)  # the pool is started
     assert _jit.POOL["started"]
     read, write = os.pipe()
@@ -191,7 +298,6 @@ def test_kernels_called_from_two_threads_at_once_give_the_serial_bits(monkeypatc
     """
     expected = _probe(BIG)  # (one thread: serial)
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
-    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     outs = [None] * 4
 
     def work(k):
@@ -215,7 +321,6 @@ def test_the_parallel_compilation_runs_on_the_threads_it_is_given(monkeypatch):
     kernel = _jit.jit(_thread_ids, per_thread=1)
     out = np.full(1 << 12, -1, np.int64)
     monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
-    monkeypatch.setenv("SADL_KERNELS_THREADS", "1")
     monkeypatch.setattr(_jit, "_SET", threading.local())
     kernel.launch(out.size, out)  # (first: numba's thread ids exist once its pool started)
     _jit._SET.n = 0  # (numba's count of this thread is left at 2)

@@ -96,8 +96,10 @@ def on_threads(macs: int, func: Any, *args: Any, **kwargs: Any) -> Any:
 def _find_blas() -> Any:
     """The BLAS's (get, set) thread-count functions, or False (found once, on first use)."""
     global _blas
-    _blas = False
-    if any(os.environ.get(var) for var in _ENV):
+    _blas = False  # (the thread variables are read here, once, as the BLAS reads them)
+    env = [os.environ.get(var, "").split(",")[0].strip() for var in _ENV]
+    _from_env[:] = [int(v) for v in env if v.isdigit()][:1]
+    if any(env):
         return False
     here = os.path.dirname(np.__file__)
     paths = glob.glob(f"{here}.libs/*openblas*") + glob.glob(f"{here}/.dylibs/*openblas*")
@@ -230,6 +232,7 @@ def set_num_threads(n: int) -> None:
 
 
 _chosen: list[int] = []  # the count of the last set_num_threads
+_from_env: list[int] = []  # the thread variables' count, read once (by _find_blas)
 
 
 def threads_for(work: int, per_thread: int) -> int:
@@ -242,12 +245,10 @@ def threads_for(work: int, per_thread: int) -> int:
     if work < 2 * per_thread:
         return 1
     blas = _blas if _blas is not None else _find_blas()
-    env = (os.environ.get(var, "").split(",")[0].strip() for var in _ENV)
-    chosen = _chosen or [int(v) for v in env if v.isdigit()] or [0]
     if blas:  # sadl's own policy: no more than the BLAS has now, nor the cores free
         limit = min(int(blas[0]()), _free_cores())
     else:  # the user's count (no BLAS found and none chosen: the cores free)
-        limit = chosen[0] or _free_cores()
+        limit = (_chosen or _from_env or [0])[0] or _free_cores()
     return max(1, min(work // per_thread, limit))
 
 

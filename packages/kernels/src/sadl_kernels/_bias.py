@@ -13,44 +13,35 @@ crosses memory once less and the separate call is gone. Bit for bit the same
 from __future__ import annotations
 
 from sadl_kernels._api import Graph, Node, Value, new_node
-from sadl_kernels._elementwise import _gelu_forward
-from sadl_kernels._gelu import AC, BLOCK, C, gelu_forward_into
-from sadl_kernels._jit import jit
+from sadl_kernels._elementwise import CHUNK, _gelu1
+from sadl_kernels._gelu import AC, Array, C, gelu_forward_into
+from sadl_kernels._jit import PER_THREAD, jit, prange
 from sadl_kernels._match import contiguous, extent, func_name, is_view
-from sadl_kernels._norm import Array, scratch
 
 __all__ = ["fold_bias_into_gelu", "gelu_forward_bias_into"]
 
 
-@jit
-def _add_bias(x, bias, offset):  # type: ignore[no-untyped-def]
-    x1 = x.reshape(-1)
-    n, nb = x1.size, bias.size
-    head = min(nb - offset, n) if offset else 0
-    for k in range(head):
-        x1[k] = x1[k] + bias[offset + k]
-    rows = (n - head) // nb
-    body = x1[head : head + rows * nb].reshape(rows, nb)
-    for r in range(rows):
-        row = body[r]
-        for k in range(nb):
-            row[k] = row[k] + bias[k]
-    start = head + rows * nb
-    for k in range(n - start):
-        x1[start + k] = x1[start + k] + bias[k]
+@jit(per_thread=PER_THREAD)
+def _gelu_bias(x, bias, out, ac, c):  # type: ignore[no-untyped-def]
+    width = bias.size
+    x2, o2 = x.reshape(-1, width), out.reshape(-1, width)
+    rows = x2.shape[0]
+    step = max(1, CHUNK // width)  # rows per chunk of the prange (the same on any count)
+    a_, c_ = x2.dtype.type(ac), x2.dtype.type(c)  # (new names: parfors mishandle rebinding)
+    one, half = x2.dtype.type(1.0), x2.dtype.type(0.5)
+    for k in prange((rows + step - 1) // step):
+        for r in range(k * step, min(k * step + step, rows)):
+            for j in range(width):
+                v = x2[r, j] + bias[j]
+                x2[r, j] = v
+                o2[r, j] = _gelu1(v, a_, c_, one, half)
 
 
 def gelu_forward_bias_into(x: Array, bias: Array, out: Array) -> None:
     """``x += bias`` (``bias`` repeating along ``x``'s rows), then :func:`gelu_forward_into`,
-    block by block: the bias is added to a block while the GELU is about to read it.
+    in one pass: each element is biased, stored back and its GELU written while in a register.
     """
-    x1, o1 = x.reshape(-1), out.reshape(-1)
-    s = scratch("gelu", (min(BLOCK, max(x1.size, 1)),), x1.dtype)
-    width = bias.shape[0]
-    for i in range(0, x1.size, BLOCK):
-        j = min(i + BLOCK, x1.size)
-        _add_bias(x1[i:j], bias, i % width)
-        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], AC, C)
+    _gelu_bias.launch(x.size, x, bias, out, AC, C)
 
 
 def _bias_add(node: Node) -> tuple[Value, Value] | None:

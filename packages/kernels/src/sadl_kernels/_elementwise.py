@@ -1,8 +1,9 @@
 """GELU (tanh approximation) forward and backward as numba loops.
 
 The GELU loops are what ``_gelu.py`` runs for the recorded ``gelu`` and ``gelu_backward`` op
-applications, each in one pass where sadl-layers' blocks make eight in-place ufunc calls (fifteen
-for the gradient), leaving the same scratch (the softmax kernels are ``_softmax.py``'s).
+applications, each in one pass over chunks of the flat arrays (on the threads sadl's policy
+gives, the same chunks on any count) where sadl-layers' blocks make eight in-place ufunc calls
+(fifteen for the gradient); the softmax kernels are ``_softmax.py``'s.
 
 Tolerance (tested in ``tests/test_kernels_elementwise.py``): the arithmetic is NumPy's, in the same
 order and dtype, except ``tanh``, a float32 rational approximation that vectorizes (within
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sadl_kernels._jit import jit, prange
+from sadl_kernels._jit import PER_THREAD, jit, prange
 
 __all__: list[str] = []
 
@@ -64,37 +65,39 @@ def _tanh32(x):  # type: ignore[no-untyped-def]
     return p / q
 
 
-@jit  # serial only: its parallel=True compilation left part of ``s`` unwritten (see _jit.py)
-def _gelu_forward(x, s, out, ac, c):  # type: ignore[no-untyped-def]
-    x1, s1, o1 = x.reshape(-1), s.reshape(-1), out.reshape(-1)
+#: Elements of a GELU kernel's chunk: the ``prange`` runs over whole chunks (the last one
+#: shorter), each an inner loop that vectorizes; the chunks are the same on any thread count.
+CHUNK = 8192
+
+
+@jit
+def _gelu1(v, a_, c_, one, half):  # type: ignore[no-untyped-def]
+    return (_tanh32((v * v * a_ + c_) * v) + one) * v * half
+
+
+@jit(per_thread=PER_THREAD)
+def _gelu_forward(x, out, ac, c):  # type: ignore[no-untyped-def]
+    x1, o1 = x.reshape(-1), out.reshape(-1)
+    n = x1.size
     a_, c_ = x1.dtype.type(ac), x1.dtype.type(c)  # (new names: parfors mishandle rebinding)
     one = x1.dtype.type(1.0)
     half = x1.dtype.type(0.5)
-    for i in prange(x1.size):
-        v = x1[i]
-        t = _tanh32((v * v * a_ + c_) * v) + one
-        s1[i] = t
-        o1[i] = t * v * half
+    for k in prange((n + CHUNK - 1) // CHUNK):
+        for i in range(k * CHUNK, min(k * CHUNK + CHUNK, n)):
+            o1[i] = _gelu1(x1[i], a_, c_, one, half)
 
 
-@jit  # serial only, as _gelu_forward
-def _gelu_backward(x, g, s1, s2, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
-    x1, g1, a1, b1, o1 = (
-        x.reshape(-1),
-        g.reshape(-1),
-        s1.reshape(-1),
-        s2.reshape(-1),
-        out.reshape(-1),
-    )
+@jit(per_thread=PER_THREAD)
+def _gelu_backward(x, g, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
+    x1, g1, o1 = x.reshape(-1), g.reshape(-1), out.reshape(-1)
+    n = x1.size
     dt = x1.dtype.type
     a_, c_, a3, c2_ = dt(ac), dt(c), dt(ac3), dt(c2)  # (new names: parfors mishandle rebinding)
     one, half = dt(1.0), dt(0.5)
-    for i in prange(x1.size):
-        v = x1[i]
-        sq = v * v
-        t = _tanh32((sq * a_ + c_) * v)
-        u = (sq * a3 + c2_) * v
-        o = ((one - t) * u + one) * (t + one) * half * g1[i]
-        a1[i] = t + one
-        b1[i] = u
-        o1[i] = o
+    for k in prange((n + CHUNK - 1) // CHUNK):
+        for i in range(k * CHUNK, min(k * CHUNK + CHUNK, n)):
+            v = x1[i]
+            sq = v * v
+            t = _tanh32((sq * a_ + c_) * v)
+            u = (sq * a3 + c2_) * v
+            o1[i] = ((one - t) * u + one) * (t + one) * half * g1[i]

@@ -1,10 +1,11 @@
 """GELU (tanh form) forward and backward as kernels for the recorded ``gelu`` and
 ``gelu_backward`` op applications (``sadl_kernels._ops``), by the ops' registered names.
 
-The arithmetic is ``_elementwise.py``'s loops (tolerance documented there), run block by block
-of 64K elements with a block-sized scratch kept per thread, as sadl-layers' blocks run: each
-block's scratch stays in the cache. float32 only (the vectorized tanh is float32's); any other
-dtype, and the exact (erf) form, stay with the op's own code.
+The arithmetic is ``_elementwise.py``'s loops (tolerance documented there): one kernel call
+over the whole array, its ``prange`` over fixed chunks on the threads sadl's policy gives (one
+below two threads' share; the same chunks, so the same bits, on any count). float32 only (the
+vectorized tanh is float32's); any other dtype, and the exact (erf) form, stay with the op's
+own code.
 """
 
 from __future__ import annotations
@@ -18,33 +19,24 @@ import numpy as np
 from sadl_kernels._api import OpRegion, Value
 from sadl_kernels._elementwise import _gelu_backward, _gelu_forward
 from sadl_kernels._match import contiguous
-from sadl_kernels._norm import Array, scratch
 
-__all__ = ["BLOCK", "GELU_KERNELS", "gelu_backward_into", "gelu_forward_into"]
+__all__ = ["GELU_KERNELS", "gelu_backward_into", "gelu_forward_into"]
+
+Array = np.ndarray[Any, Any]
 
 #: The tanh form's constants, as sadl-layers (and torch) define them.
 C = math.sqrt(2.0 / math.pi)
 AC = 0.044715 * C
-BLOCK = 65536
 
 
 def gelu_forward_into(x: Array, out: Array) -> None:
     """``out = 0.5 * x * (1 + tanh(c * (x + a x^3)))`` over the flat elements."""
-    x1, o1 = x.reshape(-1), out.reshape(-1)
-    s = scratch("gelu", (min(BLOCK, max(x1.size, 1)),), x1.dtype)
-    for i in range(0, x1.size, BLOCK):
-        j = min(i + BLOCK, x1.size)
-        _gelu_forward(x1[i:j], s[: j - i], o1[i:j], AC, C)
+    _gelu_forward.launch(x.size, x, out, AC, C)
 
 
 def gelu_backward_into(g: Array, x: Array, out: Array) -> None:
     """``out = g * GELU'(x)`` (tanh form) over the flat elements."""
-    x1, g1, o1 = x.reshape(-1), g.reshape(-1), out.reshape(-1)
-    s = scratch("gelu2", (2, min(BLOCK, max(x1.size, 1))), x1.dtype)
-    for i in range(0, x1.size, BLOCK):
-        j = min(i + BLOCK, x1.size)
-        m = j - i
-        _gelu_backward(x1[i:j], g1[i:j], s[0, :m], s[1, :m], o1[i:j], AC, C, 3.0 * AC, C)
+    _gelu_backward.launch(x.size, x, g, out, AC, C, 3.0 * AC, C)
 
 
 def _float32(*values: Any) -> bool:

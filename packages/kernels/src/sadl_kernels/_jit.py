@@ -14,15 +14,17 @@ outer ``prange`` loop (rows, or fixed chunks of a flat array) numba spreads over
 :meth:`Kernel.launch` asks sadl's thread policy (``sadl.backends.threads_for``: the BLAS's
 rules, so ``sadl.set_num_threads``, ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/
 ``MKL_NUM_THREADS``, a threadpoolctl limit and the cores other processes leave free all count;
-numba's own ``NUMBA_NUM_THREADS`` caps it) how many threads work of that size gets, and runs
-the serial compilation on one. Every iteration of a ``prange`` does the same float operations
-whichever thread runs it, and no kernel reduces across its iterations, so the results are bit
-for bit the same on any thread count (tested). numba picks its threading layer as it does by
-default (``NUMBA_THREADING_LAYER`` chooses): TBB where installed, else OpenMP (GNU libgomp on
-Linux: about 1 us a launch), else its own workqueue. The workqueue must not be entered by two
-threads at once and numba documents GNU OpenMP as not safe after a ``fork``: so a launch that finds
-another thread's parallel kernel running, or runs in a forked child of a process that had
-started numba's threads, runs the serial compilation (the same bits).
+numba's own ``NUMBA_NUM_THREADS`` caps it) how many threads work of that size gets, and runs the
+serial compilation on one (work under two threads' share runs it without asking). Every
+iteration of a ``prange`` does the same float operations whichever thread runs it, and no kernel
+reduces across its iterations (the norms' weight sums are per fixed block of rows, added in
+order after the loop), so the results are bit for bit the same on any thread count (tested).
+numba picks its threading layer as it does by default (``NUMBA_THREADING_LAYER`` chooses): TBB
+where installed, else OpenMP (GNU libgomp on Linux: about 1 us a launch), else its own
+workqueue. The workqueue must not be entered by two threads at once and numba documents GNU
+OpenMP as not safe after a ``fork``: so a launch that finds another thread's parallel kernel
+running, or runs in a forked child of a process that had started numba's threads, runs the
+serial compilation (the same bits).
 """
 
 from __future__ import annotations
@@ -118,18 +120,17 @@ class Kernel:
         return (self.compiled or self.dispatcher())(*args)
 
     def threads(self, work: int) -> int:
-        """The threads :meth:`launch` asks for, for ``work`` elements."""
-        if not self.per_thread or os.environ.get("SADL_KERNELS_THREADS", "0") != "1":
-            return 1  # opt-in for now: on a shared 2-core machine the compiled W3-M step ran
-            # 2x slower at 2 threads with it than without (OpenMP's workers against OpenBLAS's)
-        return threads_for(work, self.per_thread)
+        """The threads :meth:`launch` asks for, for ``work`` elements (1 for a serial kernel)."""
+        return threads_for(work, self.per_thread) if self.per_thread else 1
 
     def launch(self, work: int, *args: Any) -> Any:
         """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
-        n = self.threads(work)
+        if not self.per_thread or work < 2 * self.per_thread or POOL["forked"]:
+            return (self.compiled or self.dispatcher())(*args)  # (no policy call: one thread)
+        n = threads_for(work, self.per_thread)
         if n > 1:  # (never the parallel compilation on one numba thread: see the tests)
             n = min(n, STATE["numba"].config.NUMBA_NUM_THREADS) if STATE["numba"] else n
-        if n > 1 and not POOL["forked"] and _LAUNCH.acquire(blocking=False):
+        if n > 1 and _LAUNCH.acquire(blocking=False):
             try:
                 if self.parallel is None:
                     self.parallel = self._compile(parallel=True)  # (imports numba)

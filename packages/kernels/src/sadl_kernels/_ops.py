@@ -18,7 +18,7 @@ from typing import Any
 
 from sadl_kernels._api import Graph, OpRegion, op_regions, replace_region
 from sadl_kernels._gelu import GELU_KERNELS
-from sadl_kernels._norm import NORM_KERNELS
+from sadl_kernels._norm import NORM_KERNELS, share_statistics
 from sadl_kernels._softmax import SOFTMAX_KERNELS
 
 __all__ = ["OP_KERNELS", "SOFTMAX_KERNELS", "SWITCHES", "op_kernels"]
@@ -69,4 +69,7 @@ def op_kernels(
         if len(refused) == len(waiting):
             break
         waiting = refused
+    shared = share_statistics(graph) if counts.get("layer_norm_backward") else 0
+    if shared:  # (the backward norm kernels that read their forward's row statistics)
+        graph.notes.append(f"sadl_kernels: norm statistics shared x{shared}")
     return counts
