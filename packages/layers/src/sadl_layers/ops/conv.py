@@ -12,7 +12,8 @@ closed family (each one's gradient is another one of them), so second derivative
 extra code:
 
 * ``conv2d(x, w)``                      -> y
-* ``conv2d_input_grad(g, w)``  = d<y, g>/dx (a transposed convolution, col2im by a small loop
+* ``conv2d_input_grad(g, w)``  = d<y, g>/dx (a transposed convolution: at stride 1 the
+  forward's im2col + GEMM on the zero-padded g with the flipped kernel, otherwise a small loop
   over the kh*kw kernel offsets)
 * ``conv2d_weight_grad(x, g)`` = d<y, g>/dw (im2col + GEMM)
 
@@ -106,9 +107,10 @@ def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, groups=1):
-    """d<conv2d(x, w), g>/dx: the transposed convolution of g with w, one kernel tap at a time.
+    """d<conv2d(x, w), g>/dx: the transposed convolution of g with w.
 
-    Each tap (i, j) of the kernel adds ``w[:, :, i, j]^T @ g`` into the strided slice of the
+    At stride 1 it is a convolution (:func:`_full_correlation`). Otherwise, one kernel tap at a
+    time: each tap (i, j) of the kernel adds ``w[:, :, i, j]^T @ g`` into the strided slice of the
     padded input it read: one GEMM over the whole batch (channels first, so the batch and the
     positions are one long axis) and one add per tap, kh * kw of each whatever the batch size,
     and no im2col columns at all. The taps are added in the order col2im adds them, each
