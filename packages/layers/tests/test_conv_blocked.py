@@ -90,8 +90,9 @@ def test_blocked_conv2d_matches_torch(monkeypatch) -> None:
 
 
 def test_compiled_input_gradient_does_not_grow_with_the_column_blocks(monkeypatch) -> None:
-    """The input gradient adds each kernel tap once per block of images' taps, not once per
-    block of im2col columns: a traced step of a batch of many column blocks stays small."""
+    """The input gradient costs a few recorded calls per block of columns (a stride-1 one is
+    the forward's GEMM on the padded output gradient), never kh * kw per block: a traced step
+    of a batch of many column blocks stays small."""
     pytest.importorskip("sadl_compile")
     x, w, _ = _inputs((16, 2, 6, 6), (3, 2, 3, 3))
     image_columns = 2 * 3 * 3 * 4 * 4 * 8  # C * kh * kw * Ho * Wo float64s: one image a block
@@ -112,3 +113,71 @@ def test_compiled_input_gradient_does_not_grow_with_the_column_blocks(monkeypatc
     np.testing.assert_array_equal(np.asarray(got), np.asarray(step(x)))
     calls = sum(1 for node in run.graph.nodes if node.kind == "call")
     assert calls < 16 * 3 * 3, f"{calls} calls: the input gradient grows with the column blocks"
+
+
+STRIDE_ONE = [  # (x shape, w shape, params): geometries whose input gradient is a convolution
+    ((3, 3, 7, 6), (4, 3, 3, 3), {}),
+    ((2, 4, 8, 8), (6, 2, 3, 2), {"padding": 1, "groups": 2}),
+    ((2, 2, 9, 9), (2, 2, 3, 3), {"dilation": 2, "padding": "same"}),
+    ((1, 2, 5, 6), (2, 2, 2, 3), {"padding": "same"}),
+    ((2, 2, 6, 7), (4, 2, 3, 2), {"padding": (2, 1), "dilation": (1, 2)}),
+]
+
+
+_DEFAULTS = (("padding", 0), ("dilation", 1), ("groups", 1))
+
+
+def _input_grads(monkeypatch, x_shape, w_shape, params):
+    """(as a convolution, by the kernel taps, whether the convolution was taken)."""
+    x, w, _ = _inputs(x_shape, w_shape)
+    out = conv_module._conv2d(x, w, None, **params)
+    g = np.random.default_rng(5).standard_normal(out.shape)
+    geo, groups = conv_module._conv_setup(
+        "conv2d", x_shape, w_shape, 1, *(params.get(k, d) for k, d in _DEFAULTS)
+    )
+    taken = conv_module._full_correlation(g, w, geo, groups, x_shape) is not None
+    fast = conv_module._conv2d_input_grad(g, w, x_shape=x_shape, **params)
+    with monkeypatch.context() as m:
+        m.setattr(conv_module, "_full_correlation", lambda *args: None)
+        taps = conv_module._conv2d_input_grad(g, w, x_shape=x_shape, **params)
+    return fast, taps, taken
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "params"), STRIDE_ONE)
+def test_stride_one_input_gradient_as_a_convolution_equals_the_kernel_taps(
+    monkeypatch, x_shape, w_shape, params
+) -> None:
+    fast, taps, taken = _input_grads(monkeypatch, x_shape, w_shape, params)
+    assert taken
+    assert fast.shape == x_shape and fast.flags.c_contiguous
+    np.testing.assert_allclose(fast, taps, rtol=1e-12, atol=1e-12)
+
+
+def test_padding_beyond_the_kernel_span_takes_the_kernel_taps(monkeypatch) -> None:
+    torch = pytest.importorskip("torch")
+    x_shape, w_shape, params = (2, 2, 6, 6), (3, 2, 3, 3), {"padding": 3}
+    fast, taps, taken = _input_grads(monkeypatch, x_shape, w_shape, params)
+    assert not taken
+    np.testing.assert_array_equal(fast, taps)
+    x, w, _ = _inputs(x_shape, w_shape)
+    xt = torch.tensor(x, requires_grad=True)
+    out = torch.nn.functional.conv2d(xt, torch.tensor(w), padding=3)
+    (
+        out * torch.tensor(np.random.default_rng(5).standard_normal(tuple(out.shape)))
+    ).sum().backward()
+    np.testing.assert_allclose(fast, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_weight_gradient_is_contiguous_and_matches_torch() -> None:
+    torch = pytest.importorskip("torch")
+    for x_shape, w_shape, params in CASES:
+        x, w, _ = _inputs(x_shape, w_shape)
+        out = conv_module._conv2d(x, w, None, **params)
+        g = np.random.default_rng(5).standard_normal(out.shape)
+        gw = conv_module._conv2d_weight_grad(x, g, w_shape=w_shape, **params)
+        assert gw.flags.c_contiguous
+        wt = torch.tensor(w, requires_grad=True)
+        (
+            torch.nn.functional.conv2d(torch.tensor(x), wt, **params) * torch.tensor(g)
+        ).sum().backward()
+        np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)

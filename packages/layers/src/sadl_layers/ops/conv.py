@@ -12,7 +12,8 @@ closed family (each one's gradient is another one of them), so second derivative
 extra code:
 
 * ``conv2d(x, w)``                      -> y
-* ``conv2d_input_grad(g, w)``  = d<y, g>/dx (a transposed convolution, col2im by a small loop
+* ``conv2d_input_grad(g, w)``  = d<y, g>/dx (a transposed convolution: at stride 1 the
+  forward's im2col + GEMM on the zero-padded g with the flipped kernel, otherwise a small loop
   over the kh*kw kernel offsets)
 * ``conv2d_weight_grad(x, g)`` = d<y, g>/dw (im2col + GEMM)
 
@@ -106,9 +107,10 @@ def _conv2d(x, weight, bias, *, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, groups=1):
-    """d<conv2d(x, w), g>/dx: the transposed convolution of g with w, one kernel tap at a time.
+    """d<conv2d(x, w), g>/dx: the transposed convolution of g with w.
 
-    Each tap (i, j) of the kernel adds ``w[:, :, i, j]^T @ g`` into the strided slice of the
+    At stride 1 it is a convolution (:func:`_full_correlation`). Otherwise, one kernel tap at a
+    time: each tap (i, j) of the kernel adds ``w[:, :, i, j]^T @ g`` into the strided slice of the
     padded input it read: one GEMM over the whole batch (channels first, so the batch and the
     positions are one long axis) and one add per tap, kh * kw of each whatever the batch size,
     and no im2col columns at all. The taps are added in the order col2im adds them, each
@@ -125,6 +127,10 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
             f"of shape {shape_of(weight)}"
         )
     xp = array_module(g)
+    if (geo.sh, geo.sw) == (1, 1):
+        full = _full_correlation(g, weight, geo, G, x_shape)
+        if full is not None:
+            return full
     # g as (G, Co/G, N * Ho * Wo): the output channels of a group against every position
     gt = xp.ascontiguousarray(np.swapaxes(g.reshape(N, Co, geo.Ho * geo.Wo), 0, 1))
     gt = gt.reshape(G, Co // G, N * geo.Ho * geo.Wo)
@@ -146,20 +152,48 @@ def _conv2d_input_grad(g, weight, *, x_shape, stride=1, padding=0, dilation=1, g
     return xp.ascontiguousarray(np.swapaxes(geo.crop(gxp, (H, W)), 0, 1))
 
 
+def _full_correlation(g, weight, geo, G, x_shape):
+    """A stride-1 convolution's input gradient as a convolution: the zero-padded g correlated
+    with the flipped kernel, its input and output channels swapped (per group). Its im2col
+    GEMMs have the forward's long contraction (Co * kh * kw) where the taps' have Co alone,
+    and each block's columns are made once where the taps add kh * kw strided slices of the
+    whole batch. None when the padding exceeds the kernel's span (the taps handle that).
+    """
+    N, C, H, W = x_shape
+    Co, Cg, kh, kw = weight.shape
+    span_h, span_w = geo.dh * (kh - 1), geo.dw * (kw - 1)
+    top, left = span_h - geo.ph, span_w - geo.pw
+    bottom = span_h - geo.ph - geo.eh  # padding="same" may pad one more row after than before
+    right = span_w - geo.pw - geo.ew
+    if min(top, left, bottom, right) < 0:
+        return None
+    xp = array_module(g)
+    gp = xp.zeros((N, Co, H + span_h, W + span_w), dtype=np.result_type(g.dtype, weight.dtype))
+    gp[:, :, top : top + geo.Ho, left : left + geo.Wo] = g
+    flipped = weight.reshape(G, Co // G, Cg, kh, kw).transpose(0, 2, 1, 3, 4)
+    flipped = xp.ascontiguousarray(flipped.reshape(C, Co // G, kh, kw)[:, :, ::-1, ::-1])
+    return _conv2d(gp, flipped, None, dilation=(geo.dh, geo.dw), groups=G)
+
+
 def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, groups=1):
-    """d<conv2d(x, w), g>/dw: g against the im2col columns of x, summed over the batch."""
+    """d<conv2d(x, w), g>/dw: g against the im2col columns of x, summed over the batch.
+
+    Each image's product is taken transposed, columns (K, L) times g's transpose (L, Co/G):
+    the columns are then the untransposed operand, which OpenBLAS multiplies about a third
+    faster than the other way round (the sums are the same, element for element).
+    """
     geo, G = _conv_setup("conv2d", x.shape, w_shape, stride, padding, dilation, groups)
     N = x.shape[0]
     Co = w_shape[0]
     g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
     parts = [
-        matmul(g2[block], np.swapaxes(cols, -1, -2)).sum(axis=0)  # (G, Co/G, K)
+        matmul(cols, np.swapaxes(g2[block], -1, -2)).sum(axis=0)  # (G, K, Co/G)
         for block, cols in _column_blocks(x, geo, G, x.dtype)
     ]
     gw = parts[0]
     for part in parts[1:]:
         gw = gw + part
-    return gw.reshape(w_shape)
+    return array_module(gw).ascontiguousarray(np.swapaxes(gw, -1, -2)).reshape(w_shape)
 
 
 def _conv2d_grad_x(g, out, x, weight, bias, **params):
