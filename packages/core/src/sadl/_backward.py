@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sadl import _engine
 from sadl._engine import Node, apply, new_tensor
 from sadl._engine import _hooks as _engine_hooks
 from sadl._grad_mode import enable_grad
@@ -99,8 +100,9 @@ def run_backward(
                     node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
             for p in node.parents:
                 if type(p) is Node:
-                    pending[p] -= 1
-                    if pending[p] == 0:
+                    left = pending[p] - 1
+                    pending[p] = left
+                    if not left:
                         ready.append(p)
                 elif hooked and p in hooked:  # one use of a hooked leaf done; after the last,
                     hooked[p] -= 1  # its .grad is final: accumulate (and run its hooks) now
@@ -187,7 +189,21 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
     else:
         if isinstance(g, TensorBase):
             g = g.data
-        hook = _engine_hooks.on_apply
+        hook = _engine_hooks.on_apply if _engine._active else None
+        rule = op.backward
+        if hook is None and type(rule) is tuple and len(rule) >= len(datas):
+            # The plain path, in one loop: each input's rule (when it is wanted), then its fit.
+            out, params, grads = node.out, node.params, []
+            for i, (f, p, d) in enumerate(zip(rule, node.parents, datas)):
+                gi = None
+                if p is not None and (wanted is None or p in wanted):
+                    gi = f(g, out, *datas, **params)
+                    if gi is not None and (
+                        type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype
+                    ):
+                        gi = _fit_gradient(gi, d, op.name, i)
+                grads.append(gi)
+            return grads
         if hook is None:
             raw = _call_rule(op, node, g, node.out, datas, wanted)
         else:
