@@ -177,45 +177,34 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
     for counter, seen in zip(node.counters, node.versions):  # inline: once per node
         if counter is not None and counter[0] != seen:
             _modified_error(node)
+    rules: Any = op.backward
+    out = node.out
     if create_graph:
         if not op.double_backward:
             return _no_double_backward(node, g)
         inputs: tuple[Any, ...] = tuple(_saved_input(d, p) for d, p in zip(datas, node.parents))
-        out = new_tensor(node.out, node)
-        if not isinstance(g, TensorBase):
-            g = new_tensor(g)
+        out = new_tensor(out, node)
         with enable_grad():
-            raw = _call_rule(op, node, g, out, inputs, wanted)
+            g = g if isinstance(g, TensorBase) else new_tensor(g)
+            rules = _call_rule(op, node, g, out, inputs, wanted)
     else:
-        if isinstance(g, TensorBase):
-            g = g.data
+        g = g.data if isinstance(g, TensorBase) else g
         hook = _engine_hooks.on_apply if _engine._active else None
-        rule = op.backward
-        if hook is None and type(rule) is tuple and len(rule) >= len(datas):
-            # The plain path, in one loop: each input's rule (when it is wanted), then its fit.
-            out, params, grads = node.out, node.params, []
-            for i, (f, p, d) in enumerate(zip(rule, node.parents, datas)):
-                gi = None
-                if p is not None and (wanted is None or p in wanted):
-                    gi = f(g, out, *datas, **params)
-                    if gi is not None and (
-                        type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype
-                    ):
-                        gi = _fit_gradient(gi, d, op.name, i)
-                grads.append(gi)
-            return grads
-        if hook is None:
-            raw = _call_rule(op, node, g, node.out, datas, wanted)
-        else:
-            run = lambda: _call_rule(op, node, g, node.out, datas, wanted)
-            raw = hook(op, "backward", run, (g, node.out, *datas), node.params)
-
-    grads: list[Any] = []
-    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
-        if gi is None or p is None:
-            gi = None
-        elif type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype:
-            gi = _fit_gradient(gi, d, op.name, i)  # (an array like its input passes as it is)
+        if hook is not None:
+            run = lambda: _call_rule(op, node, g, out, datas, wanted)
+            rules = hook(op, "backward", run, (g, out, *datas), node.params)
+        elif type(rules) is not tuple or len(rules) < len(datas):
+            rules = _call_rule(op, node, g, out, datas, wanted)
+    # The plain path calls each input's rule here, in the loop that fits its gradient.
+    called, params, grads = rules is not op.backward, node.params, []
+    for i, (r, d, p) in enumerate(zip(rules, datas, node.parents)):
+        gi = None
+        if p is not None and (wanted is None or p in wanted):
+            gi = r if called else r(g, out, *datas, **params)
+            if gi is not None and (
+                type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype
+            ):
+                gi = _fit_gradient(gi, d, op.name, i)  # (an array like its input passes as it is)
         grads.append(gi)
     return grads
 
