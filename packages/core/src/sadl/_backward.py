@@ -330,16 +330,17 @@ def _no_double_backward(node: Node, g: Any) -> list[Any]:
 
 def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
+    old = leaf.grad
     if not isinstance(g, TensorBase):
         # A rule may hand the same array to several inputs, or a read-only broadcast view:
         # give each leaf its own writable array, as optimizers update .grad in place.
-        if id(g) in copied or not (g.flags.owndata and getattr(g.flags, "writeable", True)):
+        if (i := id(g)) in copied or not (g.flags.owndata and getattr(g.flags, "writeable", True)):
             g = g.copy()
-        copied.add(id(g))
-    g = g if leaf.grad is None else leaf.grad + g
+            i = id(g)
+        copied.add(i)
+    g = g if old is None else old + g
     leaf.grad = np.asarray(g) if isinstance(g, np.generic) else g
-    hooks = getattr(leaf, "_grad_hooks", None)
-    if hooks:
+    if _hooks.count and (hooks := getattr(leaf, "_grad_hooks", None)):
         for hook in list(hooks.values()):
             hook(leaf)
 

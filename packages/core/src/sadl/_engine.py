@@ -238,7 +238,9 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
         while len(args) < len(names) and names[len(args)] in params:
             params = dict(params)
             args = (*args, params.pop(names[len(args)]))
-        params = {k: constant_param(v, op, k) for k, v in params.items()}
+        params = {
+            k: v if type(v) in _PLAIN else constant_param(v, op, k) for k, v in params.items()
+        }
     for a in args:
         if isinstance(a, TensorBase):
             return apply(op, args, params)
@@ -246,6 +248,9 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
     if hook is None:
         return op.forward(*args, **params)
     return hook(op, "forward", lambda: op.forward(*args, **params), args, params)
+
+
+_PLAIN = {int, float, bool, str, type(None)}  # constants as they are: no constant_param call
 
 
 def constant_param(value: Any, op: OpDef, name: str) -> Any:

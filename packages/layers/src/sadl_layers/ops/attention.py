@@ -177,7 +177,8 @@ def _lead_view(a, lead, tail=None):
     """``a`` broadcast (as a view) to ``(*lead, *tail)`` (tail: a's last two axes by default)."""
     if a is None:
         return None
-    return np.broadcast_to(a, (*lead, *(a.shape[-2:] if tail is None else tail)))
+    shape = (*lead, *(a.shape[-2:] if tail is None else tail))
+    return a if a.shape == shape else np.broadcast_to(a, shape)  # (only read: no view needed)
 
 
 def _softmax_keys_(st, bias_t, row_ok_t):
