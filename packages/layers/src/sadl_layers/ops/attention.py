@@ -175,8 +175,9 @@ def _slabs(lead, per_item):
 
 def _lead_view(a, lead, tail=None):
     """``a`` as ``(*lead, *tail)`` (tail: its last two axes by default), to read: a or a view."""
-    shape = None if a is None else (*lead, *(a.shape[-2:] if tail is None else tail))
-    return a if a is None or a.shape == shape else np.broadcast_to(a, shape)
+    if a is None or a.shape == (shape := (*lead, *(a.shape[-2:] if tail is None else tail))):
+        return a
+    return np.broadcast_to(a, shape)
 
 
 def _softmax_keys_(st, bias_t, row_ok_t):
