@@ -13,7 +13,7 @@ import sadl
 from sadl_check.calls import count_calls
 
 
-def test_layer_norm_forward_and_backward_make_at_most_400count_calls() -> None:
+def test_layer_norm_forward_and_backward_make_at_most_377_calls() -> None:
     x = sadl.Tensor(np.ones((4, 8), np.float32), requires_grad=True)
     w = sadl.Parameter(np.ones(8, np.float32))
     b = sadl.Parameter(np.zeros(8, np.float32))
@@ -23,10 +23,10 @@ def test_layer_norm_forward_and_backward_make_at_most_400count_calls() -> None:
 
     step()  # first use: the op is looked up and its plugin loaded outside the count
     calls = count_calls(step)
-    assert calls <= 400, f"{calls} calls for layer_norm forward and backward (budget 400)"
+    assert calls <= 377, f"{calls} calls for layer_norm forward and backward (budget 377)"
 
 
-def test_the_float16_wrapper_costs_a_float32_op_at_most_4count_calls() -> None:
+def test_the_float16_wrapper_costs_a_float32_op_at_most_4_calls() -> None:
     x = np.linspace(-3.0, 3.0, 64, dtype=np.float32).reshape(8, 8)
     gelu = sadl.ops.get("gelu").forward  # wrapped: float16 inputs run in float32
     inner = gelu.__wrapped__

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sadl import _engine
 from sadl._engine import Node, apply, new_tensor
 from sadl._engine import _hooks as _engine_hooks
 from sadl._grad_mode import enable_grad
@@ -99,8 +100,9 @@ def run_backward(
                     node.datas = node.out = None  # checkpointed: drop the recomputed arrays again
             for p in node.parents:
                 if type(p) is Node:
-                    pending[p] -= 1
-                    if pending[p] == 0:
+                    left = pending[p] - 1
+                    pending[p] = left
+                    if not left:
                         ready.append(p)
                 elif hooked and p in hooked:  # one use of a hooked leaf done; after the last,
                     hooked[p] -= 1  # its .grad is final: accumulate (and run its hooks) now
@@ -175,31 +177,34 @@ def _input_grads(node: Node, g: Any, create_graph: bool, wanted: set[Any] | None
     for counter, seen in zip(node.counters, node.versions):  # inline: once per node
         if counter is not None and counter[0] != seen:
             _modified_error(node)
+    rules: Any = op.backward
+    out = node.out
     if create_graph:
         if not op.double_backward:
             return _no_double_backward(node, g)
         inputs: tuple[Any, ...] = tuple(_saved_input(d, p) for d, p in zip(datas, node.parents))
-        out = new_tensor(node.out, node)
-        if not isinstance(g, TensorBase):
-            g = new_tensor(g)
+        out = new_tensor(out, node)
         with enable_grad():
-            raw = _call_rule(op, node, g, out, inputs, wanted)
+            g = g if isinstance(g, TensorBase) else new_tensor(g)
+            rules = _call_rule(op, node, g, out, inputs, wanted)
     else:
-        if isinstance(g, TensorBase):
-            g = g.data
-        hook = _engine_hooks.on_apply
-        if hook is None:
-            raw = _call_rule(op, node, g, node.out, datas, wanted)
-        else:
-            run = lambda: _call_rule(op, node, g, node.out, datas, wanted)
-            raw = hook(op, "backward", run, (g, node.out, *datas), node.params)
-
-    grads: list[Any] = []
-    for i, (gi, d, p) in enumerate(zip(raw, datas, node.parents)):
-        if gi is None or p is None:
-            gi = None
-        elif type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype:
-            gi = _fit_gradient(gi, d, op.name, i)  # (an array like its input passes as it is)
+        g = g.data if isinstance(g, TensorBase) else g
+        hook = _engine_hooks.on_apply if _engine._active else None
+        if hook is not None:
+            run = lambda: _call_rule(op, node, g, out, datas, wanted)
+            rules = hook(op, "backward", run, (g, out, *datas), node.params)
+        elif type(rules) is not tuple or len(rules) < len(datas):
+            rules = _call_rule(op, node, g, out, datas, wanted)
+    # The plain path calls each input's rule here, in the loop that fits its gradient.
+    called, params, grads = rules is not op.backward, node.params, []
+    for i, (r, d, p) in enumerate(zip(rules, datas, node.parents)):
+        gi = None
+        if p is not None and (wanted is None or p in wanted):
+            gi = r if called else r(g, out, *datas, **params)
+            if gi is not None and (
+                type(gi) is not type(d) or gi.shape != d.shape or gi.dtype != d.dtype
+            ):
+                gi = _fit_gradient(gi, d, op.name, i)  # (an array like its input passes as it is)
         grads.append(gi)
     return grads
 
@@ -325,16 +330,17 @@ def _no_double_backward(node: Node, g: Any) -> list[Any]:
 
 def _accumulate(leaf: TensorBase, g: Any, copied: set[int]) -> None:
     """Add this pass's gradient ``g`` into ``leaf.grad``; then run the leaf's hooks, if any."""
+    old = leaf.grad
     if not isinstance(g, TensorBase):
         # A rule may hand the same array to several inputs, or a read-only broadcast view:
         # give each leaf its own writable array, as optimizers update .grad in place.
-        if id(g) in copied or not (g.flags.owndata and getattr(g.flags, "writeable", True)):
+        if (i := id(g)) in copied or not (g.flags.owndata and getattr(g.flags, "writeable", True)):
             g = g.copy()
-        copied.add(id(g))
-    g = g if leaf.grad is None else leaf.grad + g
+            i = id(g)
+        copied.add(i)
+    g = g if old is None else old + g
     leaf.grad = np.asarray(g) if isinstance(g, np.generic) else g
-    hooks = getattr(leaf, "_grad_hooks", None)
-    if hooks:
+    if _hooks.count and (hooks := getattr(leaf, "_grad_hooks", None)):
         for hook in list(hooks.values()):
             hook(leaf)
 

@@ -127,8 +127,7 @@ class Node:
 def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     """Run ``op`` on ``args`` (Tensors or constants) and record it when a gradient is needed."""
     datas = []
-    record = False
-    off_cpu = False
+    record = off_cpu = False
     traced = _tensor_base.watching  # a tracer sees reads through .data; eager reads the slot
     for a in args:
         if isinstance(a, TensorBase):
@@ -147,7 +146,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
         raise MissingGradientError(_missing_backward_message(op))
 
     try:
-        hook = _hooks.on_apply
+        hook = _hooks.on_apply if _active else None
         if hook is None:
             out = op.forward(*datas, **params)
         else:
@@ -168,8 +167,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     versions: list[Any] = []
     for a in args:
         if isinstance(a, TensorBase):
-            n = a._node
-            parents.append(n if n is not None else (a if a._requires_grad else None))
+            parents.append((a._node or a) if a._requires_grad else None)  # producer, or leaf
             c = a._version
             counters.append(c)
             versions.append(c[0])
@@ -180,7 +178,7 @@ def apply(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Tensor:
     counters.append(version)
     versions.append(version[0])
     node = Node(op, params, tuple(datas), tuple(parents), tuple(counters), tuple(versions), out)
-    hook = _hooks.on_record
+    hook = _hooks.on_record if _active else None
     if hook is not None:
         hook(node)
     return new_tensor(out, node, version)
@@ -192,6 +190,7 @@ class _RecordHooks(threading.local):
 
 
 _hooks = _RecordHooks()
+_active: list[str] = []  # one entry per block with a hook, any thread: none, no _hooks lookup
 
 
 @contextmanager
@@ -199,9 +198,11 @@ def _installed(slot: str, hook: Callable[..., Any]) -> Iterator[None]:
     """Set ``_hooks.<slot>`` to ``hook`` for this thread inside the block (innermost wins)."""
     previous = getattr(_hooks, slot)
     setattr(_hooks, slot, hook)
+    _active.append(slot)  # (atomic, as remove is: no lock for threads installing hooks at once)
     try:
         yield
     finally:
+        _active.remove(slot)
         setattr(_hooks, slot, previous)
 
 
@@ -237,14 +238,19 @@ def call_op(op: OpDef, args: Sequence[Any], params: dict[str, Any]) -> Any:
         while len(args) < len(names) and names[len(args)] in params:
             params = dict(params)
             args = (*args, params.pop(names[len(args)]))
-        params = {k: constant_param(v, op, k) for k, v in params.items()}
+        params = {
+            k: v if type(v) in _PLAIN else constant_param(v, op, k) for k, v in params.items()
+        }
     for a in args:
         if isinstance(a, TensorBase):
             return apply(op, args, params)
-    hook = _hooks.on_apply
+    hook = _hooks.on_apply if _active else None
     if hook is None:
         return op.forward(*args, **params)
     return hook(op, "forward", lambda: op.forward(*args, **params), args, params)
+
+
+_PLAIN = {int, float, bool, str, type(None)}  # constants as they are: no constant_param call
 
 
 def constant_param(value: Any, op: OpDef, name: str) -> Any:

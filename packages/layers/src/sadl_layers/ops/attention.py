@@ -175,10 +175,10 @@ def _slabs(lead, per_item):
 
 
 def _lead_view(a, lead, tail=None):
-    """``a`` broadcast (as a view) to ``(*lead, *tail)`` (tail: a's last two axes by default)."""
-    if a is None:
-        return None
-    return np.broadcast_to(a, (*lead, *(a.shape[-2:] if tail is None else tail)))
+    """``a`` as ``(*lead, *tail)`` (tail: its last two axes by default), to read: a or a view."""
+    if a is None or a.shape == (shape := (*lead, *(a.shape[-2:] if tail is None else tail))):
+        return a
+    return np.broadcast_to(a, shape)
 
 
 def _softmax_keys(st, bias_t, row_ok_t):

@@ -34,7 +34,7 @@ def _norm_shape(fn, x, weight, bias, normalized_shape):
         ns = (
             (int(normalized_shape),)
             if isinstance(normalized_shape, int | np.integer)
-            else tuple(int(n) for n in normalized_shape)
+            else tuple(map(int, normalized_shape))
         )
     elif weight is not None:
         ns = shape_of(weight)
@@ -107,7 +107,7 @@ def _normalize_into(x2, eps, centered, xhat):
 
 def _block_scratch(x2, blocks, width):
     """A scratch array of ``width`` columns as tall as the tallest of ``blocks``."""
-    rows = max((j - i for i, j in blocks), default=0)
+    rows = max([j - i for i, j in blocks], default=0)
     return array_module(x2).empty((rows, width), dtype=x2.dtype)
 
 
@@ -167,7 +167,7 @@ def _layer_norm_backward(g, x, weight, *, eps, normalized_shape, has_bias, cente
             f"layer_norm_backward: g has shape {shape_of(g)}, expected the input's {shape_of(x)}"
         )
     shapes = (shape_of(x), ns if weight is not None else None, ns if has_bias else None)
-    packed, views = packed_empty(x, np.result_type(g, x), *(s for s in shapes if s is not None))
+    packed, views = packed_empty(x, np.result_type(g, x), *[s for s in shapes if s is not None])
     gx = views[0].reshape(-1, D)
     g2 = g.reshape(-1, D)
     x2 = x.reshape(-1, D)
@@ -277,7 +277,7 @@ def _layer_norm_grad(g, out, x, weight, bias, *, eps=1e-5, normalized_shape=None
     packed = LAYER_NORM_BACKWARD(
         g, x, weight, eps=eps, normalized_shape=ns, has_bias=bias is not None
     )
-    return tuple(unpack(packed, shape_of(x), *(None if p is None else ns for p in (weight, bias))))
+    return tuple(unpack(packed, shape_of(x), *[None if p is None else ns for p in (weight, bias)]))
 
 
 layer_norm: OpDef = OpDef(
