@@ -85,9 +85,7 @@ def main() -> int:
                 seconds = _run(getattr(args, side), workload, args.threads, args.quick)
                 key = (side, workload)
                 best[key] = min(best.get(key, float("inf")), seconds)
-    print(
-        f"\n### {args.before} (before) vs {args.after} (after), {args.threads} thread(s)\n"
-    )
+    print(f"\n### {args.before} (before) vs {args.after} (after), {args.threads} thread(s)\n")
     print("| workload | before | after | after / before | note |\n|---|---|---|---|---|")
     from _common import judged, verdict
 
