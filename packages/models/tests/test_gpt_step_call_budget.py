@@ -14,7 +14,7 @@ from sadl_models.gpt import GPT
 from sadl_optim import AdamW, param_groups_for_weight_decay
 
 
-def test_a_small_gpt_training_step_makes_at_most_4357_calls() -> None:
+def test_a_small_gpt_training_step_makes_at_most_4446_calls() -> None:
     model = GPT(65, 8, 2, 4, 16, rng=0)  # vocab, block, layers, heads, embedding width
     opt = AdamW(param_groups_for_weight_decay(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
     tokens = np.random.default_rng(0).integers(0, 65, size=(4, 9))
@@ -28,4 +28,4 @@ def test_a_small_gpt_training_step_makes_at_most_4357_calls() -> None:
 
     step()  # first use: the ops' plugins load outside the count
     calls = count_calls(step)
-    assert calls <= 4357, f"{calls} calls for a GPT training step (budget 4357)"
+    assert calls <= 4446, f"{calls} calls for a GPT training step (budget 4446)"
