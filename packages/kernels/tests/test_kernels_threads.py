@@ -25,6 +25,20 @@ pytestmark = pytest.mark.skipif(bool(_jit.numba_error()), reason="numba is not a
 BIG = 2 * _jit.PER_THREAD + 4 * 130  # just above a second thread's share, not a round size
 
 
+@pytest.fixture(autouse=True)
+def _threads_opted_in(monkeypatch):
+    """These tests run the kernels as ``SADL_KERNELS_THREADS=1`` does."""
+    monkeypatch.setitem(_jit.THREADS, "on", True)
+
+
+def test_kernels_stay_on_one_thread_unless_opted_in(monkeypatch):
+    monkeypatch.setattr(_jit, "threads_for", lambda work, per: 2)
+    monkeypatch.setitem(_jit.THREADS, "on", False)
+    assert _softmax._softmax_grad.threads(10**9) == 1
+    monkeypatch.setitem(_jit.THREADS, "on", True)
+    assert _softmax._softmax_grad.threads(10**9) == 2
+
+
 def _three_ways(monkeypatch, run):
     """``run()`` (returning arrays) serially and in parallel on 2 threads. (The parallel
     compilation on one numba thread is never launched: it left GELU's output partly unwritten
@@ -261,6 +275,7 @@ def test_small_arrays_and_set_num_threads_1_keep_kernels_on_one_thread():
     thread choice it makes stays for the rest of the process.
     """
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["SADL_KERNELS_THREADS"] = "1"
     result = subprocess.run(
         [sys.executable, "-c", _POLICY_SCRIPT], env=env, capture_output=True, text=True
     )

@@ -9,7 +9,8 @@ graph's notes.
 numba takes about a second to import, so loading the plugin does not import it: the first
 ``sadl.compile`` trace that runs a pass does, and each kernel is compiled at its first call.
 
-Threads: a kernel made with ``per_thread=`` has a second, ``parallel=True`` compilation whose
+Threads (opt-in, ``SADL_KERNELS_THREADS=1``: :data:`THREADS` says why): a kernel made with
+``per_thread=`` has a second, ``parallel=True`` compilation whose
 outer ``prange`` loop (rows, or fixed chunks of a flat array) numba spreads over threads.
 :meth:`Kernel.launch` asks sadl's thread policy (``sadl.backends.threads_for``: the BLAS's
 rules, so ``sadl.set_num_threads``, ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/
@@ -37,7 +38,7 @@ from typing import Any
 
 from sadl.backends import threads_for
 
-__all__ = ["PER_THREAD", "Kernel", "prange", "enabled", "jit", "jit_sums", "numba_error"]
+__all__ = ["PER_THREAD", "THREADS", "Kernel", "prange", "enabled", "jit", "jit_sums", "numba_error"]
 
 #: ``numba``: the module once imported; ``error``: "" when it imported, the reason otherwise,
 #: None before the first try.
@@ -120,12 +121,15 @@ class Kernel:
         return (self.compiled or self.dispatcher())(*args)
 
     def threads(self, work: int) -> int:
-        """The threads :meth:`launch` asks for, for ``work`` elements (1 for a serial kernel)."""
-        return threads_for(work, self.per_thread) if self.per_thread else 1
+        """The threads :meth:`launch` asks for, for ``work`` elements (1 for a serial kernel,
+        and for every kernel unless ``SADL_KERNELS_THREADS=1``: see :data:`THREADS`).
+        """
+        return threads_for(work, self.per_thread) if self.per_thread and THREADS["on"] else 1
 
     def launch(self, work: int, *args: Any) -> Any:
         """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
-        if not self.per_thread or work < 2 * self.per_thread or POOL["forked"]:
+        small = work < 2 * self.per_thread
+        if not self.per_thread or not THREADS["on"] or small or POOL["forked"]:
             return (self.compiled or self.dispatcher())(*args)  # (no policy call: one thread)
         n = threads_for(work, self.per_thread)
         if n > 1:  # (never the parallel compilation on one numba thread: see the tests)
@@ -145,6 +149,14 @@ class Kernel:
                 _LAUNCH.release()
         return (self.compiled or self.dispatcher())(*args)
 
+
+#: Kernels run on one thread unless ``SADL_KERNELS_THREADS=1`` (read once, at import): on a
+#: quiet 2-core AMD EPYC the compiled GPT steps at 2 threads ran 8.6x (S: 84 ms against 9.7 ms
+#: for PyTorch eager) and 2.1x (M: 669 ms against 311 ms with ``SADL_KERNELS=0``) slower with
+#: the parallel kernels than without any kernel: OpenMP's workers, spinning after each parallel
+#: loop, against OpenBLAS's (``python bench/models.py --threads 2``). Opted in, every kernel
+#: keeps its bits (the parallel compilations are tested at 1 and 2 threads).
+THREADS = {"on": os.environ.get("SADL_KERNELS_THREADS", "0") == "1"}
 
 #: Elements a thread of a parallel kernel must get, so a second thread from 64 Ki elements:
 #: one block of sadl-layers' norms, GELU and attention softmax (256 KiB of float32, 20-40 us of
