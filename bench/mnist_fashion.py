@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs/examples"))
+from _common import set_threads
 
 
 def _args() -> argparse.Namespace:
@@ -116,21 +117,18 @@ def _torch(torch: Any, model: Any, data: Any, order: np.ndarray) -> dict:
 
 def main() -> None:
     args = _args()
-    if args.threads:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
+    if args.threads:  # env, threadpoolctl and torch: NumPy has loaded BLAS already
+        set_threads(args.threads)
     import fashion_mnist as example
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     x_train, y_train = example.images("train")
     x_test, y_test = example.images("test")
     data = (x_train, y_train, x_test, y_test)
     rng = np.random.default_rng(args.seed)
     order = rng.integers(0, len(x_train), (args.steps, args.batch_size))
     torch.manual_seed(args.seed)
-    reference = example.torch_beautiful_mnist(torch)
+    reference = example.beautiful_mnist(torch.nn)
     state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
     _warm_up(data)
     results = {

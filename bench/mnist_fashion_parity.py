@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs/examples"))
+from _common import set_threads
 
 PERTURBATION = 1e-6  # relative, on every initial weight of the noise-floor run
 
@@ -85,14 +86,11 @@ def _torch(torch: Any, model: Any, data: Any, order: np.ndarray, args: Any) -> l
 
 def main() -> None:
     args = _args()
-    if args.threads:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
+    if args.threads:  # env, threadpoolctl and torch: NumPy has loaded BLAS already
+        set_threads(args.threads)
     import fashion_mnist as example
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     x_train, y_train = example.images("train")
     x_test, y_test = example.images("test", args.test_limit)
     data = (x_train, y_train, x_test, y_test)
@@ -100,7 +98,7 @@ def main() -> None:
         0, len(x_train), (args.steps, args.batch_size)
     )
     torch.manual_seed(args.seed)
-    reference = example.torch_beautiful_mnist(torch)
+    reference = example.beautiful_mnist(torch.nn)
     state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
     rng = np.random.default_rng(args.seed + 1)
     weights = dict(reference.named_parameters())  # BatchNorm's buffers stay as they are
@@ -110,7 +108,7 @@ def main() -> None:
         else v
         for k, v in state.items()
     }
-    twin = example.torch_beautiful_mnist(torch)
+    twin = example.beautiful_mnist(torch.nn)
     twin.load_state_dict({k: torch.from_numpy(v) for k, v in perturbed.items()})
     sadl_name = "sadl eager" if args.eager else "sadl compiled"
     runs = {

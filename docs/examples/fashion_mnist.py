@@ -34,25 +34,11 @@ from sadl_layers.datasets import DatasetNotFoundError, fashion_mnist
 SKIPPED = 77  # the exit status of a run without its data (test_examples.py: a skip)
 
 
-def beautiful_mnist() -> sadl.nn.Sequential:
-    """tinygrad's network, layer for layer."""
-    nn = sadl.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 5), nn.ReLU(),
-        nn.Conv2d(32, 32, 5), nn.ReLU(),
-        nn.BatchNorm2d(32), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(),
-        nn.Conv2d(64, 64, 3), nn.ReLU(),
-        nn.BatchNorm2d(64), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(576, 10),
-    )  # fmt: skip
-
-
-def torch_beautiful_mnist(torch: Any) -> Any:
-    """The same network in PyTorch (``torch`` passed in: this script itself needs only sadl),
-    its layers in the same order, so that a state dict maps one onto the other by name.
+def beautiful_mnist(nn: Any = sadl.nn) -> Any:
+    """tinygrad's network, layer for layer, built from ``nn``: ``sadl.nn`` by default, or
+    ``torch.nn`` for its PyTorch twin (this script itself needs only sadl). Both have the same
+    layers in the same order, so that a state dict maps one onto the other by name.
     """
-    nn = torch.nn
     return nn.Sequential(
         nn.Conv2d(1, 32, 5), nn.ReLU(),
         nn.Conv2d(32, 32, 5), nn.ReLU(),

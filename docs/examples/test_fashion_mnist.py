@@ -47,7 +47,7 @@ def _data(dtype: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _torch_run(dtype: str, **bn: Any) -> tuple[list[float], dict[str, np.ndarray], np.ndarray]:
     torch.manual_seed(0)
-    model = example.torch_beautiful_mnist(torch).to(getattr(torch, dtype))
+    model = example.beautiful_mnist(torch.nn).to(getattr(torch, dtype))
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm2d):
             m.eps, m.momentum = bn.get("eps", m.eps), bn.get("momentum", m.momentum)
@@ -68,7 +68,7 @@ def _torch_run(dtype: str, **bn: Any) -> tuple[list[float], dict[str, np.ndarray
 
 def _initial_state(dtype: str) -> dict[str, np.ndarray]:
     torch.manual_seed(0)
-    model = example.torch_beautiful_mnist(torch).to(getattr(torch, dtype))
+    model = example.beautiful_mnist(torch.nn).to(getattr(torch, dtype))
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
 
 

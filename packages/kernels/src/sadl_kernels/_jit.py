@@ -129,9 +129,7 @@ class Kernel:
     def launch(self, work: int, *args: Any) -> Any:
         """``self(*args)`` on the threads sadl's policy gives ``work`` elements (see above)."""
         small = work < 2 * self.per_thread
-        if not self.per_thread or not THREADS["on"] or small or POOL["forked"]:
-            return (self.compiled or self.dispatcher())(*args)  # (no policy call: one thread)
-        n = threads_for(work, self.per_thread)
+        n = 1 if small or POOL["forked"] else self.threads(work)  # (small: no policy call)
         if n > 1:  # (never the parallel compilation on one numba thread: see the tests)
             n = min(n, STATE["numba"].config.NUMBA_NUM_THREADS) if STATE["numba"] else n
         if n > 1 and _LAUNCH.acquire(blocking=False):
