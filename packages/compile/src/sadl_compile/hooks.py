@@ -23,10 +23,10 @@ asks the tracer's ``module_of`` for host data too: the recording NumPy it hands 
 ``xp.zeros``, ``xp.empty``, ``xp.arange`` a call of the graph. NumPy's conversions
 (``np.asarray``, ``np.array``) and the constructor user code fills by assignment most
 (``np.zeros``) take no array that NumPy's dispatch protocols could hand to a traced array, and
-no hook sees them; they are the one thing wrapped: the six functions of :data:`CONSTRUCTORS`
-(``np.array``, ``np.asarray``, ``np.zeros``, ``np.empty``, ``np.ones``, ``np.full``; why each,
-docs/compile.md), from the first trace that starts until the last one running ends. A wrapper is NumPy's function
-itself for every thread that is not tracing.
+no hook sees them; they are the one thing wrapped: the six functions of
+:data:`CONSTRUCTORS` (``np.array``, ``np.asarray``, ``np.zeros``, ``np.empty``, ``np.ones``,
+``np.full``; why each, docs/compile.md), from the first trace that starts until the last one
+running ends. A wrapper is NumPy's function itself for every thread that is not tracing.
 """
 
 from __future__ import annotations
