@@ -38,6 +38,7 @@ from sadl_compile.traced import ACTIVE
 __all__ = ["CompiledFunction", "compile"]
 
 _ndarray = np.ndarray
+_COLLECT_ABOVE = 32 << 20  # bytes of temporaries
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
@@ -197,8 +198,12 @@ class CompiledFunction:
             finally:
                 capture.restore()
         graph.meta["name_guards"] = names
-        gc.collect()
-        _return_freed_memory()  # the trace's arrays are gone; the plan's buffers come next
+        # The trace's arrays held in cycles are freed before the plan's buffers come, for a
+        # lower peak; a full collection costs ~80 ms at a GPT's object count, too much for a
+        # small graph whose trace left little memory behind.
+        if sum(v.nbytes for v in graph.values if v.storage.kind == "temp") > _COLLECT_ABOVE:
+            gc.collect()
+            _return_freed_memory()
         run_passes(graph, self.options)
         entry = _Entry(graph, _program(graph, self.options))
         self._cache.setdefault(key, []).insert(0, entry)
