@@ -9,7 +9,7 @@ biases 0, after the demo's ``random.seed(1337)`` and ``np.random.seed(1337)``.
 
 The loss and accuracy of every step must equal micrograd 0.1.0's to 1e-12. The first and last
 losses are always compared with what the demo's notebook prints; where micrograd is installed
-(``pip install micrograd==0.1.0``) it is run too, for the first 5 steps by default (it takes
+(``pip install micrograd==0.1.0``) it is run too, for the first 2 steps by default (it takes
 about a second a step in pure Python) and for all 100 with ``--micrograd-steps 100``.
 
 Run: python docs/examples/micrograd_moons.py [--micrograd-steps 100]
@@ -120,7 +120,7 @@ def compare(ours: list[tuple[float, float]], micrograd_steps: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--micrograd-steps", type=int, default=5, choices=range(STEPS + 1))
+    parser.add_argument("--micrograd-steps", type=int, default=2, choices=range(STEPS + 1))
     args = parser.parse_args(argv)
     ours = train_sadl()
     for k in (0, 1, 2, 50, 99):

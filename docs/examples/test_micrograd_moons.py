@@ -1,6 +1,6 @@
 """micrograd's demo reproduced by sadl: every step's loss within 1e-12 of micrograd's.
 
-test_examples.py runs the script as a user would (micrograd's first 5 steps where installed,
+test_examples.py runs the script as a user would (micrograd's first 2 steps where installed,
 the demo's published first and last losses always); these tests check the comparison itself.
 """
 
