@@ -83,7 +83,9 @@ def _gelu_forward(x, out, ac, c):  # type: ignore[no-untyped-def]
     one = x1.dtype.type(1.0)
     half = x1.dtype.type(0.5)
     for k in prange((n + CHUNK - 1) // CHUNK):
-        for i in range(k * CHUNK, min(k * CHUNK + CHUNK, n)):
+        start = k * CHUNK
+        for j in range(min(CHUNK, n - start)):  # (a count from 0: the loop vectorizes, where
+            i = start + j  # range(start, min(start + CHUNK, n)) ran 13x slower, scalar)
             o1[i] = _gelu1(x1[i], a_, c_, one, half)
 
 
@@ -95,7 +97,9 @@ def _gelu_backward(x, g, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
     a_, c_, a3, c2_ = dt(ac), dt(c), dt(ac3), dt(c2)  # (new names: parfors mishandle rebinding)
     one, half = dt(1.0), dt(0.5)
     for k in prange((n + CHUNK - 1) // CHUNK):
-        for i in range(k * CHUNK, min(k * CHUNK + CHUNK, n)):
+        start = k * CHUNK
+        for j in range(min(CHUNK, n - start)):  # (counted from 0, as in _gelu_forward)
+            i = start + j
             v = x1[i]
             sq = v * v
             t = _tanh32((sq * a_ + c_) * v)
