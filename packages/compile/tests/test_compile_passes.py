@@ -111,6 +111,32 @@ def test_the_memory_plan_reuses_buffers_and_keeps_results_exact():
     assert "out=" in compiled.source
 
 
+def test_a_reshape_that_copies_writes_into_a_planned_buffer():
+    # a.T.reshape(-1) and a window view's reshape copy: into reused buffers, never fresh
+    # memory per replay; a copied reshape that is returned stays fresh on every call
+    def fn(x, w):
+        a = (x * 2.0).T
+        cols = np.lib.stride_tricks.sliding_window_view(x + 1.0, (3, 3)).reshape(-1, 9)
+        flat = (a.reshape(-1) * 3.0).reshape(4, -1)
+        out = (cols @ w).sum() + flat.ravel().sum() + a.flatten().sum()
+        return out, (x - 1.0).T.reshape(-1)
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((9, 2))
+    compiled = sadl.compile(fn, fusion=False)
+    results = []
+    for _ in range(3):
+        x = rng.standard_normal((8, 6))
+        got, want = compiled(x, w), fn(x, w)
+        assert got[0] == want[0] and np.array_equal(got[1], want[1])
+        results.append(got[1])
+    assert not np.shares_memory(results[1], results[2])  # returned: fresh each call
+    reshapes = [n for n in compiled.graph.nodes if n.label in ("reshape", "ravel", "flatten")]
+    copied = [n for n in reshapes if n.outputs and n.outputs[0].storage is not n.reads[0].storage]
+    assert len(copied) == 1  # only the returned one is still made anew
+    assert calls(compiled, "copyto") == 3  # flat.ravel() is a view: nothing to copy
+
+
 def test_elementwise_chains_on_large_arrays_are_fused_unless_fusion_is_off():
     def fn(x):
         return ((x * 0.5 + 1.0) * x - x).tanh()

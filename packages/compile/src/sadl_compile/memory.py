@@ -76,11 +76,21 @@ _FILLED: dict[Any, int] = {np.zeros: 0, np.zeros_like: 0, np.ones: 1, np.ones_li
 _COPIES: frozenset[Any] = frozenset(
     {_ndarray.copy, _ndarray.astype, np.copy, np.ascontiguousarray, np.array}
 )
+#: Calls that return a view when they can and a C-order copy otherwise, with how many
+#: positional arguments they take before an ``order`` (the array included).
+_RESHAPES: dict[Any, int] = {
+    _ndarray.reshape: 1 << 30,  # a.reshape(*shape): every positional argument is a dimension
+    np.reshape: 2,
+    _ndarray.ravel: 1,
+    np.ravel: 1,
+    _ndarray.flatten: 1,
+}
 
 
 def writes_into(node: Node) -> str | None:
     """How the node's single output can be made in a given buffer: ``"out"`` (pass ``out=``),
-    ``"empty"`` (the buffer is the result), ``"fill"`` / ``"copy"`` (``np.copyto`` into it).
+    ``"empty"`` (the buffer is the result), ``"fill"`` / ``"copy"`` (``np.copyto`` into it),
+    ``"reshape"`` (a reshape that copied: ``np.copyto`` into the buffer in the source's shape).
     """
     if node.kind != "call" or len(node.outputs) != 1 or "out" in node.kwargs:
         return None
@@ -101,7 +111,40 @@ def writes_into(node: Node) -> str | None:
             return None  # a copy between the host and a device: made by the transfer
         order = node.kwargs.get("order", "K")
         return "copy" if order in ("K", "A", "C") or node.outputs[0].strides else None
+    if key in _RESHAPES and _copied_reshape(node, _RESHAPES[key]):
+        return "reshape"
     return None
+
+
+def _copied_reshape(node: Node, positional: int) -> bool:
+    """A C-order reshape (ravel, flatten) whose result is a copy, not a view of its source.
+
+    The copy is then the source's elements in C order: ``np.copyto`` of the source into a
+    C-contiguous buffer of the source's shape, viewed in the result's shape, makes the same
+    array (the argument layouts are part of the trace's key, so it copies on every replay too).
+    """
+    src, out = (node.args[0] if node.args else None), node.outputs[0]
+    return (
+        type(src) is Value
+        and len(node.args) <= positional
+        and node.kwargs.get("order", "C") == "C"
+        and set(node.kwargs) <= {"order"}
+        and src.storage is not out.storage
+        and src.storage.device == out.storage.device
+        and src.dtype == out.dtype
+        and _c_contiguous(out)
+    )
+
+
+def _c_contiguous(v: Value) -> bool:
+    if len(v.shape) != len(v.strides):
+        return False
+    step = v.dtype.itemsize
+    for n, stride in zip(reversed(v.shape), reversed(v.strides), strict=True):
+        if n != 1 and stride != step:
+            return False
+        step *= n
+    return True
 
 
 def _rewrite(node: Node, how: str, buffer: Any) -> bool:
@@ -117,6 +160,11 @@ def _rewrite(node: Node, how: str, buffer: Any) -> bool:
         args: tuple[Any, ...] = (buffer, out.dtype.type(_FILLED[node.key]))
         kwargs: dict[str, Any] = {}
         node.reads = ()
+    elif how == "reshape":  # the source's elements in C order, then viewed as the result
+        src = node.args[0]
+        assert buffer.flags.c_contiguous  # so that this reshape is a view of the buffer
+        args, kwargs = (buffer.reshape(src.shape), src), {}
+        node.reads = (src,)
     else:  # copy: np.copyto converts like astype / np.array do
         args, kwargs = (buffer, node.args[0]), {"casting": "unsafe"}
         node.reads = (node.args[0],)
@@ -202,11 +250,16 @@ def _last_uses(graph: Graph) -> dict[Storage, int]:
     return last
 
 
-def _plannable(v: Value, node: Node) -> bool:
+def _plannable(v: Value, node: Node, how: str) -> bool:
+    """A temporary the call makes anew each time, whose memory no other value spans.
+
+    A reshape that copied returns a view of the copy it made (in the source's shape), which
+    no value of the graph holds: its result spans that memory though it is not the owner.
+    """
     s = v.storage
     return (
         s.kind == "temp"
-        and s.root is v
+        and (s.root is v or (how == "reshape" and s.root is None))
         and not s.escapes
         and not s.dynamic
         and not s.const
@@ -226,7 +279,7 @@ def memory_plan(graph: Graph, context: Any) -> None:
         if how is not None:
             v = node.outputs[0]
             order = _dense_layout(v)
-            if _plannable(v, node) and order is not None:
+            if _plannable(v, node, how) and order is not None:
                 rewrites.append((node, how))
                 slot = _reuse_in_place(node, v, owner, last, i) or _best_fit(
                     slots, v.nbytes, i, v.storage.device

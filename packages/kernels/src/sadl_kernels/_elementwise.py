@@ -67,9 +67,6 @@ def _tanh32(x):  # type: ignore[no-untyped-def]
 
 #: Elements of a GELU kernel's chunk: the ``prange`` runs over whole chunks (the last one
 #: shorter), each an inner loop that vectorizes; the chunks are the same on any thread count.
-#: The inner loop runs over slices of the chunk from index 0: indexing the flat array from
-#: ``k * CHUNK`` on kept LLVM from vectorizing it: on (4096, 2048) float32 the forward took
-#: 4.7x and the backward 5.9x as long, with the same bits.
 CHUNK = 8192
 
 
@@ -86,9 +83,10 @@ def _gelu_forward(x, out, ac, c):  # type: ignore[no-untyped-def]
     one = x1.dtype.type(1.0)
     half = x1.dtype.type(0.5)
     for k in prange((n + CHUNK - 1) // CHUNK):
-        xs, ys = x1[k * CHUNK : k * CHUNK + CHUNK], o1[k * CHUNK : k * CHUNK + CHUNK]
-        for i in range(xs.size):  # (from 0, over a slice: see CHUNK)
-            ys[i] = _gelu1(xs[i], a_, c_, one, half)
+        start = k * CHUNK
+        for j in range(min(CHUNK, n - start)):  # (a count from 0: the loop vectorizes, where
+            i = start + j  # range(start, min(start + CHUNK, n)) ran 13x slower, scalar)
+            o1[i] = _gelu1(x1[i], a_, c_, one, half)
 
 
 @jit(per_thread=PER_THREAD)
@@ -99,11 +97,11 @@ def _gelu_backward(x, g, out, ac, c, ac3, c2):  # type: ignore[no-untyped-def]
     a_, c_, a3, c2_ = dt(ac), dt(c), dt(ac3), dt(c2)  # (new names: parfors mishandle rebinding)
     one, half = dt(1.0), dt(0.5)
     for k in prange((n + CHUNK - 1) // CHUNK):
-        lo, hi = k * CHUNK, k * CHUNK + CHUNK
-        xs, gs, ys = x1[lo:hi], g1[lo:hi], o1[lo:hi]
-        for i in range(xs.size):
-            v = xs[i]
+        start = k * CHUNK
+        for j in range(min(CHUNK, n - start)):  # (counted from 0, as in _gelu_forward)
+            i = start + j
+            v = x1[i]
             sq = v * v
             t = _tanh32((sq * a_ + c_) * v)
             u = (sq * a3 + c2_) * v
-            ys[i] = ((one - t) * u + one) * (t + one) * half * gs[i]
+            o1[i] = ((one - t) * u + one) * (t + one) * half * g1[i]

@@ -13,7 +13,9 @@ The reduced axis is the third of a 4-D view ``(A, B, N, Q)`` of the arrays (the 
 thread count. The arithmetic is the op's, in the same order and dtype, except the sums over the
 axis, accumulated in float64 (NumPy sums in the array's dtype), and log-softmax's ``exp`` and
 ``log`` inside the sum, taken in float64; the softmax's ``exp`` is NumPy's (its SIMD loop is
-faster than a scalar one). Tolerance to eager (tested in ``tests/test_kernels_softmax.py``):
+faster than a scalar one). The innermost axis reduced (cross-entropy's classes: ``Q`` is 1) runs
+kernels over ``(rows, N)`` instead, whose loops vectorize; there log-softmax's ``exp`` is NumPy's
+too, in the dtype. Tolerance to eager (tested in ``tests/test_kernels_softmax.py``):
 ``atol = rtol = 1e-5`` in float32, ``1e-13`` in float64.
 """
 
@@ -107,6 +109,83 @@ def _softmax_grad(g, p, dx, log):  # type: ignore[no-untyped-def]
                     dx[a, b, k, q] = (g[a, b, k, q] - s[q]) * p[a, b, k, q]
 
 
+# The innermost axis reduced (cross-entropy's classes): a 4-D view's Q is 1 and its loops over
+# (k, q) ran scalar, 5-10x slower than NumPy; these take (rows, N) with N contiguous, one row
+# per prange iteration, the operations of the loops above in the same order, except that
+# log-softmax's exp (forward and backward) is NumPy's, in the dtype, before the loop.
+
+
+@jit(per_thread=PER_THREAD)
+def _shift_rows(x, m, has_mask, out):  # type: ignore[no-untyped-def]
+    rows, nk = out.shape
+    for r in prange(rows):
+        if has_mask:
+            for k in range(nk):
+                out[r, k] = x[r, k] + m[r, k]
+        else:
+            for k in range(nk):
+                out[r, k] = x[r, k]
+        mx = out[r, 0]
+        for k in range(1, nk):
+            v = out[r, k]
+            mx = v if (v > mx or v != v) else mx  # np.max: a NaN wins
+        for k in range(nk):
+            out[r, k] = out[r, k] - mx
+
+
+@jit_sums(per_thread=PER_THREAD)
+def _scale_rows(out):  # type: ignore[no-untyped-def]
+    rows, nk = out.shape
+    dt = out.dtype.type
+    for r in prange(rows):
+        acc = 0.0
+        for k in range(nk):
+            acc += out[r, k]
+        den = dt(1.0 / acc)  # rounded to the dtype, as NumPy's reciprocal is
+        for k in range(nk):
+            out[r, k] = out[r, k] * den
+
+
+@jit_sums(per_thread=PER_THREAD)
+def _subtract_lse_rows(out, e):  # type: ignore[no-untyped-def]
+    rows, nk = out.shape
+    dt = out.dtype.type
+    for r in prange(rows):
+        acc = 0.0
+        for k in range(nk):
+            acc += float(e[r, k])  # e = exp(out), NumPy's (a scalar exp per element: 2x slower)
+        lse = dt(np.log(acc))
+        for k in range(nk):
+            out[r, k] = out[r, k] - lse
+
+
+@jit_sums(per_thread=PER_THREAD)
+def _softmax_grad_rows(g, p, dx, log):  # type: ignore[no-untyped-def]
+    # log: p holds exp(out), NumPy's
+    rows, nk = dx.shape
+    dt = dx.dtype.type
+    for r in prange(rows):
+        acc = 0.0
+        if log:
+            for k in range(nk):
+                acc += g[r, k]
+        else:
+            for k in range(nk):
+                acc += g[r, k] * p[r, k]
+        s = dt(acc)
+        if log:  # g - exp(out) * sum(g)
+            for k in range(nk):
+                dx[r, k] = g[r, k] - p[r, k] * s
+        else:  # out * (g - sum(g * out))
+            for k in range(nk):
+                dx[r, k] = (g[r, k] - s) * p[r, k]
+
+
+def _rows(a: Array) -> Array:
+    """A 4-D view ``(A, B, N, 1)`` as ``(A * B, N)`` (a view for the contiguous arrays)."""
+    return a.reshape(a.shape[0] * a.shape[1], a.shape[2])
+
+
 def _as4(a: Array, axis: int, shape: tuple[int, ...]) -> Array:
     """``a`` (broadcast to ``shape``) as ``(A, B, N, Q)`` with ``axis`` third (a view where the
     layout allows: a 4-D array reduced over its third axis, or a contiguous one).
@@ -123,6 +202,16 @@ def softmax_into(x: Array, mask: Array | None, out: Array, axis: int, log: bool)
     """``out = softmax(x + mask)`` (``log``: log-softmax) along ``axis`` (normalized)."""
     o = _as4(out.reshape(x.shape), axis, x.shape)
     m = o if mask is None else _as4(mask, axis, x.shape)
+    if o.shape[3] == 1:  # the innermost axis
+        o2 = _rows(o)
+        m2 = o2 if mask is None else _rows(m)
+        _shift_rows.launch(o.size, _rows(_as4(x, axis, x.shape)), m2, mask is not None, o2)
+        if log:
+            _subtract_lse_rows.launch(o.size, o2, np.exp(o2))
+        else:
+            np.exp(o2, out=o2)
+            _scale_rows.launch(o.size, o2)
+        return
     _shift.launch(o.size, _as4(x, axis, x.shape), m, mask is not None, o)
     if log:
         _subtract_lse.launch(o.size, o)
@@ -134,7 +223,12 @@ def softmax_into(x: Array, mask: Array | None, out: Array, axis: int, log: bool)
 def softmax_backward_into(g: Array, p: Array, out: Array, axis: int, log: bool) -> None:
     """``out = p * (g - sum(g * p))`` (``log``: ``g - exp(p) * sum(g)``) along ``axis``."""
     o = _as4(out.reshape(g.shape), axis, g.shape)
-    _softmax_grad.launch(o.size, _as4(g, axis, g.shape), _as4(p, axis, g.shape), o, log)
+    g4, p4 = _as4(g, axis, g.shape), _as4(p, axis, g.shape)
+    if o.shape[3] == 1:  # the innermost axis
+        p2 = np.exp(_rows(p4)) if log else _rows(p4)
+        _softmax_grad_rows.launch(o.size, _rows(g4), p2, _rows(o), log)
+        return
+    _softmax_grad.launch(o.size, g4, p4, o, log)
 
 
 def _plain(v: Any, dtype: Any, shape: tuple[int, ...] | None = None) -> bool:
