@@ -65,7 +65,7 @@ def _conv_setup(fn, x_shape, w_shape, stride, padding, dilation, groups):
 
 
 #: The most bytes of im2col columns made at once (a block of images; at least one image).
-COLUMN_BYTES = 8 * 1024 * 1024
+COLUMN_BYTES = 2 * 1024 * 1024
 
 
 def _blocks(n, image_bytes):
@@ -175,21 +175,40 @@ def _full_correlation(g, weight, geo, G, x_shape):
     return _conv2d(gp, flipped, None, dilation=(geo.dh, geo.dw), groups=G)
 
 
+#: Output positions per image up to which the weight gradient takes a block's images side by
+#: side in one GEMM (beyond it, one GEMM per image is faster: its columns are cheaper to make).
+SIDE_BY_SIDE = 128
+
+
 def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, groups=1):
     """d<conv2d(x, w), g>/dw: g against the im2col columns of x, summed over the batch.
 
-    Each image's product is taken transposed, columns (K, L) times g's transpose (L, Co/G):
-    the columns are then the untransposed operand, which OpenBLAS multiplies about a third
-    faster than the other way round (the sums are the same, element for element).
+    Each product is taken transposed, columns (K, L) times g's transpose (L, Co/G): the columns
+    are then the untransposed operand, which OpenBLAS multiplies about a third faster than the
+    other way round. On small images (at most :data:`SIDE_BY_SIDE` output positions) a block's
+    columns are made side by side, (K, n * L) per group, and one GEMM sums over its images and
+    positions at once (up to twice as fast as one GEMM per image and a sum after).
     """
     geo, G = _conv_setup("conv2d", x.shape, w_shape, stride, padding, dilation, groups)
-    N = x.shape[0]
+    N, C = x.shape[:2]
     Co = w_shape[0]
-    g2 = g.reshape(N, G, Co // G, geo.Ho * geo.Wo)
-    parts = [
-        matmul(cols, np.swapaxes(g2[block], -1, -2)).sum(axis=0)  # (G, K, Co/G)
-        for block, cols in _column_blocks(x, geo, G, x.dtype)
-    ]
+    K, L = C // G * geo.kh * geo.kw, geo.Ho * geo.Wo
+    g2 = g.reshape(N, G, Co // G, L)
+    if L > SIDE_BY_SIDE:
+        parts = [
+            matmul(cols, np.swapaxes(g2[block], -1, -2)).sum(axis=0)  # (G, K, Co/G)
+            for block, cols in _column_blocks(x, geo, G, x.dtype)
+        ]
+    else:
+        # the windows as (G, C/G, kh, kw, N, Ho, Wo): a block's columns are a (K, n * L) matrix
+        windows = geo.windows(x).reshape(N, G, C // G, geo.kh, geo.kw, geo.Ho, geo.Wo)
+        windows = windows.transpose(1, 2, 3, 4, 0, 5, 6)
+        parts = []
+        for block in _blocks(N, C * geo.kh * geo.kw * L * np.dtype(x.dtype).itemsize):
+            n = block.stop - block.start
+            cols = windows[:, :, :, :, block].reshape(G, K, n * L)
+            gt = np.swapaxes(g2[block], -1, -2).transpose(1, 0, 2, 3).reshape(G, n * L, Co // G)
+            parts.append(matmul(cols, gt))  # (G, K, Co/G)
     gw = parts[0]
     for part in parts[1:]:
         gw = gw + part

@@ -383,15 +383,55 @@ def _per_channel(x):
     return shape[0] * math.prod(shape[2:])
 
 
+def _batch_blocks(x3):
+    """``(start, stop)`` ranges of the batch axis of an (N, C, L) array in cache-sized blocks
+    (one block on a device or under a tracer, as :func:`_row_blocks`).
+    """
+    N = x3.shape[0]
+    if array_module(x3).__name__ != "numpy":
+        return [(0, N)]
+    step = max(1, _BLOCK_BYTES // max(x3[0].size * x3.dtype.itemsize, 1))
+    return [(i, min(i + step, N)) for i in range(0, N, step)]
+
+
+def _channel_sum(*blocks):
+    """Per-channel sum (of the product) of (n, C, L) blocks, as a (C,) array."""
+    spec = ",".join(["ncl"] * len(blocks)) + "->c"
+    return np.einsum(spec, *blocks)  # a third of np.sum's time over two axes
+
+
+def _centred_blocks(x3, mean, blocks):
+    """Each block of ``x3`` minus the per-channel ``mean``, in one cache-sized scratch (reused:
+    use a block before taking the next).
+    """
+    scratch = _block_scratch(x3.reshape(x3.shape[0], -1), blocks, x3[0].size)
+    m = mean.reshape(-1, 1)
+    for i, j in blocks:
+        xc = scratch[: j - i].reshape(j - i, *x3.shape[1:])
+        np.subtract(x3[i:j], m, out=xc)
+        yield i, j, xc
+
+
 def _batch_stats(x):
-    """Per-channel mean and biased variance over every axis but the channel axis."""
+    """Per-channel mean and biased variance over every axis but the channel axis.
+
+    Two passes over x a block of the batch at a time (the centred block in a cache-sized
+    scratch), nothing full-size made. The statistics are new arrays, never updated in place
+    (see :func:`_normalize_into`).
+    """
     n = _per_channel(x)
-    sub = "abcdefgh"[: x.ndim]
-    spec = f"{sub}->{sub[1]}"
-    mean = np.einsum(spec, x) * (1.0 / n)
-    xc = x - _bn_view(mean, x.ndim)
-    var = np.einsum(f"{sub},{sub}->{sub[1]}", xc, xc) * (1.0 / n)
-    return mean, var
+    x3 = x.reshape(x.shape[0], x.shape[1], -1)
+    blocks = _batch_blocks(x3)
+    total = None
+    for i, j in blocks:
+        part = _channel_sum(x3[i:j])
+        total = part if total is None else total + part
+    mean = total * (1.0 / n)
+    square = None
+    for _, _, xc in _centred_blocks(x3, mean, blocks):
+        part = _channel_sum(xc, xc)
+        square = part if square is None else square + part
+    return mean, square * (1.0 / n)
 
 
 @in_float32
@@ -437,6 +477,103 @@ def _batch_norm(
 
 
 @in_float32
+def _batch_norm_backward(g, x, weight, *, eps, has_bias):
+    """The gradients of training-mode batch_norm for the upstream ``g``, packed (dx, then
+    dweight when ``weight`` is given, then dbias when ``has_bias``).
+
+    With xhat the normalized input, rstd = 1 / std per channel and a = rstd * weight:
+    ``dx = g * a - xhat * a * mean(g * xhat) - a * mean(g)``, ``dweight = sum(g * xhat)``,
+    ``dbias = sum(g)`` (sums and means per channel). Two passes over g and x a block of the
+    batch at a time (the centred block in a cache-sized scratch): the first takes the two
+    per-channel sums, the second writes dx; besides dx nothing full-size is made.
+    """
+    C = x.shape[1]
+    n = _per_channel(x)
+    shapes = [shape_of(x)] + [(C,)] * ((weight is not None) + bool(has_bias))
+    packed, views = packed_empty(x, np.result_type(g, x), *shapes)
+    x3 = x.reshape(x.shape[0], C, -1)
+    g3 = g.reshape(x3.shape)
+    gx3 = views[0].reshape(x3.shape)
+    blocks = _batch_blocks(x3)
+    mean, var = _batch_stats(x)
+    rstd = 1.0 / np.sqrt(var + eps)
+    sum_g = sum_gxc = None
+    for i, j, xc in _centred_blocks(x3, mean, blocks):
+        part_g, part_gxc = _channel_sum(g3[i:j]), _channel_sum(g3[i:j], xc)
+        sum_g = part_g if sum_g is None else sum_g + part_g
+        sum_gxc = part_gxc if sum_gxc is None else sum_gxc + part_gxc
+    a = rstd if weight is None else rstd * weight
+    b = (a * (rstd * rstd) * sum_gxc * (-1.0 / n)).reshape(-1, 1)
+    c = (a * sum_g * (-1.0 / n)).reshape(-1, 1)
+    a = a.reshape(-1, 1)
+    for i, j, xc in _centred_blocks(x3, mean, blocks):
+        xc *= b
+        xc += c
+        out = gx3[i:j]
+        np.multiply(g3[i:j], a, out=out)
+        out += xc
+    if weight is not None:
+        views[1][...] = sum_gxc * rstd
+    if has_bias:
+        views[-1][...] = sum_g
+    return packed
+
+
+def _batch_norm_backward_grad(gg, _, g, x, weight, *, eps, has_bias):
+    """The gradients of ``<u, dx> + <a, dweight> + <c, dbias>`` (u, a, c packed in ``gg``).
+
+    Layer norm's (:func:`_layer_norm_backward_grad`) with the channel's values as the group
+    (means over every axis but the channel axis) and the weight constant over the group.
+    """
+    nd = len(shape_of(x))
+    C = shape_of(x)[1]
+    axes = (0, *range(2, nd))
+    u, a, c = unpack(
+        gg, shape_of(x), (C,) if weight is not None else None, (C,) if has_bias else None
+    )
+
+    def mean(v):
+        return np.mean(v, axis=axes, keepdims=True)
+
+    def project(v):  # rstd * (v - mean(v) - xhat * mean(v * xhat)): dx for dxhat = v
+        v = v - mean(v)
+        return (v - xhat * mean(v * xhat)) * rstd
+
+    xc = x - mean(x)
+    rstd = 1.0 / np.sqrt(mean(xc * xc) + eps)
+    xhat = xc * rstd
+    w = None if weight is None else _bn_view(weight, nd)
+    h = g if w is None else g * w
+    pu = project(u)  # d<u, dx>/dh (the projection is self-adjoint)
+    d_g = pu if w is None else pu * w
+    # d<u, dx>/dxhat at fixed rstd, then through xhat and rstd to x.
+    xbar = -(mean(u * xhat) * h)
+    xbar = (xbar - mean(h * xhat) * u) * rstd
+    if a is not None:
+        d_g = d_g + _bn_view(a, nd) * xhat
+        xbar = xbar + _bn_view(a, nd) * g
+    if c is not None:
+        d_g = d_g + _bn_view(c, nd)
+    dx = project(h)
+    d_x = project(xbar) - xhat * rstd * mean(u * dx)
+    d_w = None if w is None else np.sum(g * pu, axis=axes)
+    return d_g, d_x, d_w
+
+
+BATCH_NORM_BACKWARD: OpDef = OpDef(
+    "batch_norm_backward",
+    _batch_norm_backward,
+    _batch_norm_backward_grad,
+    examples=(
+        Example((4, 3), (4, 3), (3,), eps=1e-5, has_bias=True),
+        Example((2, 3, 4), (2, 3, 4), None, eps=1e-5, has_bias=False),
+        Example((2, 2, 3, 3), (2, 2, 3, 3), (2,), eps=1e-3, has_bias=False),
+        Example((3, 2, 2, 2), (3, 2, 2, 2), None, eps=1e-3, has_bias=True),
+    ),
+)
+
+
+@in_float32
 def _batch_norm_grad(
     g,
     out,
@@ -452,34 +589,28 @@ def _batch_norm_grad(
 ):
     nd = len(shape_of(x))
     axes = (0, *range(2, nd))
-    if _per_channel(x) == 0 or shape_of(x)[1] == 0:  # an empty batch: zero gradients
+    C = shape_of(x)[1]
+    if _per_channel(x) == 0 or C == 0:  # an empty batch: zero gradients
         zeros = np.sum(g, axis=axes)
         return g, None if weight is None else zeros, None if bias is None else zeros
-    # Per-channel sums by einsum (a third of np.sum's time over three axes) and the input
-    # gradient as g * a + xc * b + c with per-channel a, b, c: five passes over the batch
-    # where the textbook form's xhat, gxhat and inner take a dozen.
-    n = _per_channel(x)
-    sub = "abcdefgh"[:nd]
-    total, dot = f"{sub}->{sub[1]}", f"{sub},{sub}->{sub[1]}"
-    if training:
-        mean, var = _batch_stats(x)
-    else:
-        dtype = const(x).dtype
-        xp = array_module(x)
-        mean, var = xp.asarray(running_mean, dtype=dtype), xp.asarray(running_var, dtype=dtype)
+    if training:  # the batch's mean and variance depend on x too: a fused backward op
+        packed = BATCH_NORM_BACKWARD(g, x, weight, eps=float(eps), has_bias=bias is not None)
+        shapes = (None if p is None else (C,) for p in (weight, bias))
+        return tuple(unpack(packed, shape_of(x), *shapes))
+    # Evaluation: an affine map per channel, g * rstd * weight.
+    dtype = const(x).dtype
+    xp = array_module(x)
+    mean, var = xp.asarray(running_mean, dtype=dtype), xp.asarray(running_var, dtype=dtype)
     rstd = 1.0 / np.sqrt(var + eps)
-    xc = x - _bn_view(mean, nd)
-    sum_g = np.einsum(total, g)
-    sum_gxc = np.einsum(dot, g, xc)
     a = rstd * weight if weight is not None else rstd
-    if training:  # the batch's mean and variance depend on x too
-        b = a * (rstd * rstd) * sum_gxc * (-1.0 / n)
-        c = a * sum_g * (-1.0 / n)
-        gx = g * _bn_view(a, nd) + (xc * _bn_view(b, nd) + _bn_view(c, nd))
-    else:
-        gx = g * _bn_view(a, nd)
-    gw = sum_gxc * rstd if weight is not None else None
-    gb = sum_g if bias is not None else None
+    gx = g * _bn_view(a, nd)
+    sub = "abcdefgh"[:nd]
+    gw = gb = None
+    if weight is not None:
+        xc = x - _bn_view(mean, nd)
+        gw = np.einsum(f"{sub},{sub}->{sub[1]}", g, xc) * rstd
+    if bias is not None:
+        gb = np.einsum(f"{sub}->{sub[1]}", g)
     return gx, gw, gb
 
 
@@ -502,4 +633,4 @@ batch_norm = OpDef(
     ),
 )
 
-INTERNAL_OPS = (LAYER_NORM_BACKWARD,)
+INTERNAL_OPS = (LAYER_NORM_BACKWARD, BATCH_NORM_BACKWARD)
