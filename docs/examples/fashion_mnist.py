@@ -140,8 +140,11 @@ def main(argv: list[str] | None = None) -> None:
     assert np.mean(losses[-3:]) < losses[0], "the loss did not fall"
     # Five epochs must reach 0.90 (the Fashion-MNIST README lists 0.916 for two convolutions);
     # the short default run is only a smoke test. tinygrad's 70 steps are compared with
-    # PyTorch from the same weights and batches by bench/mnist_fashion.py.
-    floor = 0.90 if args.epochs >= 5 else 0.55 if len(losses) <= 40 else 0.0
+    # PyTorch from the same weights and batches by bench/mnist_fashion.py. The 40 steps of 32
+    # amplify float32 rounding: eager, compiled and compiled with kernels (each within its
+    # tolerance, bit-identical at kernels off) and the BLAS thread count moved it over 0.50-0.64,
+    # so the smoke test's floor is 0.40 (chance is 0.10).
+    floor = 0.90 if args.epochs >= 5 else 0.40 if len(losses) <= 40 else 0.0
     assert acc >= floor, f"test accuracy {acc:.4f} < {floor}"
 
 

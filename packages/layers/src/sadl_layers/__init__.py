@@ -34,6 +34,7 @@ from sadl_layers.modules.rotary import *  # noqa: F403
 from sadl_layers.ops import OPS
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.batchnorm import *  # noqa: F403
 from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.contractions import *  # noqa: F403

@@ -8,6 +8,7 @@ import numpy as np
 from sadl import Parameter, Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor, check_count, param_dtype
+from sadl_layers.ops import batchnorm as _bn
 from sadl_layers.ops import normalization as _ops
 
 __all__ = ["LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
@@ -201,7 +202,7 @@ class _BatchNorm(_ChannelNorm):
                 running_mean = self.running_mean.data.copy()
                 running_var = self.running_var.data.copy()
         out: Tensor = self.call_op(
-            _ops.batch_norm,
+            _bn.batch_norm,
             x,
             self.weight,
             self.bias,

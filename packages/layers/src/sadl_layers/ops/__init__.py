@@ -19,6 +19,7 @@ from sadl_layers.ops import (
     _softmax,
     activations,
     attention,
+    batchnorm,
     binary,
     classification,
     contractions,
@@ -40,6 +41,7 @@ from sadl_layers.ops import (
 )
 from sadl_layers.ops.activations import *  # noqa: F403
 from sadl_layers.ops.attention import *  # noqa: F403
+from sadl_layers.ops.batchnorm import *  # noqa: F403
 from sadl_layers.ops.binary import *  # noqa: F403
 from sadl_layers.ops.classification import *  # noqa: F403
 from sadl_layers.ops.contractions import *  # noqa: F403
@@ -65,6 +67,7 @@ _TABLES = (
     activations,
     piecewise,
     normalization,
+    batchnorm,
     grouped,
     dense,
     attention,

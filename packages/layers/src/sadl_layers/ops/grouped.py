@@ -13,7 +13,7 @@ from sadl import Tensor
 from sadl.plugins import Example, OpDef
 
 from sadl_layers.ops._common import check_float, const, shape_of
-from sadl_layers.ops.normalization import batch_norm
+from sadl_layers.ops.batchnorm import batch_norm
 
 __all__ = ["group_norm", "instance_norm"]
 
