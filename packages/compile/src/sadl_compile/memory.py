@@ -25,6 +25,7 @@ import numpy as np
 from sadl.backends import array_module, to_device
 
 from sadl_compile.ir import Graph, Node, Storage, Value, iter_values
+from sadl_compile.rewrite import contiguous
 
 __all__ = ["memory_plan", "plan_stats"]
 
@@ -132,19 +133,9 @@ def _copied_reshape(node: Node, positional: int) -> bool:
         and src.storage is not out.storage
         and src.storage.device == out.storage.device
         and src.dtype == out.dtype
-        and _c_contiguous(out)
+        and len(out.shape) == len(out.strides)
+        and contiguous(out)
     )
-
-
-def _c_contiguous(v: Value) -> bool:
-    if len(v.shape) != len(v.strides):
-        return False
-    step = v.dtype.itemsize
-    for n, stride in zip(reversed(v.shape), reversed(v.strides), strict=True):
-        if n != 1 and stride != step:
-            return False
-        step *= n
-    return True
 
 
 def _rewrite(node: Node, how: str, buffer: Any) -> bool:
