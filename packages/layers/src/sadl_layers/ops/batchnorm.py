@@ -8,7 +8,9 @@ gradient is the only full-size array the backward makes.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 import numpy as np
 from sadl.backends import array_module
@@ -96,6 +98,16 @@ def _centred_blocks(x3, mean, blocks):
         yield i, j, xc
 
 
+def _batch_mean(x3, blocks, n):
+    """Per-channel mean of an (N, C, L) array, summed a block of the batch at a time."""
+    return _summed(_channel_sum(x3[i:j]) for i, j in blocks) * (1.0 / n)
+
+
+def _summed(parts):
+    """The parts added in order (the blocks' per-channel sums)."""
+    return functools.reduce(operator.add, parts)
+
+
 def _batch_stats(x):
     """Per-channel mean and biased variance over every axis but the channel axis.
 
@@ -106,15 +118,8 @@ def _batch_stats(x):
     n = _per_channel(x)
     x3 = x.reshape(x.shape[0], x.shape[1], -1)
     blocks = _batch_blocks(x3)
-    total = None
-    for i, j in blocks:
-        part = _channel_sum(x3[i:j])
-        total = part if total is None else total + part
-    mean = total * (1.0 / n)
-    square = None
-    for _, _, xc in _centred_blocks(x3, mean, blocks):
-        part = _channel_sum(xc, xc)
-        square = part if square is None else square + part
+    mean = _batch_mean(x3, blocks, n)
+    square = _summed(_channel_sum(xc, xc) for _, _, xc in _centred_blocks(x3, mean, blocks))
     return mean, square * (1.0 / n)
 
 
@@ -167,9 +172,9 @@ def _batch_norm_backward(g, x, weight, *, eps, has_bias):
 
     With xhat the normalized input, rstd = 1 / std per channel and a = rstd * weight:
     ``dx = g * a - xhat * a * mean(g * xhat) - a * mean(g)``, ``dweight = sum(g * xhat)``,
-    ``dbias = sum(g)`` (sums and means per channel). Two passes over g and x a block of the
-    batch at a time (the centred block in a cache-sized scratch): the first takes the two
-    per-channel sums, the second writes dx; besides dx nothing full-size is made.
+    ``dbias = sum(g)`` (sums and means per channel). Three passes a block of the batch at a time
+    (the centred block in a cache-sized scratch): x for the mean; x and g for the variance and
+    the two per-channel sums; x and g again to write dx. Besides dx nothing full-size is made.
     """
     C = x.shape[1]
     n = _per_channel(x)
@@ -179,13 +184,14 @@ def _batch_norm_backward(g, x, weight, *, eps, has_bias):
     g3 = g.reshape(x3.shape)
     gx3 = views[0].reshape(x3.shape)
     blocks = _batch_blocks(x3)
-    mean, var = _batch_stats(x)
-    rstd = 1.0 / np.sqrt(var + eps)
-    sum_g = sum_gxc = None
-    for i, j, xc in _centred_blocks(x3, mean, blocks):
-        part_g, part_gxc = _channel_sum(g3[i:j]), _channel_sum(g3[i:j], xc)
-        sum_g = part_g if sum_g is None else sum_g + part_g
-        sum_gxc = part_gxc if sum_gxc is None else sum_gxc + part_gxc
+    mean = _batch_mean(x3, blocks, n)
+    # One centred pass for the variance (as _batch_stats sums it) and the two gradient sums.
+    parts = [
+        (_channel_sum(xc, xc), _channel_sum(g3[i:j]), _channel_sum(g3[i:j], xc))
+        for i, j, xc in _centred_blocks(x3, mean, blocks)
+    ]
+    square, sum_g, sum_gxc = (_summed(column) for column in zip(*parts))
+    rstd = 1.0 / np.sqrt(square * (1.0 / n) + eps)
     a = rstd if weight is None else rstd * weight
     b = (a * (rstd * rstd) * sum_gxc * (-1.0 / n)).reshape(-1, 1)
     c = (a * sum_g * (-1.0 / n)).reshape(-1, 1)
