@@ -1,12 +1,13 @@
 """The memory plan: every temporary array lives in a buffer allocated once, reused across calls.
 
 Walking the graph in order, each call that allocates a new array (a ufunc, a matmul, a
-reduction, a copy) gets a buffer from a pool and writes into it with ``out=``; once the last
-node reading any view of that memory has run, its buffer goes back to the pool for a later
-array (best fit by size; an elementwise ufunc may write straight into the buffer of an operand
-that dies at that very call). Buffers are laid out like the arrays they replace (same strides),
-so every view and copy NumPy makes downstream behaves as in the trace. Views of buffers and of
-captured arrays are computed once, while compiling.
+reduction, a copy) gets a place in one arena and writes into it with ``out=``; an array is in
+use from that call to the last node reading any view of its memory, and arrays in use at the
+same node never overlap (an elementwise ufunc may write straight into the place of an operand
+that dies at that very call). Places are packed greedily by size, which comes within a few
+per cent of the most memory in use at any node. Places are laid out like the arrays they
+replace (same strides), so every view and copy NumPy makes downstream behaves as in the
+trace. Views of the arena and of captured arrays are computed once, while compiling.
 
 Arrays that leave the call (returned, stored as ``.grad``), arrays whose shape depends on data
 and arrays of calls without an ``out=`` stay fresh allocations, released as early as possible.
@@ -212,17 +213,20 @@ def _view(raw: Any, v: Value, order: tuple[int, ...]) -> Any:
 
 
 class _Slot:
-    """One buffer of the plan: its size and the arrays that take turns in it."""
+    """Memory that arrays take in turn (an elementwise result over its dying operand): its
+    size, the span of nodes it is in use, and its place in the arena.
+    """
 
-    __slots__ = ("capacity", "current", "device", "free_at", "raw", "values")
+    __slots__ = ("capacity", "current", "device", "end", "offset", "start", "values")
 
-    def __init__(self, capacity: int, device: Any) -> None:
+    def __init__(self, capacity: int, device: Any, start: int) -> None:
         self.capacity = capacity
         self.device = device  #: where the buffer lives (None: the host)
-        self.free_at = -1  # index of the node after which the slot is free (-1: in use)
+        self.start = start  #: index of the node that first writes it
+        self.end = start  #: index of the last node that reads any of its arrays
+        self.offset = 0  #: bytes from the start of the arena of its device
         self.current: Storage | None = None
         self.values: list[tuple[Value, tuple[int, ...]]] = []
-        self.raw: Any = None
 
 
 def _last_uses(graph: Graph) -> dict[Storage, int]:
@@ -272,33 +276,32 @@ def memory_plan(graph: Graph, context: Any) -> None:
             order = _dense_layout(v)
             if _plannable(v, node, how) and order is not None:
                 rewrites.append((node, how))
-                slot = _reuse_in_place(node, v, owner, last, i) or _best_fit(
-                    slots, v.nbytes, i, v.storage.device
-                )
-                slot.values.append((v, order))
-                slot.free_at = -1
-                slot.current = v.storage
-                owner[v.storage] = slot
-                node.meta["buffer"] = slots.index(slot) if slot in slots else len(slots)
-                if slot not in slots:
+                slot = _reuse_in_place(node, v, owner, last, i)
+                if slot is None:
+                    slot = _Slot(v.nbytes, v.storage.device, i)
                     slots.append(slot)
+                slot.values.append((v, order))
+                slot.current = v.storage
+                slot.end = max(slot.end, last.get(v.storage, i))
+                owner[v.storage] = slot
+                node.meta["buffer"] = slots.index(slot)
                 planned += 1
-        for storage in {v.storage for v in (*node.reads, *node.writes, *node.outputs)}:
-            held = owner.get(storage)
-            if held is not None and last.get(storage) == i and held.current is storage:
-                held.free_at = i
-    for slot in slots:
-        slot.raw = _allocate(slot.capacity, slot.device)
-        for v, order in slot.values:
-            v.array = _view(slot.raw, v, order)
+    arenas = _pack(slots)
+    for device, total in arenas.items():
+        raw = _allocate(total, device)
+        for slot in (s for s in slots if s.device == device):
+            for v, order in slot.values:
+                v.array = _view(raw[slot.offset : slot.offset + slot.capacity], v, order)
     dropped = {id(node) for node, how in rewrites if not _rewrite(node, how, node.outputs[0].array)}
     graph.nodes = [node for node in graph.nodes if id(node) not in dropped]
     hoisted = _hoist_views(graph)
-    total = sum(s.capacity for s in slots)
+    total, busiest = sum(arenas.values()), _busiest(slots)
     graph.meta["arena_bytes"] = total
+    graph.meta["busiest_bytes"] = busiest
     graph.notes.append(
-        f"memory_plan: {planned} arrays in {len(slots)} reused buffers "
-        f"({total / 2**20:.1f} MiB, allocated once); {hoisted} views computed once"
+        f"memory_plan: {planned} arrays in {len(slots)} places of one arena per device "
+        f"({total / 2**20:.1f} MiB, allocated once; {busiest / 2**20:.1f} MiB in use at the "
+        f"busiest node); {hoisted} views computed once"
     )
 
 
@@ -328,16 +331,46 @@ def _reuse_in_place(
     return None
 
 
-def _best_fit(slots: list[_Slot], nbytes: int, i: int, device: Any) -> _Slot:
-    free = [s for s in slots if 0 <= s.free_at < i and s.device == device]
-    fitting = [s for s in free if s.capacity >= nbytes]
-    if fitting:
-        return min(fitting, key=lambda s: s.capacity)
-    if free:
-        slot = max(free, key=lambda s: s.capacity)
-        slot.capacity = nbytes  # grown: nothing is allocated before the plan is complete
-        return slot
-    return _Slot(nbytes, device)
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
+def _pack(slots: list[_Slot]) -> dict[Any, int]:
+    """Give each slot an offset in its device's arena, no two slots in use at the same node
+    overlapping; returns each device's arena size.
+
+    Greedy by size (TensorFlow Lite's planner): largest first, each into the smallest gap
+    between the slots it meets in time that holds it (the end of the arena when none does).
+    Offsets and sizes are cache-line multiples.
+    """
+    totals: dict[Any, int] = {}
+    placed: list[_Slot] = []
+    for slot in sorted(slots, key=lambda s: (-s.capacity, s.start)):
+        size = _aligned(slot.capacity)
+        met = [p for p in placed if p.start <= slot.end and slot.start <= p.end]
+        best, best_gap, at = None, 0, 0
+        for p in sorted((p for p in met if p.device == slot.device), key=lambda p: p.offset):
+            gap = p.offset - at
+            if gap >= size and (best is None or gap < best_gap):
+                best, best_gap = at, gap
+            at = max(at, p.offset + _aligned(p.capacity))
+        slot.offset = at if best is None else best
+        placed.append(slot)
+        totals[slot.device] = max(totals.get(slot.device, 0), slot.offset + size)
+    return totals
+
+
+def _busiest(slots: list[_Slot]) -> int:
+    """The most bytes in use at any one node: no plan can do with less."""
+    change: dict[int, int] = {}
+    for s in slots:
+        change[s.start] = change.get(s.start, 0) + _aligned(s.capacity)
+        change[s.end + 1] = change.get(s.end + 1, 0) - _aligned(s.capacity)
+    busiest = in_use = 0
+    for i in sorted(change):
+        in_use += change[i]
+        busiest = max(busiest, in_use)
+    return busiest
 
 
 def _hoist_views(graph: Graph) -> int:
@@ -389,4 +422,8 @@ def _resolve(tree: Any) -> Any:
 def plan_stats(graph: Graph) -> dict[str, int]:
     """Buffers and bytes of the plan (for benchmarks and tests)."""
     outs = {v.index for v in iter_values(graph.outputs)}
-    return {"arena_bytes": int(graph.meta.get("arena_bytes", 0)), "outputs": len(outs)}
+    return {
+        "arena_bytes": int(graph.meta.get("arena_bytes", 0)),
+        "busiest_bytes": int(graph.meta.get("busiest_bytes", 0)),
+        "outputs": len(outs),
+    }
