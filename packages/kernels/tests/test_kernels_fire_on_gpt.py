@@ -48,6 +48,7 @@ def _fired() -> tuple[collections.Counter[str], str]:
         ("layer_norm", 2 * N_LAYER + 1),  # two per block and the final one
         ("layer_norm_backward", 2 * N_LAYER + 1),
         ("gelu+bias", N_LAYER),  # the MLP's GELU, with its Linear's bias-add folded in
+        ("gelu recomputed", N_LAYER - 1),  # for c_proj's backward, all but the last block's
         ("gelu_backward", N_LAYER),
         ("masked_softmax", N_LAYER + 1),  # the attention's, and the loss gradient's
         ("softmax_backward", N_LAYER),  # the attention's
@@ -62,3 +63,31 @@ def test_each_kernel_fires_on_the_gpt_training_step(kernel, count):
 def test_the_optimizer_kernel_fires_on_the_gpt_training_step():
     _, graph = _fired()
     assert "sadl_kernels.optimizer: numba updates for AdamW (2 flat groups)" in graph
+
+
+def test_recomputing_the_gelu_for_the_backward_changes_no_bit(monkeypatch):
+    import sadl_kernels._passes as passes
+
+    def trained(recompute):
+        if not recompute:
+            monkeypatch.setattr(passes, "recompute_gelu_outputs", lambda graph: 0)
+        model = GPT(65, 16, 3, 4, 32, rng=0)
+        opt = optim.AdamW(optim.param_groups_for_weight_decay(model, 0.1), lr=1e-3)
+
+        def train_step(x, y):
+            _, loss = model(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        step = sadl.compile(train_step)
+        tokens = np.random.default_rng(0).integers(0, 65, size=(8, 17))
+        losses = [step(tokens[:, :-1], tokens[:, 1:]).item() for _ in range(3)]
+        notes = "\n".join(step.graph.notes)
+        assert ("gelu recomputed for the backward x2" in notes) == recompute, notes
+        return losses, [p.data.copy() for p in model.parameters()]
+
+    (losses, params), (losses0, params0) = trained(True), trained(False)
+    assert losses == losses0
+    assert all(np.array_equal(a, b) for a, b in zip(params, params0))

@@ -41,6 +41,7 @@ __all__ = [
     "compile",
     "contiguous",
     "format_graph",
+    "map_values",
     "op_regions",
     "replace_region",
 ]
@@ -48,7 +49,7 @@ _LAZY = {
     "compile": "api",
     "CompiledFunction": "api",
     "format_graph": "show",
-    **dict.fromkeys(("Graph", "Node", "OpRegion", "Storage", "Value"), "ir"),
+    **dict.fromkeys(("Graph", "Node", "OpRegion", "Storage", "Value", "map_values"), "ir"),
     **dict.fromkeys(("Options", "PassContext", "PassOrderError"), "pipeline"),
     **dict.fromkeys(("contiguous", "op_regions", "replace_region"), "rewrite"),
 }

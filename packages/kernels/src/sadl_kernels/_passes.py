@@ -7,6 +7,7 @@ from sadl_kernels._bias import fold_bias_into_gelu
 from sadl_kernels._jit import enabled, numba_error
 from sadl_kernels._ops import SOFTMAX_KERNELS
 from sadl_kernels._ops import op_kernels as replace_op_applications
+from sadl_kernels._recompute import recompute_gelu_outputs
 
 __all__ = ["op_kernels", "softmax_kernels"]
 
@@ -24,7 +25,8 @@ def op_kernels(graph: Graph, context: PassContext) -> None:
 
 def softmax_kernels(graph: Graph, context: PassContext) -> None:
     """Replace the recorded applications of the softmax ops (forward and backward); fold a
-    Linear's bias-add into the GELU kernel after it.
+    Linear's bias-add into the GELU kernel after it; recompute a GELU's output for the backward
+    (``sadl_kernels._recompute``).
 
     This runs after ``shared_recomputation``: the attention's backward recomputes its softmax
     from the same scores, and that pass lets it read the forward's probabilities first, so
@@ -38,6 +40,10 @@ def softmax_kernels(graph: Graph, context: PassContext) -> None:
         folded = fold_bias_into_gelu(graph)
         if folded:
             counts["bias-add into gelu"] = folded
+    if enabled("gelu"):
+        recomputed = recompute_gelu_outputs(graph)
+        if recomputed:
+            counts["gelu recomputed for the backward"] = recomputed
     if counts:
         done = ", ".join(f"{n} x{k}" for n, k in counts.items())
         graph.notes.append(f"sadl_kernels: fused kernels {done}")
