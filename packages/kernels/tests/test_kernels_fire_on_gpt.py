@@ -20,21 +20,26 @@ N_LAYER = 2
 _STEP: list[tuple[collections.Counter[str], str]] = []
 
 
+def _compiled_gpt(n_layer):
+    """A GPT of ``n_layer`` blocks, its compiled AdamW training step and a batch of tokens."""
+    model = GPT(65, 16, n_layer, 4, 32, rng=0)
+    opt = optim.AdamW(optim.param_groups_for_weight_decay(model, 0.1), lr=1e-3)
+
+    def train_step(x, y):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    tokens = np.random.default_rng(0).integers(0, 65, size=(8, 17))
+    return model, sadl.compile(train_step), tokens
+
+
 def _fired() -> tuple[collections.Counter[str], str]:
     """Kernel calls by label in the compiled GPT step's graph, and the printed graph."""
     if not _STEP:
-        model = GPT(65, 16, N_LAYER, 4, 32, rng=0)
-        opt = optim.AdamW(optim.param_groups_for_weight_decay(model, 0.1), lr=1e-3)
-
-        def train_step(x, y):
-            _, loss = model(x, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
-        step = sadl.compile(train_step)
-        tokens = np.random.default_rng(0).integers(0, 65, size=(8, 17))
+        _, step, tokens = _compiled_gpt(N_LAYER)
         for _ in range(2):
             step(tokens[:, :-1], tokens[:, 1:])
         labels = collections.Counter(n.label for n in step.graph.nodes)
@@ -71,18 +76,7 @@ def test_recomputing_the_gelu_for_the_backward_changes_no_bit(monkeypatch):
     def trained(recompute):
         if not recompute:
             monkeypatch.setattr(passes, "recompute_gelu_outputs", lambda graph: 0)
-        model = GPT(65, 16, 3, 4, 32, rng=0)
-        opt = optim.AdamW(optim.param_groups_for_weight_decay(model, 0.1), lr=1e-3)
-
-        def train_step(x, y):
-            _, loss = model(x, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
-        step = sadl.compile(train_step)
-        tokens = np.random.default_rng(0).integers(0, 65, size=(8, 17))
+        model, step, tokens = _compiled_gpt(3)
         losses = [step(tokens[:, :-1], tokens[:, 1:]).item() for _ in range(3)]
         notes = "\n".join(step.graph.notes)
         assert ("gelu recomputed for the backward x2" in notes) == recompute, notes

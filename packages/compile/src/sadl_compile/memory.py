@@ -217,7 +217,7 @@ class _Slot:
     size, the span of nodes it is in use, and its place in the arena.
     """
 
-    __slots__ = ("capacity", "current", "device", "end", "offset", "start", "values")
+    __slots__ = ("capacity", "device", "end", "offset", "start", "values")
 
     def __init__(self, capacity: int, device: Any, start: int) -> None:
         self.capacity = capacity
@@ -225,7 +225,6 @@ class _Slot:
         self.start = start  #: index of the node that first writes it
         self.end = start  #: index of the last node that reads any of its arrays
         self.offset = 0  #: bytes from the start of the arena of its device
-        self.current: Storage | None = None
         self.values: list[tuple[Value, tuple[int, ...]]] = []
 
 
@@ -281,7 +280,6 @@ def memory_plan(graph: Graph, context: Any) -> None:
                     slot = _Slot(v.nbytes, v.storage.device, i)
                     slots.append(slot)
                 slot.values.append((v, order))
-                slot.current = v.storage
                 slot.end = max(slot.end, last.get(v.storage, i))
                 owner[v.storage] = slot
                 node.meta["buffer"] = slots.index(slot)

@@ -16,7 +16,7 @@ from sadl_kernels._api import Graph, Node, Value, new_node
 from sadl_kernels._elementwise import CHUNK, _gelu1
 from sadl_kernels._gelu import AC, Array, C, gelu_forward_into
 from sadl_kernels._jit import PER_THREAD, jit, prange
-from sadl_kernels._match import contiguous, extent, func_name, is_view
+from sadl_kernels._match import contiguous, extent, func_name, is_view, touches
 
 __all__ = ["fold_bias_into_gelu", "gelu_forward_bias_into"]
 
@@ -85,11 +85,7 @@ def _gelu_blocks(graph: Graph, start: int, h: Value) -> list[tuple[int, int]] | 
             continue
         if is_view(node):
             continue
-        touched = (*node.reads, *node.writes, *node.outputs)
-        if any(v.storage is h.storage for v in touched):
-            return None
-        source = node.meta.get("source")
-        if source is not None and any(v.storage is h.storage for v in source.reads):
+        if touches(node, h.storage):
             return None
     return None
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from sadl_kernels._api import Node, Value, contiguous
 
-__all__ = ["contiguous", "extent", "func_name", "is_view"]
+__all__ = ["contiguous", "extent", "func_name", "is_view", "touches"]
 
 
 def func_name(node: Node) -> str:
@@ -34,6 +34,15 @@ def is_view(node: Node) -> bool:
         and bool(node.reads)
         and node.outputs[0].storage is node.reads[0].storage
     )
+
+
+def touches(node: Node, storage: Any) -> bool:
+    """``node`` reads, writes or makes a value of ``storage`` (a guard's source call included)."""
+    values = (*node.reads, *node.writes, *node.outputs)
+    source = node.meta.get("source")
+    if source is not None:
+        values = (*values, *source.reads)
+    return any(v.storage is storage for v in values)
 
 
 def extent(v: Value) -> tuple[int, int] | None:

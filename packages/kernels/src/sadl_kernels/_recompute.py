@@ -15,12 +15,10 @@ views made in the forward, which are made again over the new memory.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sadl_kernels._api import Graph, Node, Value, map_values, new_node, new_value
 from sadl_kernels._bias import gelu_forward_bias_into
 from sadl_kernels._gelu import gelu_forward_into
-from sadl_kernels._match import func_name
+from sadl_kernels._match import func_name, touches
 
 __all__ = ["recompute_gelu_outputs"]
 
@@ -29,20 +27,12 @@ __all__ = ["recompute_gelu_outputs"]
 GAP = 200
 
 
-def _touches(node: Node, storage: Any) -> bool:
-    values = (*node.reads, *node.writes, *node.outputs)
-    source = node.meta.get("source")
-    if source is not None:
-        values = (*values, *source.reads)
-    return any(v.storage is storage for v in values)
-
-
 def _late_reads(graph: Graph, i: int, out: Value) -> list[int] | None:
     """The nodes after the gap that read ``out``'s memory, when they only read it through
     values made before the gap; None otherwise.
     """
     s = out.storage
-    touching = [j for j in range(i + 1, len(graph.nodes)) if _touches(graph.nodes[j], s)]
+    touching = [j for j in range(i + 1, len(graph.nodes)) if touches(graph.nodes[j], s)]
     if not touching:
         return None
     previous = i
