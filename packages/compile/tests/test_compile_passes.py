@@ -45,6 +45,34 @@ def test_common_subexpressions_are_computed_once():
     assert calls(compiled, "exp") == 1
 
 
+def test_a_large_copy_is_made_again_not_kept_for_a_late_reader(monkeypatch):
+    # im2col columns: the forward copies a window view, the weight gradient copies it again.
+    # Merged, the forward's copy would stay alive until the backward; made again, each copy
+    # lives from its making to its one reader. Small copies still merge.
+    from sadl_compile import passes
+
+    def fn(x, w):
+        first = (x.T.reshape(-1, 4) @ w).sum()  # a copying reshape of a transposed view
+        middle = np.exp(x * 2.0).sum()
+        return first + middle + (x.T.reshape(-1, 4) @ w).sum()
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3))
+    x = rng.standard_normal((256, 512))  # 1 MiB of float64: at the limit
+    want = fn(x, w)
+
+    def copies(compiled):
+        return sum(1 for n in compiled.graph.nodes if n.label in ("reshape", "copyto"))
+
+    large = sadl.compile(fn, fusion=False)
+    assert large(x, w) == want and large(x, w) == want
+    monkeypatch.setattr(passes, "COPY_MERGE_LIMIT", x.nbytes + 1)
+    small = sadl.compile(fn, fusion=False)
+    assert small(x, w) == want
+    assert copies(large) == 2 and copies(small) == 1
+    assert calls(large, "matmul") == 2 and calls(small, "matmul") == 1
+
+
 def test_a_recomputation_through_in_place_writes_reads_the_first_result():
     def fn(x):
         a = x * 2.0

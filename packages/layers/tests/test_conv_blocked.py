@@ -181,3 +181,46 @@ def test_weight_gradient_is_contiguous_and_matches_torch() -> None:
             torch.nn.functional.conv2d(torch.tensor(x), wt, **params) * torch.tensor(g)
         ).sum().backward()
         np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+LAYOUTS = [  # (x shape, w shape, params): geometries without groups
+    ((3, 8, 9, 9), (4, 8, 3, 3), {}),
+    ((2, 6, 11, 10), (5, 6, 3, 2), {"stride": 2, "padding": 1}),
+    ((2, 12, 9, 9), (3, 12, 3, 3), {"dilation": 2, "padding": "same"}),
+    ((2, 4, 7, 8), (3, 4, 2, 3), {"stride": (1, 2), "padding": (2, 1), "dilation": (2, 1)}),
+]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "params"), LAYOUTS)
+def test_channels_last_rows_equal_channels_first_columns(
+    monkeypatch, x_shape, w_shape, params
+) -> None:
+    geo, groups = conv_module._conv_setup(
+        "conv2d", x_shape, w_shape, *(params.get(k, d) for k, d in (("stride", 1), *_DEFAULTS))
+    )
+    assert conv_module._channels_last(x_shape[1], groups, geo)
+    x, w, b = _inputs(x_shape, w_shape)
+    last = _run(x, w, b, params)
+    monkeypatch.setattr(conv_module, "_channels_last", lambda *args: False)
+    first = _run(x, w, b, params)
+    for mine, theirs in zip(last, first, strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-12)
+    assert last[0].flags.c_contiguous and last[2].flags.c_contiguous
+
+
+def test_the_layout_follows_the_longer_contiguous_run() -> None:
+    def last(C, kw, W, **params):
+        geo, groups = conv_module._conv_setup(
+            "conv2d",
+            (1, C, W, W),
+            (2, C // params.get("groups", 1), kw, kw),
+            1,
+            0,
+            1,
+            params.get("groups", 1),
+        )
+        return conv_module._channels_last(C, groups, geo)
+
+    assert last(32, 5, 24)  # kw * C = 160 values a run against Wo = 20
+    assert not last(1, 5, 28)  # a grey image: 5 against 24
+    assert not last(4, 3, 8, groups=2)  # groups keep the per-group columns

@@ -212,18 +212,24 @@ if hasattr(os, "register_at_fork"):  # a fork has none of the parent's worker th
     os.register_at_fork(after_in_child=_pool.clear)
 
 
-def _readers_after(graph: Graph, start: int) -> set[Storage]:
-    """Storages some node from ``start`` on (or the outputs) reads."""
-    found = {v.storage for v in iter_values(graph.outputs)}
-    for node in graph.nodes[start:]:
-        found.update(v.storage for v in node.reads)
+def _last_reads(graph: Graph) -> dict[Storage, int]:
+    """For each storage, the index of the last node reading it (the outputs: past the end)."""
+    last: dict[Storage, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.reads:
+            last[v.storage] = i
         source = node.meta.get("source")
         if source is not None:
-            found.update(v.storage for v in source.reads)
-    return found
+            for v in source.reads:
+                last[v.storage] = i
+    for v in iter_values(graph.outputs):
+        last[v.storage] = len(graph.nodes)
+    return last
 
 
-def _try_chain(graph: Graph, start: int) -> tuple[list[Node], Value] | None:
+def _try_chain(
+    graph: Graph, start: int, last: dict[Storage, int]
+) -> tuple[list[Node], Value] | None:
     """The longest fusable chain of nodes from ``start`` (at least two), and its result."""
     first = graph.nodes[start]
     if not _eligible(first):
@@ -241,7 +247,7 @@ def _try_chain(graph: Graph, start: int) -> tuple[list[Node], Value] | None:
             break
         chain.append(node)
         end += 1
-    while len(chain) >= 2 and not _closed(graph, chain, start):
+    while len(chain) >= 2 and not _closed(chain, start, last):
         chain.pop()
     if len(chain) < 2:
         return None
@@ -255,11 +261,14 @@ def _fits(v: Value, shape: tuple[int, ...]) -> bool:
     return len(v.shape) == len(shape) and v.shape[0] in (shape[0], 1)
 
 
-def _closed(graph: Graph, chain: list[Node], start: int) -> bool:
-    """Only the last result leaves the chain; written memory is not read under another view."""
+def _closed(chain: list[Node], start: int, last: dict[Storage, int]) -> bool:
+    """Only the last result leaves the chain; written memory is not read under another view.
+
+    ``last``: the index of each storage's last reader (:func:`_last_reads`).
+    """
     result = _result(chain[-1])
     made = {v.index for n in chain for v in n.outputs}
-    later = _readers_after(graph, start + len(chain))
+    after = start + len(chain)
     storages_of: dict[Storage, set[int]] = {}
     for node in chain:
         for v in (*node.reads, *node.outputs, *node.writes):
@@ -271,7 +280,7 @@ def _closed(graph: Graph, chain: list[Node], start: int) -> bool:
         for v in node.outputs:
             if v is result:
                 continue
-            if v.storage.escapes or v.storage in later or v.storage.kind != "temp":
+            if v.storage.escapes or last.get(v.storage, -1) >= after or v.storage.kind != "temp":
                 return False
     if result.index not in made:
         return False
@@ -284,8 +293,9 @@ def fuse_elementwise(graph: Graph, context: Any) -> None:
     out: list[Node] = []
     i = 0
     fused = 0
+    last = _last_reads(graph)
     while i < len(graph.nodes):
-        found = _try_chain(graph, i)
+        found = _try_chain(graph, i, last)
         if found is None:
             out.append(graph.nodes[i])
             i += 1

@@ -265,6 +265,7 @@ def memory_plan(graph: Graph, context: Any) -> None:
     """Give every temporary a reused buffer (``out=``), and hoist views of persistent arrays."""
     last = _last_uses(graph)
     slots: list[_Slot] = []
+    number: dict[int, int] = {}  # id of a slot -> its index in slots
     owner: dict[Storage, _Slot] = {}
     planned = 0
     rewrites: list[tuple[Node, str]] = []
@@ -278,11 +279,12 @@ def memory_plan(graph: Graph, context: Any) -> None:
                 slot = _reuse_in_place(node, v, owner, last, i)
                 if slot is None:
                     slot = _Slot(v.nbytes, v.storage.device, i)
+                    number[id(slot)] = len(slots)
                     slots.append(slot)
                 slot.values.append((v, order))
                 slot.end = max(slot.end, last.get(v.storage, i))
                 owner[v.storage] = slot
-                node.meta["buffer"] = slots.index(slot)
+                node.meta["buffer"] = number[id(slot)]
                 planned += 1
     arenas = _pack(slots)
     for device, total in arenas.items():
@@ -342,19 +344,29 @@ def _pack(slots: list[_Slot]) -> dict[Any, int]:
     Offsets and sizes are cache-line multiples.
     """
     totals: dict[Any, int] = {}
-    placed: list[_Slot] = []
-    for slot in sorted(slots, key=lambda s: (-s.capacity, s.start)):
+    devices: dict[Any, int] = {}
+    n = len(slots)
+    # the placed slots so far, in placing order: spans, places, devices (as arrays, so that
+    # finding the ones a slot meets is one vectorised test, not a Python loop per pair)
+    starts, ends, offsets, sizes, codes = (np.empty(n, np.int64) for _ in range(5))
+    for k, slot in enumerate(sorted(slots, key=lambda s: (-s.capacity, s.start))):
         size = _aligned(slot.capacity)
-        met = [p for p in placed if p.start <= slot.end and slot.start <= p.end]
-        best, best_gap, at = None, 0, 0
-        for p in sorted((p for p in met if p.device == slot.device), key=lambda p: p.offset):
-            gap = p.offset - at
-            if gap >= size and (best is None or gap < best_gap):
-                best, best_gap = at, gap
-            at = max(at, p.offset + _aligned(p.capacity))
-        slot.offset = at if best is None else best
-        placed.append(slot)
-        totals[slot.device] = max(totals.get(slot.device, 0), slot.offset + size)
+        code = devices.setdefault(slot.device, len(devices))
+        met = np.flatnonzero(
+            (starts[:k] <= slot.end) & (ends[:k] >= slot.start) & (codes[:k] == code)
+        )
+        by_offset = met[np.argsort(offsets[met], kind="stable")]
+        lows, highs = offsets[by_offset], offsets[by_offset] + sizes[by_offset]
+        # the end of the places before each one met (0 before the first): the gap below it
+        below = np.maximum.accumulate(np.concatenate(([0], highs)))
+        gaps = lows - below[:-1]
+        fits = np.flatnonzero(gaps >= size)
+        at = int(below[-1])  # the end of the arena as the slot meets it: where no gap holds it
+        if fits.size:  # the smallest gap that holds it, the lowest of equal ones
+            at = int(below[fits[np.argmin(gaps[fits])]])
+        slot.offset = at
+        starts[k], ends[k], offsets[k], sizes[k], codes[k] = slot.start, slot.end, at, size, code
+        totals[slot.device] = max(totals.get(slot.device, 0), at + size)
     return totals
 
 

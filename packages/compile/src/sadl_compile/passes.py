@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sadl_compile.ir import Graph, Node, OpRegion, Storage, Value, iter_values, map_values
 
 __all__ = ["common_subexpressions", "dead_code", "dead_code_final", "fold_constants", "substitute"]
@@ -107,6 +109,33 @@ def _drop_overwritten_grads(graph: Graph) -> None:
         graph.nodes = [n for n in graph.nodes if id(n) not in dead]
 
 
+#: Calls that copy their first argument (or may: a reshape of a strided view). A copy made
+#: again costs about what reading a kept one costs, both moving its bytes; keeping a large one
+#: from the forward to the backward (im2col columns) would only hold its memory all that time.
+_COPYING: frozenset[Any] = frozenset(
+    {
+        np.ndarray.reshape,
+        np.reshape,
+        np.ndarray.ravel,
+        np.ravel,
+        np.ndarray.flatten,
+        np.ndarray.copy,
+        np.copy,
+        np.ascontiguousarray,
+    }
+)
+#: Copies from this size on are made again rather than merged.
+COPY_MERGE_LIMIT = 1 << 20
+
+
+def _large_copy(node: Node) -> bool:
+    """A call of :data:`_COPYING` that copied (its result is memory none of its reads own)."""
+    if node.key not in _COPYING:
+        return False
+    read = {r.storage for r in node.reads}
+    return any(v.storage not in read and v.nbytes >= COPY_MERGE_LIMIT for v in node.outputs)
+
+
 def _hashable(tree: Any) -> Any:
     """A hashable stand-in for an argument template (Values by index); raises TypeError."""
     if type(tree) is Value:
@@ -128,7 +157,8 @@ def common_subexpressions(graph: Graph, context: Any) -> None:
 
     Only pure calls merge: no writes, no draws, and outputs that nothing writes into later and
     that are not handed out (two arrays returned by the function stay two arrays). A write into
-    memory a recorded call read forgets that call.
+    memory a recorded call read forgets that call. Large copies (:data:`COPY_MERGE_LIMIT`) are
+    made again: merged, the first would stay alive until the last reader of the second.
     """
     written = {v.storage for n in graph.nodes for v in n.writes}
     seen: dict[Any, Node] = {}
@@ -142,7 +172,7 @@ def common_subexpressions(graph: Graph, context: Any) -> None:
         if node.kind != "call" or node.writes or not node.outputs or node.meta.get("dynamic"):
             kept.append(node)
             continue
-        if any(
+        if _large_copy(node) or any(
             v.storage.escapes or (v.storage in written and v.storage.root is v)
             for v in node.outputs
         ):

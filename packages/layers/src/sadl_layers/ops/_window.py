@@ -164,6 +164,25 @@ class Geometry:
         H, W = hw
         return xp[..., self.ph : self.ph + H, self.pw : self.pw + W]
 
+    def windows_last(self, x: Any) -> Any:
+        """Read-only view (N, Ho, Wo, kh, kw, C) of the windows of ``x`` (N, C, H, W), padded
+        and copied channels last (N, H, W, C) first: a window's row of kw * C values (without
+        dilation) is then contiguous, where the channels-first view's runs are Wo long.
+        """
+        N, C, H, W = x.shape
+        Hp, Wp = self.padded_shape(x.shape)[2:]
+        xp = array_module(x)
+        if (Hp, Wp) == (H, W):
+            hwc = xp.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        else:
+            hwc = xp.zeros((N, Hp, Wp, C), dtype=x.dtype)
+            hwc[:, self.ph : self.ph + H, self.pw : self.pw + W] = x.transpose(0, 2, 3, 1)
+        span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
+        window_view = xp.lib.stride_tricks.sliding_window_view
+        win = window_view(hwc, span, axis=(1, 2))  # (N, Hs, Ws, C, span_h, span_w)
+        win = win[:, :: self.sh, :: self.sw, :, :: self.dh, :: self.dw]
+        return win[:, : self.Ho, : self.Wo].transpose(0, 1, 2, 4, 5, 3)
+
     def windows(self, x: Any) -> Any:
         """Read-only view (N, C, kh, kw, Ho, Wo) of the padded input's windows."""
         xp = self.pad(x)
