@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -246,3 +247,10 @@ def blockwise(kernel: Any, *arrays: Any, scratch: int = 1, block: int = BLOCK) -
         m = stop - start
         kernel(out[start:stop], *(f[start:stop] for f in flats), *(b[:m] for b in buffers))
     return out.reshape(first.shape)
+
+
+def summed(parts: Any) -> Any:
+    """The parts added in order, ``((p0 + p1) + p2) + ...`` (blocks' partial sums: the same
+    bits whatever adds them, as long as the blocks are the same).
+    """
+    return functools.reduce(operator.add, parts)

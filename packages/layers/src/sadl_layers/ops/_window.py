@@ -177,19 +177,19 @@ class Geometry:
         else:
             hwc = xp.zeros((N, Hp, Wp, C), dtype=x.dtype)
             hwc[:, self.ph : self.ph + H, self.pw : self.pw + W] = x.transpose(0, 2, 3, 1)
-        span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
-        window_view = xp.lib.stride_tricks.sliding_window_view
-        win = window_view(hwc, span, axis=(1, 2))  # (N, Hs, Ws, C, span_h, span_w)
-        win = win[:, :: self.sh, :: self.sw, :, :: self.dh, :: self.dw]
-        return win[:, : self.Ho, : self.Wo].transpose(0, 1, 2, 4, 5, 3)
+        # (N, C, Ho, Wo, kh, kw) over the channels-last memory, then the channels last
+        return self._slide(hwc.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 4, 5, 1)
 
     def windows(self, x: Any) -> Any:
         """Read-only view (N, C, kh, kw, Ho, Wo) of the padded input's windows."""
-        xp = self.pad(x)
-        span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
-        window_view = array_module(xp).lib.stride_tricks.sliding_window_view
-        win = window_view(xp, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
-        win = win[..., :: self.sh, :: self.sw, :: self.dh, :: self.dw]
-        win = win[..., : self.Ho, : self.Wo, :, :]
+        win = self._slide(self.pad(x))
         nd = win.ndim
         return win.transpose(*range(nd - 4), nd - 2, nd - 1, nd - 4, nd - 3)
+
+    def _slide(self, padded: Any) -> Any:
+        """Read-only view (..., Ho, Wo, kh, kw) of the windows of an already padded array."""
+        span = (self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1)
+        window_view = array_module(padded).lib.stride_tricks.sliding_window_view
+        win = window_view(padded, span, axis=(-2, -1))  # (..., Hs, Ws, span_h, span_w)
+        win = win[..., :: self.sh, :: self.sw, :: self.dh, :: self.dw]
+        return win[..., : self.Ho, : self.Wo, :, :]

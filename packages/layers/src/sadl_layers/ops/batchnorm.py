@@ -8,9 +8,7 @@ gradient is the only full-size array the backward makes.
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 
 import numpy as np
 from sadl.backends import array_module
@@ -22,6 +20,7 @@ from sadl_layers.ops._common import (
     in_float32,
     packed_empty,
     shape_of,
+    summed,
     unpack,
 )
 from sadl_layers.ops.normalization import _BLOCK_BYTES, _block_scratch
@@ -100,12 +99,7 @@ def _centred_blocks(x3, mean, blocks):
 
 def _batch_mean(x3, blocks, n):
     """Per-channel mean of an (N, C, L) array, summed a block of the batch at a time."""
-    return _summed(_channel_sum(x3[i:j]) for i, j in blocks) * (1.0 / n)
-
-
-def _summed(parts):
-    """The parts added in order (the blocks' per-channel sums)."""
-    return functools.reduce(operator.add, parts)
+    return summed(_channel_sum(x3[i:j]) for i, j in blocks) * (1.0 / n)
 
 
 def _batch_stats(x):
@@ -119,7 +113,7 @@ def _batch_stats(x):
     x3 = x.reshape(x.shape[0], x.shape[1], -1)
     blocks = _batch_blocks(x3)
     mean = _batch_mean(x3, blocks, n)
-    square = _summed(_channel_sum(xc, xc) for _, _, xc in _centred_blocks(x3, mean, blocks))
+    square = summed(_channel_sum(xc, xc) for _, _, xc in _centred_blocks(x3, mean, blocks))
     return mean, square * (1.0 / n)
 
 
@@ -190,7 +184,7 @@ def _batch_norm_backward(g, x, weight, *, eps, has_bias):
         (_channel_sum(xc, xc), _channel_sum(g3[i:j]), _channel_sum(g3[i:j], xc))
         for i, j, xc in _centred_blocks(x3, mean, blocks)
     ]
-    square, sum_g, sum_gxc = (_summed(column) for column in zip(*parts))
+    square, sum_g, sum_gxc = (summed(column) for column in zip(*parts))
     rstd = 1.0 / np.sqrt(square * (1.0 / n) + eps)
     a = rstd if weight is None else rstd * weight
     b = (a * (rstd * rstd) * sum_gxc * (-1.0 / n)).reshape(-1, 1)

@@ -33,7 +33,7 @@ import numpy as np
 from sadl.backends import array_module, matmul
 from sadl.plugins import Example, OpDef
 
-from sadl_layers.ops._common import check_float, shape_of
+from sadl_layers.ops._common import check_float, shape_of, summed
 from sadl_layers.ops._window import Geometry, pair, same_padding
 
 __all__ = ["conv2d", "conv_transpose2d", "conv1d", "conv_transpose1d"]
@@ -230,7 +230,7 @@ def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, group
     xp = array_module(x)
     if _channels_last(C, G, geo):  # g's rows (n * L, Co) against the rows of x: (Co, K)
         g_rows = xp.ascontiguousarray(g.transpose(0, 2, 3, 1)).reshape(N * L, Co)
-        gw = _summed(
+        gw = summed(
             matmul(np.swapaxes(g_rows[block.start * L : block.stop * L], 0, 1), rows)
             for block, rows in _row_blocks(x, geo, x.dtype)
         )
@@ -251,15 +251,7 @@ def _conv2d_weight_grad(x, g, *, w_shape, stride=1, padding=0, dilation=1, group
             cols = windows[:, :, :, :, block].reshape(G, K, n * L)
             gt = np.swapaxes(g2[block], -1, -2).transpose(1, 0, 2, 3).reshape(G, n * L, Co // G)
             parts.append(matmul(cols, gt))  # (G, K, Co/G)
-    return xp.ascontiguousarray(np.swapaxes(_summed(parts), -1, -2)).reshape(w_shape)
-
-
-def _summed(parts):
-    """The blocks' partial sums added in order."""
-    total = None
-    for part in parts:
-        total = part if total is None else total + part
-    return total
+    return xp.ascontiguousarray(np.swapaxes(summed(parts), -1, -2)).reshape(w_shape)
 
 
 def _conv2d_grad_x(g, out, x, weight, bias, **params):
