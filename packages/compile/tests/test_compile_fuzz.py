@@ -640,7 +640,9 @@ def _loosen_null_gradient_params(program, seen_e, seen):
     bound = lr * len(seen_e)
     null = []
     for k, (a, b) in enumerate(zip(seen_e[-1]["params"], seen["params"])):
-        if all(call[k] is None or np.abs(call[k]).max() <= 1e-6 * scale for call in grads):
+        # (null: within the tolerance gradients are compared with, relative to the largest;
+        # fuzz seed 5101 met one at 1e-5 of it, its kernel rounding 5e-10, an lr-sized step)
+        if all(call[k] is None or np.abs(call[k]).max() <= FUSED_RTOL * scale for call in grads):
             null.append(a.tobytes())
             if a.shape == b.shape and np.abs(a - b).max() <= bound:
                 seen["params"][k] = a
