@@ -277,7 +277,9 @@ def fuzz(session: nox.Session) -> None:
     ``nox -s fuzz`` runs 100 programs on each of the 10 seeds 2..11 (the default test run does
     40 on seeds 0 and 1) with every package installed, the seeds spread over a worker per core,
     then again with ``SADL_KERNELS=0`` (core's fusion alone): 2,000 programs, about 12 minutes on
-    a quiet 2-core machine. ``-- 500 0,1,2`` sets the programs per seed and the seeds.
+    a quiet 2-core machine. ``-- 500 0,1,2`` sets the programs per seed and the seeds. Then
+    sadl-layers' differential test against PyTorch (where the local wheel is) on the same seeds,
+    20 times the programs (they are small: 20,000 in about a minute and a half).
     """
     programs = session.posargs[0] if session.posargs else "100"
     seeds = session.posargs[1] if len(session.posargs) > 1 else ",".join(map(str, range(2, 12)))
@@ -287,6 +289,13 @@ def fuzz(session: nox.Session) -> None:
     test = ["pytest", "packages/compile/tests/test_compile_fuzz.py", "-rA", *_workers()]
     session.run(*test, env=env)
     session.run(*test, env={**env, "SADL_KERNELS": "0"})
+    _install_torch(session)
+    torch_env = {
+        "SADL_TORCH_FUZZ_PROGRAMS": str(20 * int(programs)),
+        "SADL_TORCH_FUZZ_SEEDS": seeds,
+    }
+    torch_test = ["pytest", "packages/layers/tests/test_torch_random_programs.py", *_workers()]
+    session.run(*torch_test, "-rA", env={**STRICT, **torch_env})
 
 
 @nox.session(default=False)
