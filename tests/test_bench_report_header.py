@@ -29,6 +29,8 @@ def load(monkeypatch):
 
 
 def test_the_header_names_the_cpu_the_blas_the_threads_and_the_load(load, capsys, monkeypatch):
+    for name in _common.THREAD_VARS:  # this machine's own settings (OPENBLAS_CORETYPE) aside
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     _common.where_ran(["bench/core.py", "--threads", "1"])
     out = capsys.readouterr().out
