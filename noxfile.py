@@ -278,8 +278,9 @@ def fuzz(session: nox.Session) -> None:
     40 on seeds 0 and 1) with every package installed, the seeds spread over a worker per core,
     then again with ``SADL_KERNELS=0`` (core's fusion alone): 2,000 programs, about 12 minutes on
     a quiet 2-core machine. ``-- 500 0,1,2`` sets the programs per seed and the seeds. Then
-    sadl-layers' differential test against PyTorch (where the local wheel is) on the same seeds,
-    20 times the programs (they are small: 20,000 in about a minute and a half).
+    sadl-layers' differential tests against PyTorch (where the local wheel is) on the same seeds,
+    20 times the programs (they are small: 20,000 in about a minute and a half) and 50 times as
+    many random windowed calls (convolutions, transposed convolutions, pools: 50,000, about 40 s).
     """
     programs = session.posargs[0] if session.posargs else "100"
     seeds = session.posargs[1] if len(session.posargs) > 1 else ",".join(map(str, range(2, 12)))
@@ -293,8 +294,15 @@ def fuzz(session: nox.Session) -> None:
     torch_env = {
         "SADL_TORCH_FUZZ_PROGRAMS": str(20 * int(programs)),
         "SADL_TORCH_FUZZ_SEEDS": seeds,
+        "SADL_TORCH_WINDOW_CASES": str(50 * int(programs)),
+        "SADL_TORCH_WINDOW_SEEDS": seeds,
     }
-    torch_test = ["pytest", "packages/layers/tests/test_torch_random_programs.py", *_workers()]
+    torch_test = [
+        "pytest",
+        "packages/layers/tests/test_torch_random_programs.py",
+        "packages/layers/tests/test_torch_random_windows.py",
+        *_workers(),
+    ]
     session.run(*torch_test, "-rA", env={**STRICT, **torch_env})
 
 

@@ -204,6 +204,16 @@ def test_runnable_tasks_count_where_the_mask_holds_every_core(machine):
     assert machine(cores=4, runnable=3, cpu_count=8) == 4  # (other cores' tasks may be those)
 
 
+def test_the_processs_own_running_threads_are_not_other_work(machine):
+    # a product of the user's own NumPy code left this process's BLAS thread spinning: the
+    # runnable count holds it and this thread, and no other process
+    for tid, state in ((1, "R"), (2, "R"), (3, "S")):
+        (machine.root / f"proc/self/task/{tid}").mkdir(parents=True)
+        (machine.root / f"proc/self/task/{tid}/stat").write_text(f"{tid} (py thon) {state} 1 1\n")
+    assert machine(cores=2, runnable=2) == 2
+    assert machine(cores=2, runnable=3) == 1  # and one other process's task
+
+
 def test_a_cgroup_quota_caps_the_cores(machine):
     job = machine.root / "sys/fs/cgroup/job"
     job.mkdir(parents=True)

@@ -27,6 +27,7 @@ threadpoolctl is optional for sadl-core (its runtime dependencies stay numpy and
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import operator
@@ -141,7 +142,7 @@ def _measure_free_cores(root: str = "/") -> int:
     """Cores this process may use (affinity mask, cgroup CPU quota) that other processes keep
     idle now (at least 1): their busy share of those cores over the next ``SAMPLE`` seconds
     (``/proc/stat``, less this process's own CPU time) or, where the mask holds every core,
-    the runnable tasks ``/proc/loadavg`` counts (less this one), whichever is more.
+    the runnable tasks ``/proc/loadavg`` counts (less this process's), whichever is more.
 
     Not the load average: it lags by a minute, so busy processes started with this one would
     not show and its products would wait on threads the busy cores cannot run.
@@ -157,7 +158,7 @@ def _measure_free_cores(root: str = "/") -> int:
     seconds, runnable = time.monotonic() - when, runnable + [_runnable(root)]
     others = (ticks / os.sysconf("SC_CLK_TCK") - (time.process_time() - cpu)) / seconds
     # (the runnable count is of the whole machine's tasks: only where the mask holds every core)
-    others = max(others, min(runnable) - 1 if len(cpus) >= (os.cpu_count() or 1) else 0)
+    others = max(others, min(runnable) if len(cpus) >= (os.cpu_count() or 1) else 0)
     return max(1, cores - int(max(others, 0) + 0.5))
 
 
@@ -180,11 +181,19 @@ def _quota_cores(root: str = "/") -> int:
 
 
 def _runnable(root: str = "/") -> int:
-    """Tasks running or ready to run now, machine-wide (``/proc/loadavg``'s fourth field)."""
+    """Other processes' tasks running or ready to run now: ``/proc/loadavg``'s fourth field
+    (machine-wide) less this process's own running threads (at least this one: its BLAS
+    threads, still spinning after a product of the user's, are no other process's work).
+    """
     try:
-        return int(Path(f"{root}proc/loadavg").read_text().split()[3].split("/")[0])
+        tasks = int(Path(f"{root}proc/loadavg").read_text().split()[3].split("/")[0])
     except (OSError, IndexError, ValueError):
         return 0
+    own = 0
+    for stat in glob.glob(f"{root}proc/self/task/*/stat"):
+        with contextlib.suppress(OSError, IndexError):  # (a thread may end meanwhile)
+            own += Path(stat).read_text().rsplit(")", 1)[1].split()[0] == "R"
+    return tasks - max(own, 1)
 
 
 def _busy_ticks(cpus: Any, path: str = "/proc/stat") -> int | None:

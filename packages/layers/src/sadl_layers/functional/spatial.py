@@ -57,11 +57,6 @@ def conv3d(
 
 
 def _conv_transpose(name: str, input: Any, weight: Any, bias: Any, **params: Any) -> Tensor:
-    if params.pop("output_padding") != 0 or params.pop("dilation") != 1:
-        raise NotImplementedError(
-            f"F.{name}: output_padding= and dilation= other than their defaults are not "
-            f"supported; use sadl.nn.{name.replace('conv_transpose', 'ConvTranspose')}"
-        )
     return _conv(name, input, weight, bias, **params)
 
 
@@ -204,11 +199,10 @@ def avg_pool3d(
     divisor_override: int | None = None,
 ) -> Tensor:
     """Mean over windows of (N, C, D, H, W)."""
-    if divisor_override is not None:
-        raise NotImplementedError("F.avg_pool3d: divisor_override= is not supported")
     return _op("avg_pool3d")(_t(input), kernel_size=kernel_size, stride=stride or None,  # type: ignore[no-any-return]
                              padding=padding, ceil_mode=ceil_mode,
-                             count_include_pad=count_include_pad)  # fmt: skip
+                             count_include_pad=count_include_pad,
+                             divisor_override=divisor_override)  # fmt: skip
 
 
 def adaptive_avg_pool1d(input: Any, output_size: Any) -> Tensor:

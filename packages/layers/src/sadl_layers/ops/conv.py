@@ -316,10 +316,11 @@ CONV2D_WEIGHT_GRAD: OpDef = OpDef(
 def _transpose_setup(x_shape, w_shape, stride, padding, output_padding, dilation, groups):
     """The conv2d geometry a transposed convolution inverts, and torch's output size.
 
-    Returns ``(conv_shape, extra)``: the shape (N, C_out, H', W') whose conv2d has the input's
-    spatial size, and the rows/columns of ``output_padding`` beyond it (which only the bias
-    reaches; only possible when output_padding >= stride, allowed as in torch while it stays
-    below the dilation).
+    Returns ``(conv_shape, crop)``: the shape (N, C_out, H', W') whose conv2d has the input's
+    spatial size, and per spatial axis None (H' is torch's size: output_padding below the
+    stride) or ``(start, length)``: output_padding at or above the stride (allowed below the
+    dilation) has no conv2d geometry with the padding, so that axis is computed unpadded and
+    torch's output is its ``length`` rows from ``start`` (the padding), zeros past its end.
     """
     fn = "conv_transpose2d"
     if len(x_shape) != 4:
@@ -349,24 +350,59 @@ def _transpose_setup(x_shape, w_shape, stride, padding, output_padding, dilation
             f"{fn}: stride and dilation must be positive, got {stride!r}, {dilation!r}"
         )
     k = w_shape[2:]
-    size, extra = [], []
+    size, crop = [], []
     for axis in range(2):
         if op[axis] >= s[axis] and op[axis] >= d[axis]:
             raise ValueError(
                 f"{fn}: output_padding {op} must be smaller than the stride {s} or the "
                 f"dilation {d} (per axis)"
             )
-        n = (x_shape[2 + axis] - 1) * s[axis] - 2 * p[axis] + d[axis] * (k[axis] - 1) + 1
-        if n + op[axis] < 1:
+        full = (x_shape[2 + axis] - 1) * s[axis] + d[axis] * (k[axis] - 1) + 1
+        n = full - 2 * p[axis] + op[axis]
+        if n < 1:
             raise ValueError(
-                f"{fn}: the output would be empty (size {n + op[axis]} on spatial axis {axis}); "
+                f"{fn}: the output would be empty (size {n} on spatial axis {axis}); "
                 "reduce the padding"
             )
-        beyond = s[axis] * (op[axis] // s[axis])
-        size.append(n + op[axis] - beyond)
-        extra.append(beyond)
+        below = op[axis] < s[axis]
+        size.append(n if below else full)
+        crop.append(None if below else (p[axis], n))
     conv_shape = (N, w_shape[1] * groups, size[0], size[1])
-    return conv_shape, (extra[0], extra[1])
+    return conv_shape, tuple(crop)
+
+
+def _cropped(out, crop):
+    """Torch's transposed output from the unpadded axes of ``out`` (see ``_transpose_setup``)."""
+    for axis, c in enumerate(crop):
+        if c is not None:
+            start, length = c
+            index = [slice(None)] * 4
+            index[2 + axis] = slice(start, start + length)
+            out = out[tuple(index)]
+            widths = [(0, 0)] * 4
+            widths[2 + axis] = (0, length - out.shape[2 + axis])
+            out = np.pad(out, widths) if widths[2 + axis][1] else out
+    return out
+
+
+def _uncropped(g, crop, conv_shape):
+    """The gradient of the unpadded output from ``g``, the cropped output's (the adjoint)."""
+    for axis, c in enumerate(crop):
+        if c is not None:
+            start, full = c[0], conv_shape[2 + axis]
+            index = [slice(None)] * 4
+            index[2 + axis] = slice(0, full - start)
+            g = g[tuple(index)]
+            widths = [(0, 0)] * 4
+            widths[2 + axis] = (start, full - start - g.shape[2 + axis])
+            g = np.pad(g, widths)
+    return g
+
+
+def _uncropped_padding(padding, crop):
+    """The conv2d padding of the computed geometry: none on the axes computed unpadded."""
+    p = pair(padding, "conv_transpose2d", "padding")
+    return tuple(0 if c is not None else pi for pi, c in zip(p, crop, strict=True))
 
 
 def _conv_params(stride, padding, dilation, groups):
@@ -383,19 +419,12 @@ def _conv_transpose2d(
     """
     check_float("conv_transpose2d", "input", x)
     check_float("conv_transpose2d", "weight", weight)
-    conv_shape, extra = _transpose_setup(
+    conv_shape, crop = _transpose_setup(
         x.shape, weight.shape, stride, padding, output_padding, dilation, groups
     )
-    params = _conv_params(stride, padding, dilation, groups)
+    params = _conv_params(stride, _uncropped_padding(padding, crop), dilation, groups)
     out = _conv2d_input_grad(x, weight, x_shape=conv_shape, **params)
-    if extra != (0, 0):
-        full = array_module(out).zeros(
-            (*conv_shape[:2], conv_shape[2] + extra[0], conv_shape[3] + extra[1]), out.dtype
-        )
-        full[..., : conv_shape[2], : conv_shape[3]] = out
-        out = full
-    else:
-        out = array_module(out).ascontiguousarray(out)
+    out = array_module(out).ascontiguousarray(_cropped(out, crop))
     Co = conv_shape[1]
     if bias is not None:
         if shape_of(bias) != (Co,):
@@ -404,28 +433,26 @@ def _conv_transpose2d(
     return out
 
 
-def _reached(g, x, weight, params):
-    """The part of the output gradient that the input reaches (output_padding rows dropped)."""
-    conv_shape, extra = _transpose_setup(shape_of(x), shape_of(weight), **params)
-    if extra == (0, 0):
-        return g
-    return g[..., : conv_shape[2], : conv_shape[3]]
-
-
-def _split(p):
+def _unpadded(g, x, weight, p):
+    """The conv2d arguments of the computed geometry, and the gradient of its output."""
     conv = {k: p.get(k, v) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1))}
     conv["groups"] = p.get("groups", 1)
-    return conv, {**conv, "output_padding": p.get("output_padding", 0)}
+    full = {**conv, "output_padding": p.get("output_padding", 0)}
+    conv_shape, crop = _transpose_setup(shape_of(x), shape_of(weight), **full)
+    if any(c is not None for c in crop):
+        conv["padding"] = _uncropped_padding(conv["padding"], crop)
+        g = _uncropped(g, crop, conv_shape)
+    return g, conv
 
 
 def _conv_transpose2d_grad_x(g, out, x, weight, bias, **p):
-    conv, full = _split(p)
-    return conv2d(_reached(g, x, weight, full), weight, None, **conv)
+    g, conv = _unpadded(g, x, weight, p)
+    return conv2d(g, weight, None, **conv)
 
 
 def _conv_transpose2d_grad_w(g, out, x, weight, bias, **p):
-    conv, full = _split(p)
-    return CONV2D_WEIGHT_GRAD(_reached(g, x, weight, full), x, w_shape=shape_of(weight), **conv)
+    g, conv = _unpadded(g, x, weight, p)
+    return CONV2D_WEIGHT_GRAD(g, x, w_shape=shape_of(weight), **conv)
 
 
 conv_transpose2d: OpDef = OpDef(
@@ -437,6 +464,9 @@ conv_transpose2d: OpDef = OpDef(
         Example((1, 2, 3, 4), (2, 3, 3, 2), None, stride=2, padding=1, output_padding=1),
         Example((1, 4, 3, 3), (4, 1, 2, 2), (2,), groups=2, stride=(2, 1), dilation=(1, 2)),
         Example((1, 2, 2, 3), (2, 1, 2, 2), None, stride=1, dilation=3, output_padding=(2, 1)),
+        Example(  # output_padding above the stride, and padding: the rows past it reached
+            (1, 2, 3, 3), (2, 2, 2, 3), (2,), dilation=(3, 2), padding=(2, 1), output_padding=(2, 1)
+        ),
     ),
 )
 
