@@ -11,7 +11,8 @@ every higher derivative), and no mode needs code of its own beyond building its 
 The source coordinates follow torch exactly (``area_pixel_compute_source_index``, in the
 input's float precision): with ``align_corners=False`` a ``scale_factor`` given by the caller is
 used as is (1 / scale_factor per output step), as torch does unless
-``recompute_scale_factor=True``.
+``recompute_scale_factor=True``, except on an axis whose size stays (or, 2-d nearest, doubles),
+which torch's linear and 2-d nearest kernels copy (or read at ``i // 2``).
 """
 
 from __future__ import annotations
@@ -170,6 +171,12 @@ def _interpolation_matrices(
     ftype = _compute_dtype(dtype)
     mats = []
     for a, b, s in zip(n_in, n_out, scales):
+        # torch's linear kernels and its 2-d nearest one copy an axis whose size stays, and
+        # its 2-d nearest one reads i // 2 where the size doubles, whatever the scale_factor
+        # (its 1-d and 3-d nearest kernels use the scale: matched per kernel, as torch runs)
+        if mode in _LINEAR or (mode == "nearest" and d == 2):
+            s = None if b in (a, 2 * a) and mode == "nearest" else s
+            s = None if a == b else s
         if mode == "area":
             m = _area_matrix(a, b)
         elif mode in _LINEAR:
