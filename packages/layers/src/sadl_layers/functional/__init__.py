@@ -15,17 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from sadl_layers.functional.activations import *  # noqa: F403
+from sadl_layers.functional.composites import *  # noqa: F403
 from sadl_layers.functional.dense import *  # noqa: F403
 from sadl_layers.functional.losses import *  # noqa: F403
 from sadl_layers.functional.spatial import *  # noqa: F403
 
 _NEAREST = {
-    "kl_div": "sum(target * (log(target) - input)) with Tensor ops",
-    "smooth_l1_loss": "sadl.ops.where(abs(d) < beta, 0.5 * d**2 / beta, abs(d) - 0.5 * beta)",
-    "huber_loss": "sadl.ops.where on abs(input - target), as smooth_l1_loss",
-    "cosine_similarity": "(F.normalize(a, dim=dim) * F.normalize(b, dim=dim)).sum(dim)",
     "fold": "sadl.ops.unfold is im2col (F.unfold); its inverse is not an op",
-    "pixel_shuffle": "reshape and transpose",
     "grid_sample": "F.interpolate (regular grids only)",
     "gumbel_softmax": "F.softmax of (logits - log(-log(u))) / tau with u from sadl.rand",
     "multi_head_attention_forward": "sadl.nn.MultiHeadAttention or F.scaled_dot_product_attention",
@@ -34,8 +30,6 @@ _NEAREST = {
     "alpha_dropout": "F.dropout",
     "local_response_norm": "F.group_norm or F.layer_norm",
     "instance_norm": "sadl.ops.instance_norm (running_mean, running_var, weight, bias, ...)",
-    "prelu": "sadl.ops.where(x > 0, x, weight * x)",
-    "glu": "a, b = x.split(x.shape[dim] // 2, dim); a * F.sigmoid(b)",
     "max_unpool2d": "sadl.ops.max_unpool2d",
     "adaptive_max_pool2d": "F.max_pool2d with a kernel of input size // output size",
     "ctc_loss": "(no equivalent yet)",
@@ -45,10 +39,6 @@ _NEAREST = {
     "poisson_nll_loss": "exp(input) - target * input with Tensor ops",
     "gaussian_nll_loss": "0.5 * (log(var) + (input - target)**2 / var) with Tensor ops",
     "rrelu": "F.leaky_relu",
-    "threshold": "sadl.ops.where(x > threshold, x, value)",
-    "tanhshrink": "x - F.tanh(x)",
-    "softshrink": "sadl.ops.where on abs(x) > lambd",
-    "hardshrink": "sadl.ops.where on abs(x) > lambd",
     "elu_": "F.elu (sadl has no in-place activations)",
     "relu_": "F.relu (sadl has no in-place activations)",
 }
