@@ -97,3 +97,39 @@ def test_bad_arguments_say_what_is_wrong() -> None:
         functional.pixel_shuffle(sadl.tensor(np.ones((1, 3, 2, 2))), 2)
     with pytest.raises(ValueError, match="non-negative"):
         functional.smooth_l1_loss(sadl.tensor(X), sadl.tensor(Y), beta=-1.0)
+
+
+MODULES: dict[str, tuple[dict[str, Any], list[np.ndarray]]] = {
+    "Hardshrink": ({"lambd": 0.3}, [X]),
+    "Softshrink": ({}, [X]),
+    "Tanhshrink": ({}, [X]),
+    "Threshold": ({"threshold": 0.2, "value": 3.0}, [X]),
+    "GLU": ({"dim": 1}, [X]),
+    "PReLU": ({"num_parameters": 4, "init": 0.1}, [X]),
+    "PixelShuffle": ({"upscale_factor": 2}, [IMG]),
+    "PixelUnshuffle": ({"downscale_factor": 2}, [X[:, :3, :4]]),
+    "CosineSimilarity": ({"dim": 2}, [X, Y]),
+    "PairwiseDistance": ({"p": 3.0}, [X, Y]),
+    "SmoothL1Loss": ({"beta": 0.3, "reduction": "sum"}, [X, Y]),
+    "HuberLoss": ({"delta": 0.3}, [X, Y]),
+    "KLDivLoss": ({"reduction": "batchmean"}, [LOGP, P]),
+}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_layer_matches_torch(name: str) -> None:
+    kwargs, arrays = MODULES[name]
+    layer = getattr(sadl.nn, name)(**kwargs, **({"dtype": np.float64} if name == "PReLU" else {}))
+    reference = getattr(torch.nn, name)(**kwargs).double()
+    for (_, p), (_, q) in zip(layer.named_parameters(), reference.named_parameters(), strict=True):
+        p.data[...] = q.detach().numpy()  # (torch made its init in float32)
+    inputs = [sadl.tensor(a, requires_grad=True) for a in arrays]
+    got = layer(*inputs)
+    want = reference(*[torch.tensor(a, requires_grad=True) for a in arrays])
+    np.testing.assert_allclose(got.data, want.detach().numpy(), rtol=1e-12, atol=1e-12)
+    got.sum().backward()
+    want.sum().backward()
+    for (pname, p), (_, q) in zip(
+        layer.named_parameters(), reference.named_parameters(), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(p.grad), q.grad.numpy(), rtol=1e-12, err_msg=pname)

@@ -21,6 +21,7 @@ from sadl_layers.activation_checkpoint import checkpoint
 from sadl_layers.modules import LAYERS
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
+from sadl_layers.modules.composites import *  # noqa: F403
 from sadl_layers.modules.containers import *  # noqa: F403
 from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403

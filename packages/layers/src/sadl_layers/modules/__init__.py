@@ -10,6 +10,7 @@ from __future__ import annotations
 from sadl_layers.modules import (
     activations,
     attention,
+    composites,
     containers,
     conv,
     dense,
@@ -23,6 +24,7 @@ from sadl_layers.modules import (
 )
 from sadl_layers.modules.activations import *  # noqa: F403
 from sadl_layers.modules.attention import *  # noqa: F403
+from sadl_layers.modules.composites import *  # noqa: F403
 from sadl_layers.modules.containers import *  # noqa: F403
 from sadl_layers.modules.conv import *  # noqa: F403
 from sadl_layers.modules.dense import *  # noqa: F403
@@ -47,6 +49,7 @@ _TABLES = (
     resize,
     recurrent,
     losses,
+    composites,
 )
 
 #: Registered name -> class (``Mlp`` is ``Sequential`` under SADL's name).
