@@ -113,6 +113,22 @@ MODULES: dict[str, tuple[dict[str, Any], list[np.ndarray]]] = {
     "SmoothL1Loss": ({"beta": 0.3, "reduction": "sum"}, [X, Y]),
     "HuberLoss": ({"delta": 0.3}, [X, Y]),
     "KLDivLoss": ({"reduction": "batchmean"}, [LOGP, P]),
+    "Unflatten": ({"dim": 2, "unflattened_size": (5, 1)}, [X]),
+    "ZeroPad1d": ({"padding": (2, 1)}, [X[0]]),
+    "ZeroPad2d": ({"padding": (1, 0, 2, 3)}, [X]),
+    "ZeroPad3d": ({"padding": 1}, [X]),
+    "ConstantPad1d": ({"padding": 2, "value": 0.5}, [X[0]]),
+    "ConstantPad2d": ({"padding": (1, 2, 0, 1), "value": -1.5}, [X]),
+    "ConstantPad3d": ({"padding": (1, 1, 0, 2, 1, 0), "value": 2.0}, [X]),
+    "ReflectionPad1d": ({"padding": (3, 1)}, [X[0]]),
+    "ReflectionPad2d": ({"padding": (2, 1, 3, 4)}, [X]),
+    "ReflectionPad3d": ({"padding": (1, 2, 1, 0, 2, 1)}, [X]),
+    "ReplicationPad1d": ({"padding": 3}, [X[0]]),
+    "ReplicationPad2d": ({"padding": (2, 0, 1, 3)}, [X]),
+    "ReplicationPad3d": ({"padding": 2}, [X]),
+    "CircularPad1d": ({"padding": (2, 3)}, [X[0]]),
+    "CircularPad2d": ({"padding": (1, 2, 2, 1)}, [X]),
+    "CircularPad3d": ({"padding": 1}, [X]),
 }
 
 
@@ -133,3 +149,25 @@ def test_layer_matches_torch(name: str) -> None:
         layer.named_parameters(), reference.named_parameters(), strict=True
     ):
         np.testing.assert_allclose(np.asarray(p.grad), q.grad.numpy(), rtol=1e-12, err_msg=pname)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_channel_dropout_drops_whole_channels_scaled_and_reproducibly(d: int) -> None:
+    x = sadl.tensor(np.ones((64, 8) + (3,) * d), requires_grad=True)
+    layer = getattr(sadl.nn, f"Dropout{d}d")(p=0.25)
+    sadl.manual_seed(0)
+    y = np.asarray(layer(x).data)
+    per_channel = y.reshape(64, 8, -1)
+    assert (per_channel == per_channel[..., :1]).all()  # one draw per channel
+    assert set(np.unique(y)) <= {0.0, 1 / 0.75}
+    assert 0.15 < (y == 0).mean() < 0.35
+    sadl.manual_seed(0)
+    np.testing.assert_array_equal(np.asarray(layer(x).data), y)
+    layer(x).sum().backward()
+    assert set(np.unique(np.asarray(x.grad))) <= {0.0, 1 / 0.75}
+    layer.eval()
+    assert layer(x) is x or np.array_equal(np.asarray(layer(x).data), np.asarray(x.data))
+    unbatched = getattr(functional, f"dropout{d}d")(sadl.tensor(np.ones((8,) + (3,) * d)), 1.0)
+    assert not np.asarray(unbatched.data).any()
+    with pytest.raises(ValueError, match="dims"):
+        getattr(functional, f"dropout{d}d")(sadl.tensor(np.ones((3,) * (d + 3))))

@@ -25,8 +25,6 @@ _NEAREST = {
     "grid_sample": "F.interpolate (regular grids only)",
     "gumbel_softmax": "F.softmax of (logits - log(-log(u))) / tau with u from sadl.rand",
     "multi_head_attention_forward": "sadl.nn.MultiHeadAttention or F.scaled_dot_product_attention",
-    "dropout1d": "F.dropout",
-    "dropout2d": "F.dropout on a mask of shape (N, C, 1, 1)",
     "alpha_dropout": "F.dropout",
     "local_response_norm": "F.group_norm or F.layer_norm",
     "instance_norm": "sadl.ops.instance_norm (running_mean, running_var, weight, bias, ...)",

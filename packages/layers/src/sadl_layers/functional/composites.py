@@ -1,6 +1,7 @@
 """torch.nn.functional names composed from sadl's ops: no op of their own, so each gradient (of
 any order) is that of its parts. Shrinkages and thresholds, ``glu``, ``prelu``, the smooth and
-Huber losses, KL divergence, cosine similarity, pairwise distance and the pixel shuffles.
+Huber losses, KL divergence, cosine similarity, pairwise distance, the pixel shuffles and the
+channel dropouts.
 """
 
 from __future__ import annotations
@@ -172,6 +173,42 @@ def pixel_unshuffle(input: Any, downscale_factor: int) -> Tensor:
     n = len(lead)
     y = np.transpose(y, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
     return y.reshape((*lead, c * r * r, h // r, w // r))  # type: ignore[no-any-return]
+
+
+def _channel_dropout(
+    fn: str, d: int, input: Any, p: float, training: bool, inplace: bool
+) -> Tensor:
+    """Zero whole channels (dim 1 of (N, C, *d spatial), dim 0 unbatched) with probability p and
+    scale the rest by 1 / (1 - p), the keep-mask drawn from sadl's generator of the device.
+    """
+    if isinstance(p, bool) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"F.{fn}: p must be a probability in [0, 1], got {p!r}")
+    _no_inplace(fn, inplace)
+    x = _t(input)
+    if x.ndim not in (d + 1, d + 2):
+        raise ValueError(
+            f"F.{fn}: input must have {d + 2} dims (N, C, ...) or {d + 1} (C, ...), got {x.shape}"
+        )
+    if not training or p == 0.0:
+        return x
+    shape = x.shape[: x.ndim - d] + (1,) * d
+    keep = sadl.random.generator(x.device).random(shape, dtype=np.float32) >= p
+    return x * (keep / (1.0 - p) if p < 1.0 else keep * 0.0).astype(x.dtype)  # type: ignore[no-any-return]
+
+
+def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, L) with probability p (scaling the rest by 1 / (1 - p))."""
+    return _channel_dropout("dropout1d", 1, input, p, training, inplace)
+
+
+def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, H, W) with probability p (scaling the rest)."""
+    return _channel_dropout("dropout2d", 2, input, p, training, inplace)
+
+
+def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, D, H, W) with probability p (scaling the rest)."""
+    return _channel_dropout("dropout3d", 3, input, p, training, inplace)
 
 
 #: Every function defined here (the names torch.nn.functional gives them).
