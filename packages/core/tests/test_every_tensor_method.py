@@ -203,6 +203,7 @@ METHODS = {
     "fill_": (_in_place("fill_", 2.5), lambda a: np.full_like(a, 2.5), False),
     "zero_": (_in_place("zero_"), np.zeros_like, False),
     "copy_": (_in_place("copy_", C), lambda a: C, False),
+    "inplace": (_in_place("inplace", sadl.ops.get("exp")), np.exp, False),
 }
 
 # Attributes, autograd entry points and device moves: checked by what they are for.

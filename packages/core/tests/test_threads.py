@@ -27,7 +27,10 @@ pytestmark = needs_blas
 
 
 def blas_threads() -> int:
-    return max(int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas")
+    """NumPy's BLAS's thread count (not another library's, torch's MKL, loaded beside it)."""
+    pools = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    mine = [p for p in pools if "numpy" in p["filepath"]] or pools
+    return max(int(p["num_threads"]) for p in mine)
 
 
 def ones(*shape: int) -> np.ndarray:
@@ -43,6 +46,7 @@ def seen(monkeypatch):
     monkeypatch.setattr(_threads, "_blas", None)
     monkeypatch.setattr(_threads, "_limits", None)
     monkeypatch.setattr(_threads, "_decided", [2])  # judged once per process: 2 cores free
+    monkeypatch.setattr(_threads, "_chosen", [])  # (no set_num_threads of an earlier test)
     counts: list[int] = []
 
     def recording(a, b, **kwargs):

@@ -214,6 +214,14 @@ class Tensor(
             )
         return self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others)
 
+    def inplace(self, op: Any, *others: Any, **params: Any) -> Tensor:
+        """``self = op(self, *others, **params)`` in place, for a registered op (an ``OpDef``):
+        written into this tensor's memory and, while recording, on the graph as torch's in-place
+        methods are (the old value kept for the backwards that saved it, the version bumped).
+        What a plugin's ``inplace=True`` uses (sadl-layers' activations).
+        """
+        return self._inplace(op, *others, **params)
+
     def _inplace(self, op: Any, *others: Any, **params: Any) -> Tensor:
         """``self = op(self, *others)`` in place: written into memory, recorded when needed."""
         if self._records_inplace(*others):

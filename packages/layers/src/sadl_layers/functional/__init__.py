@@ -37,8 +37,6 @@ _NEAREST = {
     "poisson_nll_loss": "exp(input) - target * input with Tensor ops",
     "gaussian_nll_loss": "0.5 * (log(var) + (input - target)**2 / var) with Tensor ops",
     "rrelu": "F.leaky_relu",
-    "elu_": "F.elu (sadl has no in-place activations)",
-    "relu_": "F.relu (sadl has no in-place activations)",
 }
 
 

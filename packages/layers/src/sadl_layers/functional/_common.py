@@ -21,6 +21,20 @@ def _t(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else sadl.tensor(x)
 
 
+def _activate(name: str, input: Any, inplace: bool, **params: Any) -> Tensor:
+    """The op ``name`` on ``input``; ``inplace``: written into the input tensor and recorded on
+    the graph as torch's in-place ops are (``Tensor.inplace``), the input returned.
+    """
+    if not inplace:
+        return _op(name)(_t(input), **params)  # type: ignore[no-any-return]
+    if not isinstance(input, Tensor):
+        raise TypeError(
+            f"{name}(inplace=True) overwrites a Tensor, got {type(input).__name__}; pass a "
+            "Tensor or drop inplace="
+        )
+    return input.inplace(_op(name), **params)
+
+
 def _no_inplace(fn: str, inplace: bool) -> None:
     if inplace:
         raise NotImplementedError(

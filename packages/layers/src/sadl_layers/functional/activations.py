@@ -8,51 +8,44 @@ from typing import Any
 
 from sadl import Tensor
 
-from sadl_layers.functional._common import _no_inplace, _op, _t
+from sadl_layers.functional._common import _activate, _op, _t
 
 
 def relu(input: Any, inplace: bool = False) -> Tensor:
     """max(x, 0)."""
-    _no_inplace("relu", inplace)
-    return _op("relu")(_t(input))  # type: ignore[no-any-return]
+    return _activate("relu", input, inplace)
 
 
 def relu6(input: Any, inplace: bool = False) -> Tensor:
     """min(max(x, 0), 6)."""
-    _no_inplace("relu6", inplace)
-    return _op("hardtanh")(_t(input), min_val=0.0, max_val=6.0)  # type: ignore[no-any-return]
+    return _activate("hardtanh", input, inplace, min_val=0.0, max_val=6.0)
 
 
 def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """X for x > 0, alpha * (exp(x) - 1) otherwise."""
-    _no_inplace("elu", inplace)
-    return _op("elu")(_t(input), alpha=alpha)  # type: ignore[no-any-return]
+    return _activate("elu", input, inplace, alpha=alpha)
 
 
 def celu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
-    _no_inplace("celu", inplace)
-    return _op("celu")(_t(input), alpha=alpha)  # type: ignore[no-any-return]
+    return _activate("celu", input, inplace, alpha=alpha)
 
 
 def selu(input: Any, inplace: bool = False) -> Tensor:
     """Scaled ELU with the self-normalizing constants."""
-    _no_inplace("selu", inplace)
-    return _op("selu")(_t(input))  # type: ignore[no-any-return]
+    return _activate("selu", input, inplace)
 
 
 def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """X for x > 0, negative_slope * x otherwise."""
-    _no_inplace("leaky_relu", inplace)
-    return _op("leaky_relu")(_t(input), negative_slope=negative_slope)  # type: ignore[no-any-return]
+    return _activate("leaky_relu", input, inplace, negative_slope=negative_slope)
 
 
 def hardtanh(
     input: Any, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
 ) -> Tensor:
     """X clipped to [min_val, max_val]."""
-    _no_inplace("hardtanh", inplace)
-    return _op("hardtanh")(_t(input), min_val=min_val, max_val=max_val)  # type: ignore[no-any-return]
+    return _activate("hardtanh", input, inplace, min_val=min_val, max_val=max_val)
 
 
 def gelu(input: Any, approximate: str = "none") -> Tensor:
@@ -62,14 +55,12 @@ def gelu(input: Any, approximate: str = "none") -> Tensor:
 
 def silu(input: Any, inplace: bool = False) -> Tensor:
     """X * sigmoid(x)."""
-    _no_inplace("silu", inplace)
-    return _op("silu")(_t(input))  # type: ignore[no-any-return]
+    return _activate("silu", input, inplace)
 
 
 def mish(input: Any, inplace: bool = False) -> Tensor:
     """X * tanh(softplus(x))."""
-    _no_inplace("mish", inplace)
-    return _op("mish")(_t(input))  # type: ignore[no-any-return]
+    return _activate("mish", input, inplace)
 
 
 def sigmoid(input: Any) -> Tensor:
@@ -99,14 +90,42 @@ def logsigmoid(input: Any) -> Tensor:
 
 def hardsigmoid(input: Any, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6."""
-    _no_inplace("hardsigmoid", inplace)
-    return _op("hardsigmoid")(_t(input))  # type: ignore[no-any-return]
+    return _activate("hardsigmoid", input, inplace)
 
 
 def hardswish(input: Any, inplace: bool = False) -> Tensor:
     """X * relu6(x + 3) / 6."""
-    _no_inplace("hardswish", inplace)
-    return _op("hardswish")(_t(input))  # type: ignore[no-any-return]
+    return _activate("hardswish", input, inplace)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """``relu(input, inplace=True)``."""
+    return relu(input, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``elu(input, alpha, inplace=True)``."""
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``celu(input, alpha, inplace=True)``."""
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """``selu(input, inplace=True)``."""
+    return selu(input, inplace=True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``leaky_relu(input, negative_slope, inplace=True)``."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``hardtanh(input, min_val, max_val, inplace=True)``."""
+    return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def _softmax_dim(fn: str, dim: int | None, dtype: Any, x: Any) -> tuple[Tensor, int]:

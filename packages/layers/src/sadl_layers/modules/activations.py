@@ -10,12 +10,38 @@ from __future__ import annotations
 
 from typing import Any
 
+import sadl
 from sadl import Tensor
 
 from sadl_layers.modules._base import Layer, as_tensor
 from sadl_layers.ops import activations as _ops
 from sadl_layers.ops import piecewise as _piecewise
 from sadl_layers.ops import tensor_ops as _tensor_ops
+
+
+def _activate(layer: Layer, op: Any, x: Any, **params: Any) -> Tensor:
+    """``op`` on ``x``, written into ``x`` when the layer was made with ``inplace=True`` (torch's
+    in-place activations: ``Tensor.inplace`` records them on the graph as torch does).
+    """
+    if not getattr(layer, "inplace", False):
+        out: Tensor = layer.call_op(op, as_tensor(x), **params)
+        return out
+    if not isinstance(x, Tensor):
+        raise layer.fail(f"inplace=True overwrites a Tensor, got {type(x).__name__}", TypeError)
+    return x.inplace(op, **params)
+
+
+class _InPlace(Layer):
+    """An activation torch lets overwrite its input (``inplace=True``)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self) -> str:
+        """``inplace=True`` when set."""
+        return "inplace=True" if self.inplace else ""
+
 
 __all__ = [
     "ReLU",
@@ -42,11 +68,13 @@ __all__ = [
 ]
 
 
-class ReLU(Layer):
+class ReLU(_InPlace):
     """max(x, 0)."""
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
+        if self.inplace:
+            return _activate(self, sadl.ops.get("relu"), x)
         return as_tensor(x).relu()
 
 
@@ -85,30 +113,28 @@ class GELU(Layer):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Layer):
+class SiLU(_InPlace):
     """SiLU (swish): x * sigmoid(x)."""
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = _ops.silu(as_tensor(x))
-        return out
+        return _activate(self, _ops.silu, x)
 
 
-class LeakyReLU(Layer):
+class LeakyReLU(_InPlace):
     """x for x > 0, else negative_slope * x."""
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
-        super().__init__()
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__(inplace)
         self.negative_slope = float(negative_slope)
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = _piecewise.leaky_relu(as_tensor(x), negative_slope=self.negative_slope)
-        return out
+        return _activate(self, _piecewise.leaky_relu, x, negative_slope=self.negative_slope)
 
     def extra_repr(self) -> str:
         """The slope for negative inputs."""
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" * self.inplace)
 
 
 class Softmax(Layer):
@@ -173,18 +199,18 @@ class _Pointwise(Layer):
 
     op: Any
 
-    def __init__(self, **options: float) -> None:
+    def __init__(self, inplace: bool = False, **options: float) -> None:
         super().__init__()
-        self.options = options
+        self.options, self.inplace = options, bool(inplace)
 
     def forward(self, x: Any) -> Tensor:
         """Apply elementwise."""
-        out: Tensor = self.call_op(type(self).op, as_tensor(x), **self.options)
-        return out
+        return _activate(self, type(self).op, x, **self.options)
 
     def extra_repr(self) -> str:
         """The options."""
-        return ", ".join(f"{k}={v}" for k, v in self.options.items())
+        shown = [f"{k}={v}" for k, v in self.options.items()]
+        return ", ".join(shown + ["inplace=True"] * self.inplace)
 
 
 class ELU(_Pointwise):
@@ -192,8 +218,8 @@ class ELU(_Pointwise):
 
     op = _piecewise.elu
 
-    def __init__(self, alpha: float = 1.0) -> None:
-        super().__init__(alpha=float(alpha))
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__(inplace, alpha=float(alpha))
 
 
 class SELU(_Pointwise):
@@ -207,10 +233,10 @@ class CELU(_Pointwise):
 
     op = _piecewise.celu
 
-    def __init__(self, alpha: float = 1.0) -> None:
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         if alpha == 0:
             raise ValueError("CELU: alpha must not be 0 (it divides the input)")
-        super().__init__(alpha=float(alpha))
+        super().__init__(inplace, alpha=float(alpha))
 
 
 class Mish(_Pointwise):
@@ -241,8 +267,8 @@ class Hardtanh(_Pointwise):
 
     op = _piecewise.hardtanh
 
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0) -> None:
-        super().__init__()
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__(inplace)
         if not min_val < max_val:
             raise ValueError(
                 f"{type(self).__name__}: min_val must be below max_val, got {min_val} and {max_val}"
@@ -253,12 +279,12 @@ class Hardtanh(_Pointwise):
 class ReLU6(Hardtanh):
     """min(max(x, 0), 6)."""
 
-    def __init__(self) -> None:
-        super().__init__(0.0, 6.0)
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
 
     def extra_repr(self) -> str:
-        """Nothing to configure."""
-        return ""
+        """``inplace=True`` when set."""
+        return "inplace=True" if self.inplace else ""
 
 
 class Hardsigmoid(_Pointwise):
