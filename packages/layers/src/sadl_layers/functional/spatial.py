@@ -56,10 +56,6 @@ def conv3d(
                  dilation=dilation, groups=groups)  # fmt: skip
 
 
-def _conv_transpose(name: str, input: Any, weight: Any, bias: Any, **params: Any) -> Tensor:
-    return _conv(name, input, weight, bias, **params)
-
-
 def conv_transpose1d(
     input: Any,
     weight: Any,
@@ -71,7 +67,7 @@ def conv_transpose1d(
     dilation: Any = 1,
 ) -> Tensor:
     """Transposed 1-d convolution (weight (C, out / groups, k))."""
-    return _conv_transpose("conv_transpose1d", input, weight, bias, stride=stride,
+    return _conv("conv_transpose1d", input, weight, bias, stride=stride,
                            padding=padding, output_padding=output_padding, groups=groups,
                            dilation=dilation)  # fmt: skip
 
@@ -87,7 +83,7 @@ def conv_transpose2d(
     dilation: Any = 1,
 ) -> Tensor:
     """Transposed 2-d convolution (weight (C, out / groups, kh, kw))."""
-    return _conv_transpose("conv_transpose2d", input, weight, bias, stride=stride,
+    return _conv("conv_transpose2d", input, weight, bias, stride=stride,
                            padding=padding, output_padding=output_padding, groups=groups,
                            dilation=dilation)  # fmt: skip
 
@@ -103,7 +99,7 @@ def conv_transpose3d(
     dilation: Any = 1,
 ) -> Tensor:
     """Transposed 3-d convolution (weight (C, out / groups, kd, kh, kw))."""
-    return _conv_transpose("conv_transpose3d", input, weight, bias, stride=stride,
+    return _conv("conv_transpose3d", input, weight, bias, stride=stride,
                            padding=padding, output_padding=output_padding, groups=groups,
                            dilation=dilation)  # fmt: skip
 

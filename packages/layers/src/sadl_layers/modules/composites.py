@@ -15,7 +15,7 @@ from sadl_layers.functional import composites as fc
 from sadl_layers.functional._common import _no_inplace
 from sadl_layers.functional.spatial import pad
 from sadl_layers.modules._base import Layer, as_tensor, param_dtype
-from sadl_layers.ops._common import check_reduction
+from sadl_layers.modules.losses import _Loss
 
 __all__ = [
     "Hardshrink",
@@ -176,18 +176,6 @@ class PairwiseDistance(Layer):
         return fc.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
-class _Loss(Layer):
-    def __init__(self, reduction: str = "mean") -> None:
-        super().__init__()
-        if reduction != "batchmean":
-            check_reduction(type(self).__name__, reduction)
-        self.reduction = reduction
-
-    def extra_repr(self) -> str:
-        """The reduction."""
-        return f"reduction={self.reduction!r}"
-
-
 class SmoothL1Loss(_Loss):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
 
@@ -218,8 +206,9 @@ class KLDivLoss(_Loss):
     """
 
     def __init__(self, reduction: str = "mean", log_target: bool = False) -> None:
-        super().__init__(reduction)
-        self.log_target = bool(log_target)
+        # (the losses' check knows the three reductions they share; this one also has its own)
+        super().__init__("mean" if reduction == "batchmean" else reduction)
+        self.reduction, self.log_target = reduction, bool(log_target)
 
     def forward(self, input: Any, target: Any) -> Tensor:
         """The loss."""

@@ -371,17 +371,21 @@ def _transpose_setup(x_shape, w_shape, stride, padding, output_padding, dilation
     return conv_shape, tuple(crop)
 
 
+def _at_axis(axis, value, other):
+    """Four items for (N, C, H, W): ``value`` at spatial axis ``axis``, ``other`` elsewhere."""
+    items = [other] * 4
+    items[2 + axis] = value
+    return items
+
+
 def _cropped(out, crop):
     """Torch's transposed output from the unpadded axes of ``out`` (see ``_transpose_setup``)."""
     for axis, c in enumerate(crop):
         if c is not None:
             start, length = c
-            index = [slice(None)] * 4
-            index[2 + axis] = slice(start, start + length)
-            out = out[tuple(index)]
-            widths = [(0, 0)] * 4
-            widths[2 + axis] = (0, length - out.shape[2 + axis])
-            out = np.pad(out, widths) if widths[2 + axis][1] else out
+            out = out[tuple(_at_axis(axis, slice(start, start + length), slice(None)))]
+            missing = length - out.shape[2 + axis]
+            out = np.pad(out, _at_axis(axis, (0, missing), (0, 0))) if missing else out
     return out
 
 
@@ -390,12 +394,8 @@ def _uncropped(g, crop, conv_shape):
     for axis, c in enumerate(crop):
         if c is not None:
             start, full = c[0], conv_shape[2 + axis]
-            index = [slice(None)] * 4
-            index[2 + axis] = slice(0, full - start)
-            g = g[tuple(index)]
-            widths = [(0, 0)] * 4
-            widths[2 + axis] = (start, full - start - g.shape[2 + axis])
-            g = np.pad(g, widths)
+            g = g[tuple(_at_axis(axis, slice(0, full - start), slice(None)))]
+            g = np.pad(g, _at_axis(axis, (start, full - start - g.shape[2 + axis]), (0, 0)))
     return g
 
 

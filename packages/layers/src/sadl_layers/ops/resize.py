@@ -174,9 +174,9 @@ def _interpolation_matrices(
         # torch's linear kernels and its 2-d nearest one copy an axis whose size stays, and
         # its 2-d nearest one reads i // 2 where the size doubles, whatever the scale_factor
         # (its 1-d and 3-d nearest kernels use the scale: matched per kernel, as torch runs)
-        if mode in _LINEAR or (mode == "nearest" and d == 2):
-            s = None if b in (a, 2 * a) and mode == "nearest" else s
-            s = None if a == b else s
+        copies = mode in _LINEAR or (mode == "nearest" and d == 2)
+        if copies and (b == a or (mode == "nearest" and b == 2 * a)):
+            s = None
         if mode == "area":
             m = _area_matrix(a, b)
         elif mode in _LINEAR:
